@@ -1,0 +1,57 @@
+"""ember: row-level lineage for PySpark.
+
+    import ember
+    lin = ember.capture(df)                  # run df once, capturing lineage
+    lin.output()                             # pyarrow.Table of the output + ember_oid
+    t = lin.backward(oids=[0])               # or where="l_returnflag = 'R'"
+    t.sources, t.ids("lineitem"), t.rows("lineitem")
+    lin.forward("lineitem", ids=[7]).ids()   # output oids a source row reached
+
+Everything else in the package is private.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from ember.capture.capture import capture
+from ember.errors import (
+    EmberError,
+    IdOutOfRangeError,
+    InvalidPredicateError,
+    StaleSourceError,
+    UnknownSourceError,
+    UnsupportedOperatorError,
+)
+from ember.lineage import Lineage
+from ember.plan.jvm import Jvm
+from ember.plan.spark_import import SOURCE_NAMES, leaves, source_key
+from ember.query.trace import ForwardTrace, Trace
+
+__version__ = "0.1.0"
+
+
+def source(df: DataFrame, name: str) -> DataFrame:
+    """Names the single source `df` reads; lineage then reports it as `name`."""
+    jvm = Jvm(df.sparkSession)
+    keys = {source_key(jvm, leaf) for leaf in leaves(jvm.analyzed(df))}
+    keys.discard(None)
+    if len(keys) != 1:
+        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")
+    SOURCE_NAMES[str(keys.pop())] = name
+    return df
+
+
+__all__ = [
+    "EmberError",
+    "ForwardTrace",
+    "IdOutOfRangeError",
+    "InvalidPredicateError",
+    "Lineage",
+    "StaleSourceError",
+    "Trace",
+    "UnknownSourceError",
+    "UnsupportedOperatorError",
+    "capture",
+    "source",
+]

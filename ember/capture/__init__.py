@@ -1,0 +1,1 @@
+"""Eager capture: rewrite the plan so lineage flows through it, run it, index the result."""

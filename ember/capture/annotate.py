@@ -1,0 +1,266 @@
+"""The capture rewrite: a pure function from a plan to a plan whose rows carry lineage.
+
+Every row of the rewritten plan carries *slots* next to its own columns:
+
+- a rid slot holds the `ember_rid` of one source row in the row's lineage (null if none,
+  e.g. the missing side of an outer join);
+- a ref slot points at a group of rows of a *side table*: the rows of an aggregate's
+  input that form this row's group, a semi join's witnesses, the rows of a scalar
+  subquery. It holds the group's key values (matched null-safely against the side
+  table's keys) and a `present` flag that is null where the ref does not apply.
+
+Side tables are themselves plans whose rows carry slots, so lineage stays normalized
+(Smoke's rid index, not Perm's repeated tuples): an aggregate's output row holds one
+ref, not the list of its input rows, and nothing travels through a shuffle but the
+usual aggregate state. Indexes are composed from slots and side tables after the job
+(`store.index`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+from ember.errors import UnsupportedOperatorError
+from ember.plan import ir
+
+FRESH_IDS_FROM = 1 << 40  # ember-made attribute ids; Catalyst's own ids stay far below
+
+
+@dataclass(frozen=True)
+class RidSlot:
+    source: str  # Source.key
+    attr: ir.Attr
+
+    @property
+    def attrs(self) -> tuple[ir.Attr, ...]:
+        return (self.attr,)
+
+
+@dataclass(frozen=True)
+class RefSlot:
+    table: int
+    keys: tuple[ir.Attr, ...]
+    present: ir.Attr
+
+    @property
+    def attrs(self) -> tuple[ir.Attr, ...]:
+        return (*self.keys, self.present)
+
+
+Slot = RidSlot | RefSlot
+
+
+@dataclass(frozen=True)
+class SideTable:
+    """Rows that ref slots point into, grouped by `keys`."""
+
+    id: int
+    plan: ir.Node
+    keys: tuple[ir.Attr, ...]
+    slots: tuple[Slot, ...]
+    why: str  # what produced it, for messages and manifests
+
+
+@dataclass(frozen=True)
+class Annotated:
+    plan: ir.Node  # output: the original columns, then every slot's attributes
+    slots: tuple[Slot, ...]
+    tables: tuple[SideTable, ...]  # children before parents
+
+
+def slot_attrs(slots: tuple[Slot, ...]) -> tuple[ir.Attr, ...]:
+    return tuple(a for s in slots for a in s.attrs)
+
+
+@dataclass
+class _Rewriter:
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
+    tables: list[SideTable] = field(default_factory=list)
+
+    def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
+        i = next(self.ids)
+        return ir.Attr(i, f"__ember_{like}_{i}", dtype, nullable)
+
+    def table(self, plan: ir.Node, keys: tuple[ir.Attr, ...], slots: tuple[Slot, ...], why: str) -> int:
+        t = SideTable(len(self.tables), plan, keys, slots, why)
+        self.tables.append(t)
+        return t.id
+
+    # --- the rewrite ---------------------------------------------------------
+    def rewrite(self, node: ir.Node) -> tuple[ir.Node, tuple[Slot, ...]]:
+        """`node` rewritten so its output is its own columns followed by its slots."""
+        method = getattr(self, f"_{type(node).__name__}")
+        new, slots = method(node)
+        new, slots = self._with_subqueries(node, new, slots)
+        return self._normalized(node.output, new, slots), slots
+
+    def _normalized(self, output: tuple[ir.Attr, ...], new: ir.Node, slots: tuple[Slot, ...]) -> ir.Node:
+        want = output + slot_attrs(slots)
+        if new.output == want:
+            return new
+        return ir.Project(new, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in want))
+
+    def _with_subqueries(
+        self, node: ir.Node, new: ir.Node, slots: tuple[Slot, ...]
+    ) -> tuple[ir.Node, tuple[Slot, ...]]:
+        """Rows of a node that evaluates a scalar subquery get that subquery's whole lineage."""
+        subqueries = [s for e in node.expressions() for s in e.subqueries]
+        if not subqueries:
+            return new, slots
+        extra: list[Slot] = []
+        for sub in subqueries:
+            plan, sub_slots = self.rewrite(sub)
+            tid = self.table(_keep(plan, slot_attrs(sub_slots)), (), sub_slots, "scalar subquery")
+            extra.append(RefSlot(tid, (), self.fresh("present", "boolean")))
+        columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(
+            ir.Named(ir.Constant(True, s.present), s.present) for s in extra if isinstance(s, RefSlot)
+        )
+        return ir.Project(new, columns=columns), (*slots, *extra)
+
+    def _Scan(self, node: ir.Scan) -> tuple[ir.Node, tuple[Slot, ...]]:
+        if node.source.kind == "none":
+            return node, ()
+        rid = self.fresh("rid", "bigint", nullable=False)
+        return ir.Numbered(node, rid=rid), (RidSlot(node.source.key, rid),)
+
+    def _unary(self, node: ir.Unary) -> tuple[ir.Node, tuple[Slot, ...]]:
+        child, slots = self.rewrite(node.child)
+        return replace(node, child=child), slots
+
+    _Filter = _unary
+    _Limit = _unary
+    _Passthrough = _unary
+
+    def _Project(self, node: ir.Project) -> tuple[ir.Node, tuple[Slot, ...]]:
+        child, slots = self.rewrite(node.child)
+        keep = tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots))
+        return replace(node, child=child, columns=node.columns + keep), slots
+
+    def _Generate(self, node: ir.Generate) -> tuple[ir.Node, tuple[Slot, ...]]:
+        child, slots = self.rewrite(node.child)
+        return replace(node, child=child, kept=node.kept + slot_attrs(slots)), slots
+
+    def _Expand(self, node: ir.Expand) -> tuple[ir.Node, tuple[Slot, ...]]:
+        child, slots = self.rewrite(node.child)
+        renamed = tuple(self._renamed(s) for s in slots)
+        passed = tuple(ir.ColumnRef(a) for a in slot_attrs(slots))
+        return (
+            replace(
+                node,
+                child=child,
+                projections=tuple(p + passed for p in node.projections),
+                attrs=node.attrs + slot_attrs(renamed),
+            ),
+            renamed,
+        )
+
+    def _renamed(self, slot: Slot) -> Slot:
+        if isinstance(slot, RidSlot):
+            return replace(slot, attr=self.fresh("rid", slot.attr.dtype, slot.attr.nullable))
+        keys = tuple(self.fresh("key", k.dtype) for k in slot.keys)
+        return replace(slot, keys=keys, present=self.fresh("present", "boolean"))
+
+    def _Join(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
+        left, lslots = self.rewrite(node.left)
+        if node.kind == "anti":
+            return replace(node, left=left), lslots
+        right, rslots = self.rewrite(node.right)
+        if node.kind not in ("semi", "existence"):
+            return replace(node, left=left, right=right), lslots + rslots
+        # Witnesses of a left row depend only on the left columns the condition reads:
+        # the side table joins those distinct values with the right side.
+        probe = tuple(a for a in node.left.output if node.cond is not None and a.id in node.cond.refs)
+        joined: ir.Node = right
+        if probe:
+            distinct = ir.Aggregate(
+                _keep(node.left, probe),
+                keys=tuple(ir.ColumnRef(a) for a in probe),
+                columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in probe),
+            )
+            joined = ir.Join("inner", distinct, right, node.cond)
+        elif node.cond is not None:
+            joined = ir.Filter(right, cond=node.cond)
+        keys = tuple(self.fresh("key", a.dtype) for a in probe)
+        side = ir.Project(
+            joined,
+            columns=tuple(ir.Named(ir.ColumnRef(a), k) for a, k in zip(probe, keys, strict=True))
+            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(rslots)),
+        )
+        tid = self.table(side, keys, rslots, f"{node.kind} join witnesses")
+        present = self.fresh("present", "boolean")
+        semi = replace(node, left=left)
+        marked = ir.Project(
+            semi,
+            columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
+            + (ir.Named(ir.Constant(True, present), present),),
+        )
+        return marked, (*lslots, RefSlot(tid, probe, present))
+
+    def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
+        child, slots = self.rewrite(node.child)
+        for k in node.keys:
+            if isinstance(k, ir.Expr) and not k.deterministic:
+                raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
+        side_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
+        side = ir.Project(
+            child,
+            columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
+            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+        )
+        tid = self.table(side, side_keys, slots, "aggregate groups")
+        out_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
+        present = self.fresh("present", "boolean")
+        columns = (
+            node.columns
+            + tuple(ir.Named(k, a) for k, a in zip(node.keys, out_keys, strict=True))
+            + (ir.Named(ir.Constant(True, present), present),)
+        )
+        return replace(node, child=child, columns=columns), (RefSlot(tid, out_keys, present),)
+
+    def _Union(self, node: ir.Union) -> tuple[ir.Node, tuple[Slot, ...]]:
+        rewritten = [self.rewrite(c) for c in node.inputs]
+        per_child: list[tuple[Slot, ...]] = [
+            () if i in node.blind else s for i, (_, s) in enumerate(rewritten)
+        ]
+        # Union outputs take the first input's attributes, so slots are named by that input.
+        first_names: list[Slot] = []
+        for i, slots in enumerate(per_child):
+            first_names.extend(slots if i == 0 else tuple(self._renamed(s) for s in slots))
+        all_attrs = slot_attrs(tuple(first_names))
+        inputs = []
+        offset = 0
+        for i, ((plan, _), slots) in enumerate(zip(rewritten, per_child, strict=True)):
+            own = slot_attrs(slots)
+            cols = [ir.Named(ir.ColumnRef(a), a) for a in node.inputs[i].output]
+            for j, a in enumerate(all_attrs):
+                if offset <= j < offset + len(own):
+                    src = own[j - offset]
+                    cols.append(ir.Named(ir.ColumnRef(src), src if i == 0 else replace(a, id=next(self.ids))))
+                else:
+                    cols.append(ir.Named(ir.Constant(None, a), a if i == 0 else replace(a, id=next(self.ids))))
+            offset += len(own)
+            inputs.append(ir.Project(plan, columns=tuple(cols)))
+        return replace(node, inputs=tuple(inputs), attrs=node.attrs + all_attrs), tuple(first_names)
+
+    def _Window(self, node: ir.Window) -> tuple[ir.Node, tuple[Slot, ...]]:
+        raise UnsupportedOperatorError("ember cannot trace window functions yet")
+
+
+def _dtype(e: ir.AnyExpr) -> str:
+    if isinstance(e, ir.Expr):
+        return e.dtype
+    return e.attr.dtype if isinstance(e, ir.ColumnRef) else e.like.dtype
+
+
+def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
+    if plan.output == attrs:
+        return plan
+    return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
+
+
+def annotate(plan: ir.Node) -> Annotated:
+    """The capture rewrite of a whole plan."""
+    rw = _Rewriter()
+    new, slots = rw.rewrite(plan)
+    return Annotated(new, slots, tuple(rw.tables))

@@ -1,0 +1,183 @@
+"""ember IR → Spark logical plan (the execution edge).
+
+Nodes ember did not change are rebuilt from their own Catalyst node with new
+children, so Spark runs what the user wrote; the few nodes the rewrite extends
+(projections, aggregates, unions, expands, numbered scans) are constructed with
+Catalyst's own constructors, keeping every attribute's exprId so parents still
+resolve. The finished plan is turned into a DataFrame once, at the top.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ember.errors import UnsupportedOperatorError
+from ember.plan import ir
+from ember.plan.jvm import JObj, Jvm, iterate
+from ember.plan.sources import Source
+
+_LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
+
+
+@dataclass
+class Builder:
+    jvm: Jvm
+    attrs: dict[int, JObj] = field(default_factory=dict)  # exprId → Catalyst attribute
+
+    @property
+    def logical(self) -> JObj:
+        return getattr(self.jvm.jvm.org.apache.spark.sql.catalyst.plans, "logical")
+
+    def dataframe(self, node: ir.Node) -> DataFrame:
+        return self.jvm.dataframe(self.build(node))
+
+    def build(self, node: ir.Node) -> JObj:
+        plan: JObj = getattr(self, f"_{type(node).__name__}")(node)
+        for a in iterate(plan.output()):
+            self.attrs[int(a.exprId().id())] = a
+        return plan
+
+    # --- expressions -------------------------------------------------------
+    def expr(self, e: ir.AnyExpr) -> JObj:
+        if isinstance(e, ir.Expr):
+            if e.handle is None:
+                raise AssertionError(f"expression without an engine handle: {e.sql}")
+            return e.handle
+        if isinstance(e, ir.ColumnRef):
+            return self.attr(e.attr)
+        if e.value is True:
+            return self.jvm.true()
+        return self.jvm.null(self.dtype(e.like))
+
+    def attr(self, a: ir.Attr) -> JObj:
+        try:
+            return self.attrs[a.id]
+        except KeyError:
+            raise AssertionError(f"attribute {a.name}#{a.id} is not in any built input") from None
+
+    def dtype(self, a: ir.Attr) -> JObj:
+        if a.id in self.attrs:
+            return self.attrs[a.id].dataType()
+        return self.jvm.type(a.dtype)
+
+    def named(self, n: ir.Named) -> JObj:
+        e = n.expr
+        if isinstance(e, ir.ColumnRef) and e.attr.id == n.attr.id:
+            return self.attr(e.attr)
+        if isinstance(e, ir.Expr) and e.handle is not None and _own_id(e.handle) == n.attr.id:
+            return e.handle
+        return self.jvm.alias(self.expr(e), n.attr.name, n.attr.id)
+
+    def seq(self, items: list[JObj] | tuple[JObj, ...]) -> JObj:
+        return self.jvm.seq(items)
+
+    # --- nodes -------------------------------------------------------------
+    def _same(self, node: ir.Node) -> JObj:
+        handle = getattr(node, "handle", None)
+        if handle is None:
+            raise AssertionError(f"{type(node).__name__} has no engine node")
+        children = [self.build(c) for c in node.children]
+        return handle.withNewChildren(self.seq(children)) if children else handle
+
+    _Scan = _same
+    _Limit = _same
+    _Passthrough = _same
+    _Generate = _same
+
+    def _Filter(self, node: ir.Filter) -> JObj:
+        return self.logical.Filter(self.expr(node.cond), self.build(node.child))
+
+    def _Project(self, node: ir.Project) -> JObj:
+        child = self.build(node.child)
+        return self.logical.Project(self.seq([self.named(c) for c in node.columns]), child)
+
+    def _Join(self, node: ir.Join) -> JObj:
+        if node.handle is not None:
+            return self._same(node)
+        left, right = self.build(node.left), self.build(node.right)
+        plans = self.jvm.jvm.org.apache.spark.sql.catalyst.plans
+        cond = self.jvm.some(self.expr(node.cond)) if node.cond is not None else self.jvm.none()
+        hint = getattr(getattr(self.logical, "JoinHint$"), "MODULE$").NONE()
+        return self.logical.Join(left, right, plans.JoinType.apply(node.kind), cond, hint)
+
+    def _Aggregate(self, node: ir.Aggregate) -> JObj:
+        child = self.build(node.child)
+        hint = node.handle.productElement(3) if node.handle is not None else self.jvm.none()
+        return self.logical.Aggregate(
+            self.seq([self.expr(k) for k in node.keys]),
+            self.seq([self.named(c) for c in node.columns]),
+            child,
+            hint,
+        )
+
+    def _Union(self, node: ir.Union) -> JObj:
+        children = [self.build(c) for c in node.inputs]
+        if node.handle is not None:
+            return node.handle.withNewChildren(self.seq(children))
+        return self.logical.Union(self.seq(children), False, False)
+
+    def _Expand(self, node: ir.Expand) -> JObj:
+        child = self.build(node.child)
+        projections = [self.seq([self.expr(e) for e in p]) for p in node.projections]
+        own = {int(a.exprId().id()): a for a in iterate(node.handle.output())}
+        output = []
+        for i, a in enumerate(node.attrs):
+            if a.id in own:
+                output.append(own[a.id])
+                continue
+            src = node.projections[0][i]
+            dtype = self.expr(src).dataType()
+            output.append(self.jvm.attribute(a.name, dtype, True, a.id))
+        return self.logical.Expand(self.seq(projections), self.seq(output), child)
+
+    def _Window(self, node: ir.Window) -> JObj:
+        raise UnsupportedOperatorError("ember cannot trace window functions yet")
+
+    def _Numbered(self, node: ir.Numbered) -> JObj:
+        scan = node.child
+        assert isinstance(scan, ir.Scan)
+        source = scan.source
+        if source.kind == "parquet":
+            df = self.jvm.dataframe(scan.handle)
+            rid = _parquet_rid(source)
+        elif source.kind == "range":
+            df = self.jvm.dataframe(scan.handle)
+            start, _, step = (int(x) for x in source.key.split(":")[1:])
+            rid = ((F.col(scan.attrs[0].name) - F.lit(start)) / F.lit(step)).cast("long")
+        elif source.kind == "memory":
+            return self._numbered_memory(scan, node.rid)
+        else:
+            raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
+        alias = self.jvm.alias(self.jvm.expression(rid), node.rid.name, node.rid.id)
+        cols: list[Column] = [self.jvm.column(a) for a in iterate(scan.handle.output())]
+        return self.jvm.analyzed(df.select(*cols, self.jvm.column(alias)))
+
+    def _numbered_memory(self, scan: ir.Scan, rid: ir.Attr) -> JObj:
+        table: pa.Table = scan.source.data
+        column = pa.array(range(table.num_rows), type=pa.int64())
+        fresh = self.jvm.spark.createDataFrame(table.append_column("__ember_rid", column))
+        plan = self.jvm.analyzed(fresh)
+        fresh_attrs = list(iterate(plan.output()))
+        names = [*scan.attrs, rid]
+        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, names, strict=True)]
+        return self.logical.Project(self.seq(aliases), plan)
+
+
+def _own_id(handle: JObj) -> int | None:
+    try:
+        return int(handle.exprId().id())
+    except Exception:  # not a named expression
+        return None
+
+
+def _parquet_rid(source: Source) -> Column:
+    """`ember_rid` of a Parquet row: its index in its file plus the rows of earlier files."""
+    index = F.col("_metadata.row_index")
+    if len(source.files) == 1:
+        return index
+    offsets = F.create_map(*[x for f in source.files for x in (F.lit(f.uri), F.lit(f.offset))])
+    return index + F.element_at(offsets, F.col("_metadata.file_path"))

@@ -1,0 +1,30 @@
+"""ember's errors: one base class so callers can catch everything ember raises."""
+
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Base class of every error ember raises on purpose."""
+
+
+class UnsupportedOperatorError(EmberError):
+    """The plan holds an operator ember cannot trace exactly; raised before any job runs."""
+
+
+class UnknownSourceError(EmberError, KeyError):
+    """A source name that the lineage does not know."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IdOutOfRangeError(EmberError, IndexError):
+    """An ember_oid or ember_rid outside the captured output or source."""
+
+
+class InvalidPredicateError(EmberError, ValueError):
+    """A `where=` string that does not parse or names no column."""
+
+
+class StaleSourceError(EmberError):
+    """A source file changed on disk (size or modification time) since capture."""

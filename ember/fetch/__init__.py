@@ -1,0 +1,1 @@
+"""Source rows by `ember_rid`: read only what a trace needs."""

@@ -1,0 +1,1 @@
+"""Spark's optimized logical plan, read into ember's small relational IR."""

@@ -1,0 +1,343 @@
+"""ember's relational IR: plain, immutable data that knows nothing about Spark.
+
+A plan is a tree of `Node`s. Each node names the attributes it outputs; expressions
+are opaque `Expr`s that carry what ember must know about them (the attributes they
+read, their SQL text, uncorrelated scalar subqueries inside them) plus an engine
+handle that only the engine edge (`capture.spark_build`) looks at.
+
+Each operator class carries `LINEAGE`: the backward lineage it gives one output
+row. The README's operator table is generated from these strings (and a test keeps
+it in step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ember.plan.sources import Source
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An output column, identified by id (Catalyst's exprId) across the whole plan."""
+
+    id: int
+    name: str
+    dtype: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Expr:
+    """An engine expression ember treats as a black box."""
+
+    sql: str
+    refs: frozenset[int]
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+    subqueries: tuple[Node, ...] = ()
+    deterministic: bool = True
+    dtype: str = ""
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    """An ember-made expression: just read `attr` from the input."""
+
+    attr: Attr
+
+
+@dataclass(frozen=True)
+class Constant:
+    """An ember-made constant: `true`, or a typed null standing in for an absent column."""
+
+    value: bool | None
+    like: Attr  # for a null, the attribute whose type it takes
+
+
+AnyExpr = Expr | ColumnRef | Constant
+
+
+@dataclass(frozen=True)
+class Named:
+    """An expression bound to the attribute it produces."""
+
+    expr: AnyExpr
+    attr: Attr
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A window function's frame, in rows or by range of the ordering keys.
+
+    `whole` is set for ranking functions, whose value depends on the whole partition.
+    Bounds are offsets as SQL text ("UNBOUNDED PRECEDING", "CURRENT ROW", "1 FOLLOWING").
+    """
+
+    kind: str  # "rows" | "range"
+    lower: str
+    upper: str
+    whole: bool = False
+
+
+@dataclass(frozen=True)
+class Node:
+    """A relational operator."""
+
+    LINEAGE: ClassVar[str] = ""
+    OPERATORS: ClassVar[str] = ""
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return ()
+
+    def expressions(self) -> tuple[Expr, ...]:
+        """Expressions this node itself evaluates (not its children's)."""
+        return ()
+
+
+@dataclass(frozen=True)
+class Scan(Node):
+    OPERATORS: ClassVar[str] = "scan (Parquet, CSV, JSON, in-memory, range)"
+    LINEAGE: ClassVar[str] = "the row it came from"
+
+    source: Source
+    attrs: tuple[Attr, ...]
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.attrs
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    child: Node
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.child.output
+
+
+@dataclass(frozen=True)
+class Filter(Unary):
+    OPERATORS: ClassVar[str] = "filter (WHERE, HAVING)"
+    LINEAGE: ClassVar[str] = "the row it came from"
+
+    cond: Expr = field(default_factory=lambda: Expr("true", frozenset()))
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return (self.cond,)
+
+
+@dataclass(frozen=True)
+class Project(Unary):
+    OPERATORS: ClassVar[str] = "project, computed columns, Python / pandas UDFs"
+    LINEAGE: ClassVar[str] = "the row it came from"
+
+    columns: tuple[Named, ...] = ()
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return tuple(c.attr for c in self.columns)
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return tuple(c.expr for c in self.columns if isinstance(c.expr, Expr))
+
+
+@dataclass(frozen=True)
+class Passthrough(Unary):
+    """An operator that keeps every input row's columns and adds columns computed from that
+    row alone (Python UDF evaluation, repartition, sample, ...)."""
+
+    OPERATORS: ClassVar[str] = "sort, repartition, sample, Python UDF evaluation"
+    LINEAGE: ClassVar[str] = "the row it came from"
+
+    kind: str = ""
+    added: tuple[Attr, ...] = ()
+    exprs: tuple[Expr, ...] = ()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.child.output + self.added
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return self.exprs
+
+
+@dataclass(frozen=True)
+class Limit(Unary):
+    OPERATORS: ClassVar[str] = "limit, offset, top-k"
+    LINEAGE: ClassVar[str] = "the row it came from (only kept rows have lineage)"
+
+    kind: str = "limit"
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    OPERATORS: ClassVar[str] = "inner / cross / theta / outer joins"
+    LINEAGE: ClassVar[str] = "the joined pair; for an outer join's unmatched row, that row alone"
+
+    kind: str  # inner, cross, left, right, full, semi, anti, existence
+    left: Node
+    right: Node
+    cond: Expr | None = None
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+    exists_attr: Attr | None = None  # existence joins add a boolean column
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        if self.kind in ("semi", "anti"):
+            return self.left.output
+        if self.kind == "existence":
+            assert self.exists_attr is not None
+            return (*self.left.output, self.exists_attr)
+        return self.left.output + self.right.output
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return (self.cond,) if self.cond is not None else ()
+
+
+SEMI_LINEAGE = "the outer row and every inner row that witnesses it"
+ANTI_LINEAGE = "the outer row only"
+
+
+@dataclass(frozen=True)
+class Aggregate(Unary):
+    OPERATORS: ClassVar[str] = "aggregate (GROUP BY, global, DISTINCT, count(DISTINCT))"
+    LINEAGE: ClassVar[str] = "every row of its group"
+
+    keys: tuple[AnyExpr, ...] = ()
+    columns: tuple[Named, ...] = ()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return tuple(c.attr for c in self.columns)
+
+    def expressions(self) -> tuple[Expr, ...]:
+        own = self.keys + tuple(c.expr for c in self.columns)
+        return tuple(e for e in own if isinstance(e, Expr))
+
+
+@dataclass(frozen=True)
+class Union(Node):
+    OPERATORS: ClassVar[str] = "union all (distinct is an aggregate over it)"
+    LINEAGE: ClassVar[str] = "the row it came from, on whichever side"
+
+    inputs: tuple[Node, ...]
+    attrs: tuple[Attr, ...]
+    # Inputs whose rows add no lineage: the right side of Spark's EXCEPT ALL rewrite.
+    blind: frozenset[int] = frozenset()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.attrs
+
+
+@dataclass(frozen=True)
+class Window(Unary):
+    OPERATORS: ClassVar[str] = "window functions"
+    LINEAGE: ClassVar[str] = "the row and every row of its window frame (whole partition for ranking functions)"
+
+    columns: tuple[Named, ...] = ()
+    frames: tuple[Frame, ...] = ()
+    partition: tuple[Expr, ...] = ()
+    order: tuple[Expr, ...] = ()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.child.output + tuple(c.attr for c in self.columns)
+
+    def expressions(self) -> tuple[Expr, ...]:
+        own = tuple(c.expr for c in self.columns if isinstance(c.expr, Expr))
+        return own + self.partition + self.order
+
+
+@dataclass(frozen=True)
+class Generate(Unary):
+    OPERATORS: ClassVar[str] = "explode / generate (and the replication inside INTERSECT/EXCEPT ALL)"
+    LINEAGE: ClassVar[str] = "the row it came from"
+
+    generator: Expr = field(default_factory=lambda: Expr("", frozenset()))
+    generated: tuple[Attr, ...] = ()
+    kept: tuple[Attr, ...] = ()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.kept + self.generated
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return (self.generator,)
+
+
+@dataclass(frozen=True)
+class Expand(Unary):
+    OPERATORS: ClassVar[str] = "expand (unpivot, ROLLUP / CUBE / GROUPING SETS)"
+    LINEAGE: ClassVar[str] = "the row it came from"
+
+    projections: tuple[tuple[AnyExpr, ...], ...] = ()
+    attrs: tuple[Attr, ...] = ()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.attrs
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return tuple(e for p in self.projections for e in p if isinstance(e, Expr))
+
+
+@dataclass(frozen=True)
+class Numbered(Unary):
+    """A scan with its rows' `ember_rid` added as `rid` (made by capture, never imported)."""
+
+    rid: Attr = field(default_factory=lambda: Attr(0, "", "bigint"))
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return (*self.child.output, self.rid)
+
+
+OPERATOR_CLASSES: tuple[type[Node], ...] = (
+    Scan,
+    Filter,
+    Project,
+    Passthrough,
+    Limit,
+    Join,
+    Aggregate,
+    Union,
+    Window,
+    Generate,
+    Expand,
+)
+
+
+def walk(node: Node) -> list[Node]:
+    """All nodes of a plan, parents before children."""
+    out = [node]
+    for child in node.children:
+        out.extend(walk(child))
+    return out

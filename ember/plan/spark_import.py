@@ -1,0 +1,391 @@
+"""Spark's optimized logical plan → ember IR (the import edge).
+
+ember reads the plan Spark itself would run, so SQL and the DataFrame API are one
+path and subqueries arrive decorrelated. A few optimizer rules are switched off for
+the plan ember reads because they would destroy row identity or lineage (for
+example, folding a filter over an in-memory table into a new in-memory table).
+Anything ember cannot trace exactly raises `UnsupportedOperatorError` here, before
+any job runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from ember.errors import UnsupportedOperatorError
+from ember.plan import ir
+from ember.plan.jvm import JObj, Jvm, class_name, iterate, option
+from ember.plan.sources import Source, SourceFile, file_facts, local_path, stem
+
+_OPT = "org.apache.spark.sql.catalyst.optimizer."
+# Rules that rewrite a plan in ways that lose which row is which.
+EXCLUDED_RULES = (
+    _OPT + "ConvertToLocalRelation",  # evaluates operators over in-memory data at plan time
+    _OPT + "RewriteNonCorrelatedExists",  # EXISTS → LIMIT 1 would keep one witness, not all
+    _OPT + "InferWindowGroupLimit",  # drops rows before a window sees its whole partition
+    _OPT + "LimitPushDownThroughWindow",
+)
+
+_UNSUPPORTED = {
+    "MapInPandas": "mapInPandas",
+    "MapInArrow": "mapInArrow",
+    "PythonMapInArrow": "mapInArrow",
+    "FlatMapGroupsInPandas": "groupBy().applyInPandas",
+    "FlatMapGroupsInArrow": "groupBy().applyInArrow",
+    "FlatMapCoGroupsInPandas": "cogroup().applyInPandas",
+    "FlatMapCoGroupsInArrow": "cogroup().applyInArrow",
+    "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
+    "TransformWithStateInPandas": "transformWithStateInPandas",
+    "MapPartitionsInR": "dapply",
+    "MapPartitions": "mapPartitions (typed)",
+    "MapElements": "map (typed)",
+    "AppendColumns": "typed groupByKey",
+    "MapGroups": "mapGroups (typed)",
+    "CoGroup": "cogroup (typed)",
+    "DeserializeToObject": "typed Dataset operators",
+    "SerializeFromObject": "typed Dataset operators",
+}
+
+_JOIN_KINDS = {
+    "Inner": "inner",
+    "Cross": "cross",
+    "LeftOuter": "left",
+    "RightOuter": "right",
+    "FullOuter": "full",
+    "LeftSemi": "semi",
+    "LeftAnti": "anti",
+}
+
+_PASSTHROUGH = {
+    "Sort": "sort",
+    "Repartition": "repartition",
+    "RepartitionByExpression": "repartition",
+    "RebalancePartitions": "repartition",
+    "BatchEvalPython": "python udf",
+    "ArrowEvalPython": "pandas udf",
+    "BatchEvalPythonUDTF": "python udtf",
+    "ArrowEvalPythonUDTF": "python udtf",
+    "Sample": "sample",
+}
+
+_LIMITS = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "GlobalLimitAndOffset"}
+
+# Process-wide names given with `ember.source(df, name)`, by source key.
+SOURCE_NAMES: dict[str, str] = {}
+
+
+@contextmanager
+def excluded_rules(spark: SparkSession) -> Iterator[None]:
+    key = "spark.sql.optimizer.excludedRules"
+    before = spark.conf.get(key, None)
+    rules = [r for r in (before or "").split(",") if r]
+    spark.conf.set(key, ",".join(rules + [r for r in EXCLUDED_RULES if r not in rules]))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
+    """The optimized plan of `df` with ember's excluded rules (a fresh QueryExecution)."""
+    with excluded_rules(jvm.spark):
+        fresh = jvm.dataframe(jvm.analyzed(df))
+        return jvm.optimized(fresh)
+
+
+@dataclass
+class Importer:
+    """Reads one optimized plan; sources are shared across the plan by their key."""
+
+    jvm: Jvm
+    view_names: dict[str, str]
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    # --- expressions -----------------------------------------------------
+    def attr(self, a: JObj) -> ir.Attr:
+        return ir.Attr(int(a.exprId().id()), str(a.name()), str(a.dataType().simpleString()), bool(a.nullable()))
+
+    def expr(self, e: JObj) -> ir.Expr:
+        text = str(e.toString())
+        refs = frozenset(int(a.exprId().id()) for a in iterate(e.references()))
+        subqueries: tuple[ir.Node, ...] = ()
+        if "scalar-subquery#" in text:
+            subqueries = tuple(self.node(s.plan()) for s in self._scalar_subqueries(e))
+        for marker, what in (("exists#", "EXISTS"), ("list#", "IN (subquery)"), ("lateral-subquery#", "LATERAL")):
+            if marker in text and not subqueries:
+                raise UnsupportedOperatorError(f"ember cannot trace a {what} subquery left in expression {text}")
+        return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), _dtype(e))
+
+    def _scalar_subqueries(self, e: JObj) -> list[JObj]:
+        if class_name(e) == "ScalarSubquery":
+            if e.outerAttrs().nonEmpty():
+                raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {e}")
+            return [e]
+        return [s for c in iterate(e.children()) for s in self._scalar_subqueries(c)]
+
+    def named(self, e: JObj) -> ir.Named:
+        return ir.Named(self.expr(e), self.attr(e.toAttribute()))
+
+    def exprs(self, seq: JObj) -> tuple[ir.Expr, ...]:
+        return tuple(self.expr(e) for e in iterate(seq))
+
+    # --- plans -------------------------------------------------------------
+    def node(self, p: JObj) -> ir.Node:
+        kind = class_name(p)
+        if kind in _UNSUPPORTED:
+            raise UnsupportedOperatorError(
+                f"ember cannot trace {kind} ({_UNSUPPORTED[kind]}): its output rows have no known input rows"
+            )
+        method = getattr(self, f"_{kind}", None)
+        if method is not None:
+            node: ir.Node = method(p)
+            return node
+        if kind in _LIMITS:
+            return ir.Limit(self.node(p.child()), kind=kind, handle=p)
+        if kind in _PASSTHROUGH:
+            child = self.node(p.child())
+            added = tuple(a for a in (self.attr(x) for x in iterate(p.output())) if a not in child.output)
+            exprs = tuple(self.expr(e) for e in iterate(p.expressions()))
+            return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p)
+        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {str(p.simpleString(200))}")
+
+    def _Project(self, p: JObj) -> ir.Node:
+        return ir.Project(self.node(p.child()), columns=tuple(self.named(e) for e in iterate(p.projectList())))
+
+    def _Filter(self, p: JObj) -> ir.Node:
+        child = self.node(p.child())
+        kept = [c for c in _conjuncts(p.condition()) if not _is_runtime_filter(c)]
+        if not kept:
+            return child
+        cond = kept[0]
+        for c in kept[1:]:
+            cond = self.jvm.jvm.org.apache.spark.sql.catalyst.expressions.And(cond, c)
+        return ir.Filter(child, cond=self.expr(cond))
+
+    def _Join(self, p: JObj) -> ir.Node:
+        jt = p.joinType()
+        name = class_name(jt).rstrip("$")
+        cond = option(p.condition())
+        left, right = self.node(p.left()), self.node(p.right())
+        expr = self.expr(cond) if cond is not None else None
+        if name == "ExistenceJoin":
+            return ir.Join("existence", left, right, expr, handle=p, exists_attr=self.attr(jt.exists()))
+        if name not in _JOIN_KINDS:
+            raise UnsupportedOperatorError(f"ember cannot trace join type {name}")
+        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p)
+
+    def _Aggregate(self, p: JObj) -> ir.Node:
+        return ir.Aggregate(
+            self.node(p.child()),
+            keys=self.exprs(p.groupingExpressions()),
+            columns=tuple(self.named(e) for e in iterate(p.aggregateExpressions())),
+            handle=p,
+        )
+
+    def _Union(self, p: JObj) -> ir.Node:
+        children = list(iterate(p.children()))
+        blind = frozenset(i for i, c in enumerate(children) if _is_except_all_right(c))
+        return ir.Union(
+            tuple(self.node(c) for c in children),
+            tuple(self.attr(a) for a in iterate(p.output())),
+            blind=blind,
+            handle=p,
+        )
+
+    def _Window(self, p: JObj) -> ir.Node:
+        columns = tuple(self.named(e) for e in iterate(p.windowExpressions()))
+        frames = tuple(_frame(e) for e in iterate(p.windowExpressions()))
+        return ir.Window(
+            self.node(p.child()),
+            columns=columns,
+            frames=frames,
+            partition=self.exprs(p.partitionSpec()),
+            order=self.exprs(p.orderSpec()),
+            handle=p,
+        )
+
+    def _Generate(self, p: JObj) -> ir.Node:
+        return ir.Generate(
+            self.node(p.child()),
+            generator=self.expr(p.generator()),
+            generated=tuple(self.attr(a) for a in iterate(p.generatorOutput())),
+            kept=tuple(self.attr(a) for a in iterate(p.requiredChildOutput())),
+            handle=p,
+        )
+
+    def _Expand(self, p: JObj) -> ir.Node:
+        return ir.Expand(
+            self.node(p.child()),
+            projections=tuple(self.exprs(proj) for proj in iterate(p.projections())),
+            attrs=tuple(self.attr(a) for a in iterate(p.output())),
+            handle=p,
+        )
+
+    # --- leaves --------------------------------------------------------------
+    def _scan(self, p: JObj, source: Source) -> ir.Node:
+        source = self.sources.setdefault(source.key, source)
+        return ir.Scan(source=source, attrs=tuple(self.attr(a) for a in iterate(p.output())), handle=p)
+
+    def _LogicalRelation(self, p: JObj) -> ir.Node:
+        rel = p.relation()
+        if class_name(rel) != "HadoopFsRelation":
+            raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {class_name(rel)}")
+        fmt = class_name(rel.fileFormat()).replace("FileFormat", "").lower()
+        if fmt not in ("parquet",):
+            raise UnsupportedOperatorError(
+                f"ember cannot number the rows of {fmt} files yet (Parquet and in-memory sources are supported)"
+            )
+        roots = sorted(str(r.toString()) for r in iterate(rel.location().rootPaths()))
+        key = f"{fmt}:{','.join(roots)}"
+        if key in self.sources:
+            return self._scan(p, self.sources[key])
+        uris = sorted(str(f) for f in rel.location().inputFiles())
+        files, offset = [], 0
+        for uri in uris:
+            size, mtime = file_facts(uri)
+            rows = pq.ParquetFile(local_path(uri)).metadata.num_rows
+            files.append(SourceFile(uri, size, mtime, rows, offset))
+            offset += rows
+        name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
+        return self._scan(p, Source(key, name, fmt, offset, tuple(files)))
+
+    def _LocalRelation(self, p: JObj) -> ir.Node:
+        key = f"memory:{self.jvm.jvm.System.identityHashCode(p.data())}"
+        if key in self.sources:
+            return self._scan(p, self.sources[key])
+        table = self.jvm.dataframe(p).toArrow()
+        return self._scan(p, Source(key, self._name(key, "memory"), "memory", table.num_rows, data=table))
+
+    def _LogicalRDD(self, p: JObj) -> ir.Node:
+        key = f"memory:rdd{p.rdd().id()}"
+        if key in self.sources:
+            return self._scan(p, self.sources[key])
+        table = self.jvm.dataframe(p).toArrow()
+        return self._scan(p, Source(key, self._name(key, "memory"), "memory", table.num_rows, data=table))
+
+    def _Range(self, p: JObj) -> ir.Node:
+        step = int(p.step())
+        key = f"range:{p.start()}:{p.end()}:{step}"
+        return self._scan(p, Source(key, self._name(key, "range"), "range", int(p.numElements().longValue())))
+
+    def _OneRowRelation(self, p: JObj) -> ir.Node:
+        return self._scan(p, Source("none", "none", "none", 1))
+
+    def _name(self, key: str, default: str) -> str:
+        name = SOURCE_NAMES.get(key) or self.view_names.get(key) or default
+        taken = {s.name for s in self.sources.values()}
+        for n in itertools.count(2):
+            if name not in taken:
+                return name
+            name = f"{name.rsplit('_', 1)[0] if n > 2 else name}_{n}"
+        raise AssertionError("unreachable")
+
+
+def source_key(jvm: Jvm, leaf: JObj) -> str | None:
+    """The key `Importer` gives a leaf, computed from the analyzed plan (for naming)."""
+    kind = class_name(leaf)
+    if kind == "LogicalRelation" and class_name(leaf.relation()) == "HadoopFsRelation":
+        rel = leaf.relation()
+        fmt = class_name(rel.fileFormat()).replace("FileFormat", "").lower()
+        roots = sorted(str(r.toString()) for r in iterate(rel.location().rootPaths()))
+        return f"{fmt}:{','.join(roots)}"
+    if kind == "LocalRelation":
+        return f"memory:{jvm.jvm.System.identityHashCode(leaf.data())}"
+    if kind == "LogicalRDD":
+        return f"memory:rdd{leaf.rdd().id()}"
+    if kind == "Range":
+        return f"range:{leaf.start()}:{leaf.end()}:{leaf.step()}"
+    return None
+
+
+def leaves(p: JObj) -> list[JObj]:
+    kids = list(iterate(p.children()))
+    if not kids:
+        return [p]
+    return [leaf for k in kids for leaf in leaves(k)]
+
+
+def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
+    """Source key → temp-view or table name, from the views and tables the query names."""
+    names: dict[str, str] = {}
+
+    def visit(p: JObj) -> None:
+        kind = class_name(p)
+        name = None
+        if kind == "View":
+            name = str(p.desc().identifier().table())
+        elif kind == "SubqueryAlias" and p.identifier().qualifier().nonEmpty():
+            name = str(p.identifier().name())
+        if name is not None:
+            found = leaves(p)
+            if len(found) == 1 and (key := source_key(jvm, found[0])) is not None:
+                names.setdefault(key, name)
+        for k in iterate(p.children()):
+            visit(k)
+        for sub in iterate(p.subqueries()):
+            visit(sub)
+
+    visit(analyzed)
+    return names
+
+
+def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
+    """The IR of `df`'s optimized plan and the sources it reads, by key."""
+    analyzed = jvm.analyzed(df)
+    importer = Importer(jvm, view_names(jvm, analyzed))
+    root = importer.node(optimized_plan(jvm, df))
+    return root, importer.sources
+
+
+def _dtype(e: JObj) -> str:
+    try:
+        return str(e.dataType().simpleString())
+    except Exception:  # unresolved or dataType-less expressions (sort orders have one; generators may not)
+        return ""
+
+
+def _conjuncts(e: JObj) -> list[JObj]:
+    if class_name(e) == "And":
+        return _conjuncts(e.left()) + _conjuncts(e.right())
+    return [e]
+
+
+def _is_runtime_filter(e: JObj) -> bool:
+    """Bloom-filter and dynamic-pruning filters the optimizer adds: redundant for lineage."""
+    text = str(e.toString())
+    return text.startswith("might_contain(scalar-subquery#") or "dynamicpruning#" in text
+
+
+def _is_except_all_right(p: JObj) -> bool:
+    """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol`."""
+    if class_name(p) != "Project":
+        return False
+    for e in iterate(p.projectList()):
+        if class_name(e) == "Alias" and str(e.name()) == "vcol" and str(e.child().toString()) == "-1":
+            return True
+    return False
+
+
+def _frame(named: JObj) -> ir.Frame:
+    """The frame of a window column `Alias(WindowExpression(fn, spec))`."""
+    we = named.child() if class_name(named) == "Alias" else named
+    if class_name(we) != "WindowExpression":
+        raise UnsupportedOperatorError(f"ember cannot read the window column {named}")
+    fn = we.windowFunction()
+    frame = we.windowSpec().frameSpecification()
+    ranking = class_name(fn) in {
+        "RowNumber", "Rank", "DenseRank", "PercentRank", "NTile", "CumeDist",
+    }
+    if class_name(frame) != "SpecifiedWindowFrame":
+        raise UnsupportedOperatorError(f"ember cannot read the window frame {frame}")
+    kind = "rows" if class_name(frame.frameType()).startswith("RowFrame") else "range"
+    return ir.Frame(kind, str(frame.lower().sql()), str(frame.upper().sql()), whole=ranking)

@@ -1,0 +1,1 @@
+"""Backward and forward traces over captured lineage, answered in-process."""

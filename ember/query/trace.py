@@ -1,0 +1,68 @@
+"""Trace results: which source rows (backward) or output rows (forward) a trace reached."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from ember.errors import UnknownSourceError
+from ember.fetch.rows import read_rows
+from ember.plan.sources import Source
+
+OID = "ember_oid"
+
+
+def source_by_name(sources: Mapping[str, Source], name: str) -> Source:
+    if name not in sources:
+        known = ", ".join(sorted(sources)) or "none"
+        raise UnknownSourceError(f"unknown source {name!r}; this lineage has: {known}")
+    return sources[name]
+
+
+class Trace:
+    """A backward trace: per source, the rids in the lineage of the chosen output rows."""
+
+    def __init__(self, sources: Mapping[str, Source], ids_by_key: Mapping[str, np.ndarray], exact: bool = True):
+        self._sources = dict(sources)
+        self._ids = {name: ids_by_key.get(src.key, np.empty(0, np.int64)) for name, src in self._sources.items()}
+        self.exact = exact
+
+    @property
+    def sources(self) -> list[str]:
+        """Names of the sources this trace reached (at least one row)."""
+        return sorted(n for n, ids in self._ids.items() if ids.size)
+
+    def ids(self, name: str) -> np.ndarray:
+        """Sorted unique `ember_rid`s of source `name` in the lineage."""
+        source_by_name(self._sources, name)
+        return self._ids[name]
+
+    def rows(self, name: str) -> pa.Table:
+        """Those source rows, read from the source, with an `ember_rid` column."""
+        return read_rows(source_by_name(self._sources, name), self._ids[name])
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n}: {self._ids[n].size}" for n in self.sources) or "no rows"
+        return f"<ember backward trace ({counts}){'' if self.exact else ' superset'}>"
+
+
+class ForwardTrace:
+    """A forward trace: the output rows whose lineage holds the chosen source rows."""
+
+    def __init__(self, output: pa.Table, oids: np.ndarray, exact: bool = True):
+        self._output = output
+        self._oids = oids
+        self.exact = exact
+
+    def ids(self) -> np.ndarray:
+        """Sorted unique `ember_oid`s reached."""
+        return self._oids
+
+    def rows(self) -> pa.Table:
+        """The output rows reached, with `ember_oid`."""
+        return self._output.take(pa.array(self._oids, type=pa.int64()))
+
+    def __repr__(self) -> str:
+        return f"<ember forward trace ({self._oids.size} output rows){'' if self.exact else ' superset'}>"

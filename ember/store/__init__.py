@@ -1,0 +1,1 @@
+"""Lineage indexes: slots and side tables composed into arrays that answer traces in-process."""

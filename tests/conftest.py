@@ -1,0 +1,48 @@
+"""Shared fixtures: one local SparkSession for the whole run and small TPC-H data."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from ember.demo import TPCH_TABLES, ensure_tpch
+
+ROOT = Path(__file__).resolve().parents[1]
+TPCH_SCALE = 0.01
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("ember-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def tpch_dir() -> Path:
+    """TPC-H Parquet at a small scale, one file per table (generated once, cached under data/)."""
+    path = Path(os.environ.get("EMBER_TPCH", ROOT / "data" / "tpch" / f"sf{TPCH_SCALE}"))
+    ensure_tpch(path, TPCH_SCALE)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tpch(spark: SparkSession, tpch_dir: Path) -> Path:
+    """Registers the eight TPC-H tables as temp views named after the tables."""
+    for table in TPCH_TABLES:
+        spark.read.parquet(str(tpch_dir / f"{table}.parquet")).createOrReplaceTempView(table)
+    return tpch_dir
