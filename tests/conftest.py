@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ TPCH_SCALE = 0.01
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # UDF workers need this venv's pyarrow
     session = (
         SparkSession.builder.master("local[2]")
         .appName("ember-tests")

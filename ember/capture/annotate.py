@@ -39,13 +39,19 @@ class RidSlot:
 
 @dataclass(frozen=True)
 class RefSlot:
+    """Points at the rows of side table `table` whose keys equal `keys`; with `lo`/`hi`, only
+    positions `[lo, hi)` of that group (a window frame)."""
+
     table: int
     keys: tuple[ir.Attr, ...]
     present: ir.Attr
+    lo: ir.Attr | None = None
+    hi: ir.Attr | None = None
 
     @property
     def attrs(self) -> tuple[ir.Attr, ...]:
-        return (*self.keys, self.present)
+        bounds = (self.lo, self.hi) if self.lo is not None and self.hi is not None else ()
+        return (*self.keys, self.present, *bounds)
 
 
 Slot = RidSlot | RefSlot
@@ -60,6 +66,7 @@ class SideTable:
     keys: tuple[ir.Attr, ...]
     slots: tuple[Slot, ...]
     why: str  # what produced it, for messages and manifests
+    order: tuple[ir.Attr, ...] = ()  # within a group (window position)
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,15 @@ class _Rewriter:
         i = next(self.ids)
         return ir.Attr(i, f"__ember_{like}_{i}", dtype, nullable)
 
-    def table(self, plan: ir.Node, keys: tuple[ir.Attr, ...], slots: tuple[Slot, ...], why: str) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why)
+    def table(
+        self,
+        plan: ir.Node,
+        keys: tuple[ir.Attr, ...],
+        slots: tuple[Slot, ...],
+        why: str,
+        order: tuple[ir.Attr, ...] = (),
+    ) -> int:
+        t = SideTable(len(self.tables), plan, keys, slots, why, order)
         self.tables.append(t)
         return t.id
 
@@ -159,7 +173,8 @@ class _Rewriter:
         if isinstance(slot, RidSlot):
             return replace(slot, attr=self.fresh("rid", slot.attr.dtype, slot.attr.nullable))
         keys = tuple(self.fresh("key", k.dtype) for k in slot.keys)
-        return replace(slot, keys=keys, present=self.fresh("present", "boolean"))
+        lo, hi = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint")) if slot.lo is not None else (None, None)
+        return replace(slot, keys=keys, present=self.fresh("present", "boolean"), lo=lo, hi=hi)
 
     def _Join(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
         left, lslots = self.rewrite(node.left)
@@ -188,14 +203,17 @@ class _Rewriter:
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(rslots)),
         )
         tid = self.table(side, keys, rslots, f"{node.kind} join witnesses")
+        # The row's own copies of its probe values are the ref's keys.
+        probe_keys = tuple(self.fresh("key", a.dtype) for a in probe)
         present = self.fresh("present", "boolean")
         semi = replace(node, left=left)
         marked = ir.Project(
             semi,
             columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
+            + tuple(ir.Named(ir.ColumnRef(a), k) for a, k in zip(probe, probe_keys, strict=True))
             + (ir.Named(ir.Constant(True, present), present),),
         )
-        return marked, (*lslots, RefSlot(tid, probe, present))
+        return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         child, slots = self.rewrite(node.child)
@@ -244,7 +262,51 @@ class _Rewriter:
         return replace(node, inputs=tuple(inputs), attrs=node.attrs + all_attrs), tuple(first_names)
 
     def _Window(self, node: ir.Window) -> tuple[ir.Node, tuple[Slot, ...]]:
-        raise UnsupportedOperatorError("ember cannot trace window functions yet")
+        child, slots = self.rewrite(node.child)
+        frames = list(dict.fromkeys(node.frames))
+        partial = [f for f in frames if not f.partition_wide]
+        if partial and not node.order:
+            raise UnsupportedOperatorError("ember cannot trace a window frame over an unordered partition")
+        extra: list[ir.Named] = []
+        bounds: dict[ir.Frame, tuple[ir.Attr, ir.Attr]] = {}
+        pos = self.fresh("pos", "bigint")
+        if partial:
+            extra.append(ir.Named(ir.FrameCount("pos"), pos))
+        for f in partial:
+            bounds[f] = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint"))
+            extra += [ir.Named(ir.FrameCount("lo", f), bounds[f][0]), ir.Named(ir.FrameCount("hi", f), bounds[f][1])]
+        window: ir.Node = replace(node, child=child, columns=node.columns + tuple(extra))
+        if partial:  # frame positions must mean the same rows in the job and in the side table
+            window = ir.Shared(window, key=next(self.ids))
+        side_keys = tuple(self.fresh("key", p.dtype) for p in node.partition)
+        side = ir.Project(
+            window,
+            columns=tuple(ir.Named(p, k) for p, k in zip(node.partition, side_keys, strict=True))
+            + ((ir.Named(ir.ColumnRef(pos), pos),) if partial else ())
+            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+        )
+        tid = self.table(side, side_keys, slots, "window partitions", (pos,) if partial else ())
+        refs: list[RefSlot] = []
+        columns = [ir.Named(ir.ColumnRef(a), a) for a in window.output]
+        if any(f.partition_wide for f in frames):
+            refs.append(self._window_ref(tid, node.partition, columns, None))
+        refs += [self._window_ref(tid, node.partition, columns, bounds[f]) for f in partial]
+        return ir.Project(window, columns=tuple(columns)), (*slots, *refs)
+
+    def _window_ref(
+        self,
+        tid: int,
+        partition: tuple[ir.Expr, ...],
+        columns: list[ir.Named],
+        bounds: tuple[ir.Attr, ir.Attr] | None,
+    ) -> RefSlot:
+        keys = tuple(self.fresh("key", p.dtype) for p in partition)
+        present = self.fresh("present", "boolean")
+        columns += [ir.Named(p, k) for p, k in zip(partition, keys, strict=True)]
+        columns.append(ir.Named(ir.Constant(True, present), present))
+        if bounds is None:
+            return RefSlot(tid, keys, present)
+        return RefSlot(tid, keys, present, *bounds)
 
 
 def _dtype(e: ir.AnyExpr) -> str:

@@ -25,8 +25,11 @@ def capture(df: DataFrame) -> Lineage:
     builder = Builder(jvm)
     main = builder.dataframe(annotated.plan)
     sides = [builder.dataframe(t.plan) for t in annotated.tables]
-    result = main.toArrow()
-    side_data = [s.toArrow() for s in sides]
+    try:
+        result = main.toArrow()
+        side_data = [s.toArrow() for s in sides]
+    finally:
+        builder.release()
     width = len(plan.output)
     user = pa.table(
         [result.column(i) for i in range(width)], names=[a.name for a in plan.output]

@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window as W
 
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
@@ -27,6 +29,13 @@ _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
 class Builder:
     jvm: Jvm
     attrs: dict[int, JObj] = field(default_factory=dict)  # exprId → Catalyst attribute
+    shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
+
+    def release(self) -> None:
+        """Drops the cached subplans once the job and its side tables have run."""
+        for df, _ in self.shared.values():
+            df.unpersist()
+        self.shared.clear()
 
     @property
     def logical(self) -> JObj:
@@ -135,7 +144,38 @@ class Builder:
         return self.logical.Expand(self.seq(projections), self.seq(output), child)
 
     def _Window(self, node: ir.Window) -> JObj:
-        raise UnsupportedOperatorError("ember cannot trace window functions yet")
+        child = self.build(node.child)
+        own = [self.named(c) for c in node.columns if not isinstance(c.expr, ir.FrameCount)]
+        made = [c for c in node.columns if isinstance(c.expr, ir.FrameCount)]
+        if made:
+            own += self._frame_counts(node, child, made)
+        return self.logical.Window(
+            self.seq(own),
+            node.handle.partitionSpec(),
+            node.handle.orderSpec(),
+            child,
+            node.handle.productElement(4),
+        )
+
+    def _frame_counts(self, node: ir.Window, child: JObj, made: list[ir.Named]) -> list[JObj]:
+        """Position and frame-bound columns over the node's own window spec, resolved by Spark."""
+        spec = W.partitionBy(*[self.jvm.column(p.handle) for p in node.partition]).orderBy(
+            *[self.jvm.column(o.handle) for o in node.order]
+        )
+        cols = []
+        for c in made:
+            assert isinstance(c.expr, ir.FrameCount)
+            cols.append(_frame_count(spec, c.expr).alias(c.attr.name))
+        analyzed = self.jvm.analyzed(self.jvm.dataframe(child).select("*", *cols))
+        found = {str(e.name()): e for w in _windows(analyzed) for e in iterate(w.windowExpressions())}
+        return [self.jvm.alias(found[c.attr.name].child(), c.attr.name, c.attr.id) for c in made]
+
+    def _Shared(self, node: ir.Shared) -> JObj:
+        if node.key not in self.shared:
+            df = self.jvm.dataframe(self.build(node.child))
+            df.persist(StorageLevel.MEMORY_AND_DISK)
+            self.shared[node.key] = (df, df._jdf.queryExecution().withCachedData())
+        return self.shared[node.key][1]
 
     def _Numbered(self, node: ir.Numbered) -> JObj:
         scan = node.child
@@ -165,6 +205,31 @@ class Builder:
         names = [*scan.attrs, rid]
         aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, names, strict=True)]
         return self.logical.Project(self.seq(aliases), plan)
+
+
+def _frame_count(spec: WindowSpec, count: ir.FrameCount) -> Column:
+    """Plain window functions only, so Spark keeps them (and their names) in the Window node;
+    the index turns them into positions (`store.index`)."""
+    if count.bound == "pos":
+        return F.row_number().over(spec)
+    frame = count.frame
+    assert frame is not None
+    lower, upper = _offset(frame.lower, W.unboundedPreceding), _offset(frame.upper, W.unboundedFollowing)
+    ranged = spec.rowsBetween if frame.kind == "rows" else spec.rangeBetween
+    if count.bound == "hi":  # rows from the partition's start to the frame's end
+        return F.count(F.lit(1)).over(ranged(W.unboundedPreceding, upper))
+    return F.count(F.lit(1)).over(ranged(lower, W.unboundedFollowing))  # frame's start to the end
+
+
+def _offset(bound: str, unbounded: int) -> int:
+    if bound == "unbounded":
+        return unbounded
+    return 0 if bound == "current" else int(bound)
+
+
+def _windows(plan: JObj) -> list[JObj]:
+    found = [plan] if plan.getClass().getSimpleName() == "Window" else []
+    return found + [w for c in iterate(plan.children()) for w in _windows(c)]
 
 
 def _own_id(handle: JObj) -> int | None:

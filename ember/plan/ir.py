@@ -55,7 +55,32 @@ class Constant:
     like: Attr  # for a null, the attribute whose type it takes
 
 
-AnyExpr = Expr | ColumnRef | Constant
+@dataclass(frozen=True)
+class Frame:
+    """A window function's frame: rows or range, bounds "unbounded", "current" or a signed
+    integer offset. `whole` is set for ranking functions, which read the whole partition."""
+
+    kind: str  # "rows" | "range"
+    lower: str
+    upper: str
+    whole: bool = False
+
+    @property
+    def partition_wide(self) -> bool:
+        return self.whole or (self.lower == "unbounded" and self.upper == "unbounded")
+
+
+@dataclass(frozen=True)
+class FrameCount:
+    """An ember-made window column over its window node's own spec: the row's number in its
+    partition (`bound="pos"`, from 1), the count of rows from `frame`'s start to the partition's
+    end (`"lo"`), or from the partition's start to `frame`'s end (`"hi"`)."""
+
+    bound: str
+    frame: Frame | None = None
+
+
+AnyExpr = Expr | ColumnRef | Constant | FrameCount
 
 
 @dataclass(frozen=True)
@@ -64,20 +89,6 @@ class Named:
 
     expr: AnyExpr
     attr: Attr
-
-
-@dataclass(frozen=True)
-class Frame:
-    """A window function's frame, in rows or by range of the ordering keys.
-
-    `whole` is set for ranking functions, whose value depends on the whole partition.
-    Bounds are offsets as SQL text ("UNBOUNDED PRECEDING", "CURRENT ROW", "1 FOLLOWING").
-    """
-
-    kind: str  # "rows" | "range"
-    lower: str
-    upper: str
-    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -272,6 +283,14 @@ class Window(Unary):
     def expressions(self) -> tuple[Expr, ...]:
         own = tuple(c.expr for c in self.columns if isinstance(c.expr, Expr))
         return own + self.partition + self.order
+
+
+@dataclass(frozen=True)
+class Shared(Unary):
+    """A subplan computed once and read by the job and its side tables alike (made by capture),
+    so rows whose order is not fixed by the data (window peers) mean the same in both."""
+
+    key: int = 0
 
 
 @dataclass(frozen=True)

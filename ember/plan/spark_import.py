@@ -275,7 +275,9 @@ class Importer:
     def _Range(self, p: JObj) -> ir.Node:
         step = int(p.step())
         key = f"range:{p.start()}:{p.end()}:{step}"
-        return self._scan(p, Source(key, self._name(key, "range"), "range", int(p.numElements().longValue())))
+        count = p.numElements()
+        rows = int(count if isinstance(count, int) else count.longValue())
+        return self._scan(p, Source(key, self._name(key, "range"), "range", rows))
 
     def _OneRowRelation(self, p: JObj) -> ir.Node:
         return self._scan(p, Source("none", "none", "none", 1))
@@ -388,4 +390,15 @@ def _frame(named: JObj) -> ir.Frame:
     if class_name(frame) != "SpecifiedWindowFrame":
         raise UnsupportedOperatorError(f"ember cannot read the window frame {frame}")
     kind = "rows" if class_name(frame.frameType()).startswith("RowFrame") else "range"
-    return ir.Frame(kind, str(frame.lower().sql()), str(frame.upper().sql()), whole=ranking)
+    return ir.Frame(kind, _bound(frame.lower()), _bound(frame.upper()), whole=ranking)
+
+
+def _bound(e: JObj) -> str:
+    kind = class_name(e).rstrip("$")
+    if kind in ("UnboundedPreceding", "UnboundedFollowing"):
+        return "unbounded"
+    if kind == "CurrentRow":
+        return "current"
+    if kind == "Literal" and str(e.value()).lstrip("-").isdigit():
+        return str(int(str(e.value())))
+    raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e}")

@@ -111,7 +111,7 @@ def build_index(
     groups: list[pa.Table] = []
     levels: list[Level] = []
     for table, arrow in zip(tables, data, strict=True):
-        ordered = _sorted(con, arrow, [k.name for k in table.keys])
+        ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *table.order)])
         levels.append(_level(con, ordered, table.slots, groups, levels))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
     out = _level(con, output, output_slots, groups, levels)
@@ -189,6 +189,14 @@ def _resolve(
     con.unregister("p")
     con.unregister("g")
     rn = hits["__rn"].astype(np.int64)
-    start[rn] = hits["__s"]
-    end[rn] = hits["__e"]
+    s, e = hits["__s"].astype(np.int64), hits["__e"].astype(np.int64)
+    if slot.lo is not None and slot.hi is not None:
+        # A window frame. The group is the partition (sorted by row number); `lo` counts the
+        # rows from the frame's start to the partition's end, `hi` those up to the frame's end.
+        tail = arrow.column(slot.lo.name).to_numpy(zero_copy_only=False).astype(np.int64)[rn]
+        head = arrow.column(slot.hi.name).to_numpy(zero_copy_only=False).astype(np.int64)[rn]
+        first = e - tail
+        s, e = first, np.maximum(first, s + head)
+    start[rn] = s
+    end[rn] = e
     return start, end
