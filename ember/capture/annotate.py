@@ -312,7 +312,9 @@ class _Rewriter:
 def _dtype(e: ir.AnyExpr) -> str:
     if isinstance(e, ir.Expr):
         return e.dtype
-    return e.attr.dtype if isinstance(e, ir.ColumnRef) else e.like.dtype
+    if isinstance(e, ir.ColumnRef):
+        return e.attr.dtype
+    return e.like.dtype if isinstance(e, ir.Constant) else "bigint"
 
 
 def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:

@@ -39,7 +39,7 @@ class Builder:
 
     @property
     def logical(self) -> JObj:
-        return getattr(self.jvm.jvm.org.apache.spark.sql.catalyst.plans, "logical")
+        return self.jvm.jvm.org.apache.spark.sql.catalyst.plans.logical
 
     def dataframe(self, node: ir.Node) -> DataFrame:
         return self.jvm.dataframe(self.build(node))
@@ -58,6 +58,8 @@ class Builder:
             return e.handle
         if isinstance(e, ir.ColumnRef):
             return self.attr(e.attr)
+        if isinstance(e, ir.FrameCount):
+            raise AssertionError("frame counts live only in window nodes")
         if e.value is True:
             return self.jvm.true()
         return self.jvm.null(self.dtype(e.like))

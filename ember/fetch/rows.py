@@ -52,15 +52,15 @@ def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:
         pf = pq.ParquetFile(local_path(f.uri))
         bounds = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
         groups = np.unique(np.searchsorted(bounds, local, side="right") - 1)
-        data = pf.read_row_groups(list(groups))
+        data = _unviewed(pf.read_row_groups([int(g) for g in groups]))
         before = np.concatenate(([0], np.cumsum([pf.metadata.row_group(int(g)).num_rows for g in groups])))
         group_of = np.searchsorted(bounds, local, side="right") - 1
         positions = before[np.searchsorted(groups, group_of)] + (local - bounds[group_of])
         parts.append(data.take(pa.array(positions, type=pa.int64())))
     if not parts:
         schema = pq.read_schema(local_path(source.files[0].uri)) if source.files else pa.schema([])
-        return schema.empty_table()
-    return _unviewed(pa.concat_tables(parts))
+        return _unviewed(schema.empty_table())
+    return pa.concat_tables(parts)
 
 
 def _unviewed(table: pa.Table) -> pa.Table:

@@ -113,7 +113,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Scan(Node):
-    OPERATORS: ClassVar[str] = "scan (Parquet, CSV, JSON, in-memory, range)"
+    OPERATORS: ClassVar[str] = "scan (Parquet, in-memory DataFrames, spark.range)"
     LINEAGE: ClassVar[str] = "the row it came from"
 
     source: Source
@@ -223,8 +223,6 @@ class Join(Node):
         return (self.cond,) if self.cond is not None else ()
 
 
-SEMI_LINEAGE = "the outer row and every inner row that witnesses it"
-ANTI_LINEAGE = "the outer row only"
 
 
 @dataclass(frozen=True)
@@ -354,9 +352,40 @@ OPERATOR_CLASSES: tuple[type[Node], ...] = (
 )
 
 
+# How Spark plans the SQL constructs that have no operator of their own in the IR.
+PLANNED_AS: tuple[tuple[str, str], ...] = (
+    ("semi join (EXISTS, IN subquery)", "the outer row and every inner row that witnesses it"),
+    ("anti join (NOT EXISTS, NOT IN)", "the outer row only"),
+    ("scalar subquery (correlated or not)", "the full lineage of the scalar value, for every row that used it"),
+    ("union distinct", "the equal rows of each side that produced it"),
+    ("intersect (distinct, ALL)", "the equal rows of both sides"),
+    ("except (distinct, ALL)", "the equal rows of the left side"),
+    ("pivot", "every row of its index group"),
+    ("unpivot, explode", "the row it came from"),
+)
+
+
+def operator_table() -> str:
+    """The README's table of supported operators, as markdown."""
+    rows = [(cls.OPERATORS, cls.LINEAGE) for cls in OPERATOR_CLASSES] + list(PLANNED_AS)
+    lines = ["| operator | backward lineage of an output row |", "|---|---|"]
+    lines += [f"| {op} | {lineage} |" for op, lineage in rows]
+    return "\n".join(lines)
+
+
 def walk(node: Node) -> list[Node]:
     """All nodes of a plan, parents before children."""
     out = [node]
     for child in node.children:
         out.extend(walk(child))
     return out
+
+
+if __name__ == "__main__":  # `python -m ember.plan.ir` rewrites the README's operator table
+    import pathlib
+
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+    text = readme.read_text()
+    start, end = "<!-- operators:start -->\n", "<!-- operators:end -->"
+    head, rest = text.split(start)
+    readme.write_text(head + start + operator_table() + "\n" + end + rest.split(end, 1)[1])

@@ -22,8 +22,8 @@ class Jvm:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self.jvm: Any = spark._jvm  # type: ignore[attr-defined]
-        self.jsession: JObj = spark._jsparkSession  # type: ignore[attr-defined]
+        self.jvm: Any = spark._jvm
+        self.jsession: JObj = spark._jsparkSession
         self._jvm_id: JObj | None = None
 
     # --- Scala collections -------------------------------------------------
@@ -73,7 +73,7 @@ class Jvm:
 
     def expression(self, col: Column) -> JObj:
         """The Catalyst expression behind a Column (unresolved if built from names)."""
-        return self.jsession.expression(col._jc)  # type: ignore[attr-defined]
+        return self.jsession.expression(col._jc)
 
     # --- plans -----------------------------------------------------------------
     def dataframe(self, plan: JObj) -> DataFrame:

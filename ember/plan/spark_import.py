@@ -156,7 +156,7 @@ class Importer:
             added = tuple(a for a in (self.attr(x) for x in iterate(p.output())) if a not in child.output)
             exprs = tuple(self.expr(e) for e in iterate(p.expressions()))
             return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p)
-        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {str(p.simpleString(200))}")
+        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {p.simpleString(200)!s}")
 
     def _Project(self, p: JObj) -> ir.Node:
         return ir.Project(self.node(p.child()), columns=tuple(self.named(e) for e in iterate(p.projectList())))
