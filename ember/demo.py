@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
 
 
@@ -103,10 +105,7 @@ def run_demo(data: Path) -> None:
     spark.stop()
 
 
-def _table(table_cls: type, data: object, title: str) -> object:
-    import pyarrow as pa
-
-    assert isinstance(data, pa.Table)
+def _table(table_cls: type, data: pa.Table, title: str) -> object:
     names = data.column_names
     if len(names) > 6:  # keep the table readable: the first columns and the id
         data = data.select([*range(5), len(names) - 1])

@@ -1,0 +1,57 @@
+"""The index walks (pure numpy) against brute-force set arithmetic on small random levels."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ember.store.index import Level, LineageIndex, Ranges, expand
+
+SRC = "s"
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 5)), max_size=8))
+def test_expand_covers_exactly_the_ranges(pairs: list[tuple[int, int]]) -> None:
+    start = np.array([a for a, _ in pairs], dtype=np.int64)
+    end = start + np.array([n for _, n in pairs], dtype=np.int64)
+    want = [i for a, b in zip(start, end, strict=True) for i in range(a, b)]
+    assert expand(start, end).tolist() == want
+
+
+@st.composite
+def two_levels(draw: st.DrawFn) -> tuple[LineageIndex, list[set[int]]]:
+    """A side table of source rids grouped into ranges, and output rows with a rid and a range."""
+    n_side = draw(st.integers(0, 12))
+    side_rids = np.array(draw(st.lists(st.integers(0, 9), min_size=n_side, max_size=n_side)), dtype=np.int64)
+    n_out = draw(st.integers(1, 6))
+    starts, ends, own = [], [], []
+    for _ in range(n_out):
+        a = draw(st.integers(0, n_side))
+        b = draw(st.integers(a, n_side))
+        starts.append(a)
+        ends.append(b)
+        own.append(draw(st.integers(-1, 9)))
+    side = Level(n_side, ((SRC, side_rids),), ())
+    out = Level(
+        n_out,
+        ((SRC, np.array(own, dtype=np.int64)),),
+        (Ranges(0, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)),),
+    )
+    truth = [
+        {int(r) for r in side_rids[a:b]} | ({o} if o >= 0 else set())
+        for a, b, o in zip(starts, ends, own, strict=True)
+    ]
+    return LineageIndex(out, (side,)), truth
+
+
+@settings(max_examples=60)
+@given(two_levels(), st.data())
+def test_backward_and_forward_agree_with_sets(case: tuple[LineageIndex, list[set[int]]], data: st.DataObject) -> None:
+    index, truth = case
+    oids = sorted(set(data.draw(st.lists(st.integers(0, len(truth) - 1), max_size=3))))
+    got = index.backward(np.array(oids, dtype=np.int64)).get(SRC, np.empty(0, np.int64))
+    assert got.tolist() == sorted(set().union(*(truth[o] for o in oids)) if oids else set())
+    rids = data.draw(st.lists(st.integers(0, 9), max_size=3))
+    reached = index.forward(SRC, np.array(rids, dtype=np.int64)).tolist()
+    assert reached == [o for o, lin in enumerate(truth) if lin & set(rids)]
