@@ -46,7 +46,9 @@ class Lineage:
     def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
         """Output rows reached by the rows of `source` chosen by `ids` or by a SQL `where` over its columns."""
         src = source_by_name(self._sources, source)
-        if where is not None and ids is None:
+        if where is not None and ids is None and src.kind in ("csv", "json"):
+            chosen = _select_text(src, where)
+        elif where is not None and ids is None:
             chosen = _select(_source_relation(src), where, RID, f"source {source!r}")
         else:
             chosen = _ids(ids, src.rows, f"rid of source {source!r}")
@@ -91,6 +93,17 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
         return np.unique(res[column].astype(np.int64))
     finally:
         con.close()
+
+
+def _select_text(source: Source, where: str) -> np.ndarray:
+    """Rids of a CSV/JSON source's rows matching `where`, evaluated by Spark (one job)."""
+    check_unchanged(source)
+    df = source.data.numbered()
+    try:
+        rows = df.filter(where).select(RID).toArrow()
+    except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
+        raise InvalidPredicateError(f"where={where!r} failed on source {source.name!r}: {e}") from None
+    return np.unique(rows.column(RID).to_numpy().astype(np.int64))
 
 
 def _source_relation(source: Source) -> pa.Table | str:

@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
 
+from ember.capture.numbering import TextNumbering
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.jvm import JObj, Jvm, iterate
@@ -28,6 +29,7 @@ _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
 @dataclass
 class Builder:
     jvm: Jvm
+    sources: dict[str, Source]  # by key, as numbered for this capture
     attrs: dict[int, JObj] = field(default_factory=dict)  # exprId → Catalyst attribute
     shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
 
@@ -182,10 +184,13 @@ class Builder:
     def _Numbered(self, node: ir.Numbered) -> JObj:
         scan = node.child
         assert isinstance(scan, ir.Scan)
-        source = scan.source
+        source = self.sources.get(scan.source.key, scan.source)
         if source.kind == "parquet":
             df = self.jvm.dataframe(scan.handle)
             rid = _parquet_rid(source)
+        elif isinstance(source.data, TextNumbering):
+            df = self.jvm.dataframe(scan.handle)
+            rid = source.data.rid()
         elif source.kind == "range":
             df = self.jvm.dataframe(scan.handle)
             start, _, step = (int(x) for x in source.key.split(":")[1:])

@@ -34,6 +34,9 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
     elif source.kind == "parquet":
         check_unchanged(source)
         table = _parquet_rows(source, rids)
+    elif source.kind in ("csv", "json"):
+        check_unchanged(source)
+        return _unviewed(source.data.rows(rids.tolist()))
     elif source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])
         table = pa.table({"id": pa.array(start + rids * step, type=pa.int64())})

@@ -33,6 +33,11 @@ class Source:
     data: Any = field(default=None, compare=False, hash=False, repr=False)  # pyarrow.Table for memory
 
 
+def spark_uri(uri: str) -> str:
+    """A file URI spelled as Spark's `_metadata.file_path` spells it (`file:/x`, not `file:///x`)."""
+    return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri
+
+
 def local_path(uri: str) -> Path:
     """The local path of a `file:` URI (Spark's spelling of local files)."""
     parsed = urlparse(uri)

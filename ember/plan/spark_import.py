@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.jvm import JObj, Jvm, class_name, iterate, option
-from ember.plan.sources import Source, SourceFile, file_facts, local_path, stem
+from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
 # Rules that rewrite a plan in ways that lose which row is which.
@@ -240,23 +240,24 @@ class Importer:
         if class_name(rel) != "HadoopFsRelation":
             raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {class_name(rel)}")
         fmt = class_name(rel.fileFormat()).replace("FileFormat", "").lower()
-        if fmt not in ("parquet",):
+        if fmt not in ("parquet", "csv", "json"):
             raise UnsupportedOperatorError(
-                f"ember cannot number the rows of {fmt} files yet (Parquet and in-memory sources are supported)"
+                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON and in-memory sources are)"
             )
         roots = sorted(str(r.toString()) for r in iterate(rel.location().rootPaths()))
         key = f"{fmt}:{','.join(roots)}"
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        uris = sorted(str(f) for f in rel.location().inputFiles())
+        uris = sorted(spark_uri(str(f)) for f in rel.location().inputFiles())
         files, offset = [], 0
         for uri in uris:
             size, mtime = file_facts(uri)
-            rows = pq.ParquetFile(local_path(uri)).metadata.num_rows
+            # Text formats are counted by a pass over the files once capture starts (capture.numbering).
+            rows = pq.ParquetFile(local_path(uri)).metadata.num_rows if fmt == "parquet" else 0
             files.append(SourceFile(uri, size, mtime, rows, offset))
             offset += rows
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        return self._scan(p, Source(key, name, fmt, offset, tuple(files)))
+        return self._scan(p, Source(key, name, fmt, offset, tuple(files), data=p if fmt != "parquet" else None))
 
     def _LocalRelation(self, p: JObj) -> ir.Node:
         key = f"memory:{self.jvm.jvm.System.identityHashCode(p.data())}"

@@ -1,0 +1,72 @@
+"""`ember_rid` for CSV and JSON files, which Spark gives no row index.
+
+Spark reads a text file in splits, each split's rows in file order, and a task's
+`monotonically_increasing_id` counts its rows consecutively. So a first pass counts
+the rows of every (file, split) and notes the id of its first row; a row's rid is then
+its id plus a per-split offset. Both passes read the same relation with the same
+session settings, so Spark splits the files the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ember.plan.jvm import JObj, Jvm
+from ember.plan.sources import Source
+
+RID = "ember_rid"
+
+
+@dataclass(frozen=True)
+class TextNumbering:
+    """How to number one text source's rows: the relation and each split's offset."""
+
+    jvm: Jvm
+    relation: JObj
+    deltas: tuple[tuple[str, int], ...]  # ("path@split start", rid minus row id)
+
+    def rid(self) -> Column:
+        key = F.concat(F.col("_metadata.file_path"), F.lit("@"), F.col("_metadata.file_block_start"))
+        table = F.create_map(*[x for k, d in self.deltas for x in (F.lit(k), F.lit(d))])
+        return F.monotonically_increasing_id() + F.element_at(table, key)
+
+    def numbered(self) -> DataFrame:
+        """The source's rows with `ember_rid` (a Spark job when run)."""
+        df = self.jvm.dataframe(self.relation)
+        return df.select(*[df[c] for c in df.columns], self.rid().alias(RID))
+
+    def rows(self, rids: list[int]) -> pa.Table:
+        if not rids:
+            return self.numbered().limit(0).toArrow()
+        return self.numbered().filter(F.col(RID).isin(rids)).orderBy(RID).toArrow()
+
+
+def number_text_source(jvm: Jvm, source: Source) -> Source:
+    """Counts the rows of each split of a CSV/JSON source and fills in rows and offsets."""
+    df = jvm.dataframe(source.data)
+    counts = (
+        df.select(
+            F.col("_metadata.file_path").alias("f"),
+            F.col("_metadata.file_block_start").alias("b"),
+            F.monotonically_increasing_id().alias("m"),
+        )
+        .groupBy("f", "b")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("m").alias("m"))
+        .collect()
+    )
+    by_file: dict[str, list[tuple[int, int, int]]] = {}
+    for row in counts:
+        by_file.setdefault(row["f"], []).append((int(row["b"]), int(row["n"]), int(row["m"])))
+    files, deltas, offset = [], [], 0
+    for f in source.files:
+        start = offset
+        for block, n, first in sorted(by_file.get(f.uri, [])):
+            deltas.append((f"{f.uri}@{block}", offset - first))
+            offset += n
+        files.append(replace(f, rows=offset - start, offset=start))
+    numbering = TextNumbering(jvm, source.data, tuple(deltas))
+    return replace(source, rows=offset, files=tuple(files), data=numbering)
