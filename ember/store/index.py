@@ -51,13 +51,14 @@ class LineageIndex:
     def backward(self, oids: np.ndarray) -> dict[str, np.ndarray]:
         """Source key → sorted unique rids in the lineage of the given output rows."""
         found: dict[str, list[np.ndarray]] = {}
-        pending: dict[int, list[np.ndarray]] = {}
+        pending: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         _visit(self.output, oids, found, pending)
         for tid in range(len(self.tables) - 1, -1, -1):
             if tid in pending:
-                rows = np.unique(np.concatenate(pending.pop(tid)))
+                starts, ends = zip(*pending.pop(tid), strict=True)
+                rows = expand(*merge(np.concatenate(starts), np.concatenate(ends)))
                 _visit(self.tables[tid], rows, found, pending)
-        return {k: np.unique(np.concatenate(v)) for k, v in found.items()}
+        return {k: sorted_unique(v) for k, v in found.items()}
 
     def forward(self, source: str, rids: np.ndarray) -> np.ndarray:
         """Sorted oids of the output rows whose lineage holds any of `rids` of `source`."""
@@ -68,7 +69,10 @@ class LineageIndex:
 
 
 def _visit(
-    level: Level, rows: np.ndarray, found: dict[str, list[np.ndarray]], pending: dict[int, list[np.ndarray]]
+    level: Level,
+    rows: np.ndarray,
+    found: dict[str, list[np.ndarray]],
+    pending: dict[int, list[tuple[np.ndarray, np.ndarray]]],
 ) -> None:
     for key, arr in level.rids:
         vals = arr[rows]
@@ -76,7 +80,17 @@ def _visit(
     for r in level.refs:
         start, end = r.start[rows], r.end[rows]
         keep = end > start
-        pending.setdefault(r.table, []).append(expand(start[keep], end[keep]))
+        pending.setdefault(r.table, []).append((start[keep], end[keep]))
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ranges `[start, end)` as sorted, disjoint ranges."""
+    if start.size == 0:
+        return start, end
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum.accumulate(end[order])
+    breaks = s[1:] > e[:-1]
+    return s[np.concatenate(([True], breaks))], e[np.concatenate((breaks, [True]))]
 
 
 def expand(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -87,6 +101,16 @@ def expand(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     total = int(lengths.sum())
     offsets = np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
     return offsets + np.arange(total, dtype=np.int64)
+
+
+def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
+    """Sorted distinct values; cheap when the chunks arrive sorted (one group's rids do)."""
+    values = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
+    if values.size > 1 and not bool(np.all(values[1:] >= values[:-1])):
+        values = np.sort(values)
+    if values.size > 1:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values
 
 
 def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]) -> np.ndarray:
@@ -111,7 +135,9 @@ def build_index(
     groups: list[pa.Table] = []
     levels: list[Level] = []
     for table, arrow in zip(tables, data, strict=True):
-        ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *table.order)])
+        # Within a group, rows sorted by window position, else by rid: a group's rids come out sorted.
+        tie = table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
+        ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *tie)])
         levels.append(_level(con, ordered, table.slots, groups, levels))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
     out = _level(con, output, output_slots, groups, levels)
