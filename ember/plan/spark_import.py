@@ -96,10 +96,10 @@ def excluded_rules(spark: SparkSession) -> Iterator[None]:
 
 
 def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
-    """The optimized plan of `df` with ember's excluded rules (a fresh QueryExecution)."""
+    """The optimized plan of `df` with ember's excluded rules, and without cached data
+    substituted in, so a DataFrame the user cached is traced through to its sources."""
     with excluded_rules(jvm.spark):
-        fresh = jvm.dataframe(jvm.analyzed(df))
-        return jvm.optimized(fresh)
+        return jvm.jsession.sessionState().optimizer().execute(jvm.analyzed(df))
 
 
 @dataclass
