@@ -1,0 +1,58 @@
+"""Plan import: source identity and naming, the plan ember reads, the session left as found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+import ember
+from ember.plan import ir
+from ember.plan.jvm import Jvm
+from ember.plan.spark_import import import_plan
+
+
+def _parquet(tmp_path: Path, name: str, n: int) -> str:
+    path = tmp_path / name
+    path.mkdir()
+    pq.write_table(pa.table({"x": list(range(n))}), path / "part-0.parquet")
+    return str(path)
+
+
+def test_a_self_join_reads_one_source(spark: SparkSession, tmp_path: Path) -> None:
+    df = spark.read.parquet(_parquet(tmp_path, "events", 4))
+    joined = df.alias("a").join(df.alias("b"), "x")
+    _, sources = import_plan(Jvm(spark), joined)
+    assert [s.name for s in sources.values()] == ["events"]
+
+
+def test_sources_are_named_by_view_then_stem_then_explicitly(spark: SparkSession, tmp_path: Path) -> None:
+    path = _parquet(tmp_path, "clicks", 3)
+    spark.read.parquet(path).createOrReplaceTempView("clicks_view")
+    _, sources = import_plan(Jvm(spark), spark.sql("SELECT * FROM clicks_view"))
+    assert [s.name for s in sources.values()] == ["clicks_view"]
+    _, sources = import_plan(Jvm(spark), spark.read.parquet(path))
+    assert [s.name for s in sources.values()] == ["clicks"]
+    named = ember.source(spark.createDataFrame([(1,)], "y int"), "tiny")
+    _, sources = import_plan(Jvm(spark), named)
+    assert [s.name for s in sources.values()] == ["tiny"]
+
+
+def test_sql_and_dataframe_api_give_the_same_operators(spark: SparkSession, tmp_path: Path) -> None:
+    spark.read.parquet(_parquet(tmp_path, "nums", 5)).createOrReplaceTempView("nums")
+    by_sql, _ = import_plan(Jvm(spark), spark.sql("SELECT x % 2 AS p, count(*) AS c FROM nums WHERE x > 1 GROUP BY x % 2"))
+    t = spark.table("nums")
+    by_api, _ = import_plan(
+        Jvm(spark), t.filter(t.x > 1).groupBy((t.x % 2).alias("p")).count().withColumnRenamed("count", "c")
+    )
+    kinds = [[type(n).__name__ for n in ir.walk(p)] for p in (by_sql, by_api)]
+    assert kinds[0] == kinds[1]
+
+
+def test_capture_leaves_the_optimizer_settings_as_it_found_them(spark: SparkSession) -> None:
+    key = "spark.sql.optimizer.excludedRules"
+    before = spark.conf.get(key, None)
+    ember.capture(spark.createDataFrame([(1,), (2,)], "v int").filter("v > 1"))
+    assert spark.conf.get(key, None) == before
