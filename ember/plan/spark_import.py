@@ -120,9 +120,10 @@ class Importer:
         subqueries: tuple[ir.Node, ...] = ()
         if "scalar-subquery#" in text:
             subqueries = tuple(self.node(s.plan()) for s in self._scalar_subqueries(e))
-        for marker, what in (("exists#", "EXISTS"), ("list#", "IN (subquery)"), ("lateral-subquery#", "LATERAL")):
-            if marker in text and not subqueries:
-                raise UnsupportedOperatorError(f"ember cannot trace a {what} subquery left in expression {text}")
+        if any(m in text for m in ("exists#", "list#", "lateral-subquery#")):
+            left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
+            if left:
+                raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0]} left in {text}")
         return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), _dtype(e))
 
     def _scalar_subqueries(self, e: JObj) -> list[JObj]:
@@ -354,6 +355,12 @@ def _dtype(e: JObj) -> str:
         return str(e.dataType().simpleString())
     except Exception:  # unresolved or dataType-less expressions (sort orders have one; generators may not)
         return ""
+
+
+def _find(e: JObj, kinds: set[str]) -> list[JObj]:
+    if class_name(e) in kinds:
+        return [e]
+    return [x for c in iterate(e.children()) for x in _find(c, kinds)]
 
 
 def _conjuncts(e: JObj) -> list[JObj]:
