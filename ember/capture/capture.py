@@ -6,7 +6,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from ember.capture.annotate import annotate
-from ember.capture.numbering import number_text_source
+from ember.capture.numbering import number_source
 from ember.capture.spark_build import Builder
 from ember.lineage import Lineage
 from ember.plan.jvm import Jvm
@@ -23,9 +23,7 @@ def capture(df: DataFrame) -> Lineage:
     jvm = Jvm(df.sparkSession)
     plan, sources = import_plan(jvm, df)
     annotated = annotate(plan)
-    sources = {
-        k: number_text_source(jvm, s) if s.kind in ("csv", "json") else s for k, s in sources.items()
-    }
+    sources = {k: number_source(jvm, s) for k, s in sources.items()}
     builder = Builder(jvm, sources)
     main = builder.dataframe(annotated.plan)
     sides = [builder.dataframe(t.plan) for t in annotated.tables]

@@ -1,4 +1,8 @@
-"""`ember_rid` for CSV and JSON files, which Spark gives no row index.
+"""Numbering the rows of sources that need a look at their data first.
+
+Runs after the plan is accepted and before the job, so a refused plan runs nothing.
+In-memory tables are collected (they are on the driver already) and numbered by
+position. CSV and JSON files have no row index in Spark, so they are counted:
 
 Spark reads a text file in splits, each split's rows in file order, and a task's
 `monotonically_increasing_id` counts its rows consecutively. So a first pass counts
@@ -43,6 +47,16 @@ class TextNumbering:
         if not rids:
             return self.numbered().limit(0).toArrow()
         return self.numbered().filter(F.col(RID).isin(rids)).orderBy(RID).toArrow()
+
+
+def number_source(jvm: Jvm, source: Source) -> Source:
+    """The source with its rows counted, ready for capture."""
+    if source.kind == "memory":
+        table = jvm.dataframe(source.data).toArrow()
+        return replace(source, rows=table.num_rows, data=table)
+    if source.kind in ("csv", "json"):
+        return number_text_source(jvm, source)
+    return source
 
 
 def number_text_source(jvm: Jvm, source: Source) -> Source:

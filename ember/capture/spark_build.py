@@ -196,15 +196,15 @@ class Builder:
             start, _, step = (int(x) for x in source.key.split(":")[1:])
             rid = ((F.col(scan.attrs[0].name) - F.lit(start)) / F.lit(step)).cast("long")
         elif source.kind == "memory":
-            return self._numbered_memory(scan, node.rid)
+            return self._numbered_memory(source, scan, node.rid)
         else:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
         alias = self.jvm.alias(self.jvm.expression(rid), node.rid.name, node.rid.id)
         cols: list[Column] = [self.jvm.column(a) for a in iterate(scan.handle.output())]
         return self.jvm.analyzed(df.select(*cols, self.jvm.column(alias)))
 
-    def _numbered_memory(self, scan: ir.Scan, rid: ir.Attr) -> JObj:
-        table: pa.Table = scan.source.data
+    def _numbered_memory(self, source: Source, scan: ir.Scan, rid: ir.Attr) -> JObj:
+        table: pa.Table = source.data
         column = pa.array(range(table.num_rows), type=pa.int64())
         fresh = self.jvm.spark.createDataFrame(table.append_column("__ember_rid", column))
         plan = self.jvm.analyzed(fresh)

@@ -264,15 +264,13 @@ class Importer:
         key = f"memory:{self.jvm.jvm.System.identityHashCode(p.data())}"
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        table = self.jvm.dataframe(p).toArrow()
-        return self._scan(p, Source(key, self._name(key, "memory"), "memory", table.num_rows, data=table))
+        return self._scan(p, Source(key, self._name(key, "memory"), "memory", -1, data=p))
 
     def _LogicalRDD(self, p: JObj) -> ir.Node:
         key = f"memory:rdd{p.rdd().id()}"
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        table = self.jvm.dataframe(p).toArrow()
-        return self._scan(p, Source(key, self._name(key, "memory"), "memory", table.num_rows, data=table))
+        return self._scan(p, Source(key, self._name(key, "memory"), "memory", -1, data=p))
 
     def _Range(self, p: JObj) -> ir.Node:
         step = int(p.step())
