@@ -27,7 +27,7 @@ demo: setup data
 	$(BIN)/python -m ember.demo --scale $(SF) --data $(DATA)
 
 lint: setup
-	$(BIN)/ruff check ember tests bench
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 test: setup data lint
