@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from ember.demo import TPCH_TABLES, ensure_tpch
+from ember import tpch as tpch_data
 
 ROOT = Path(__file__).resolve().parents[1]
 TPCH_SCALE = 0.01
@@ -38,13 +38,12 @@ def spark() -> Iterator[SparkSession]:
 def tpch_dir() -> Path:
     """TPC-H Parquet at a small scale, one file per table (generated once, cached under data/)."""
     path = Path(os.environ.get("EMBER_TPCH", ROOT / "data" / "tpch" / f"sf{TPCH_SCALE}"))
-    ensure_tpch(path, TPCH_SCALE)
+    tpch_data.ensure_data(path, TPCH_SCALE)
     return path
 
 
 @pytest.fixture(scope="session")
 def tpch(spark: SparkSession, tpch_dir: Path) -> Path:
     """Registers the eight TPC-H tables as temp views named after the tables."""
-    for table in TPCH_TABLES:
-        spark.read.parquet(str(tpch_dir / f"{table}.parquet")).createOrReplaceTempView(table)
+    tpch_data.register(spark, tpch_dir)
     return tpch_dir

@@ -310,6 +310,7 @@ def source_key(jvm: Jvm, leaf: JObj) -> str | None:
 
 
 def leaves(p: JObj) -> list[JObj]:
+    """Every leaf of a plan."""
     kids = list(iterate(p.children()))
     if not kids:
         return [p]
@@ -317,7 +318,8 @@ def leaves(p: JObj) -> list[JObj]:
 
 
 def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
-    """Source key → temp-view or table name, from the views and tables the query names."""
+    """Source key → temp-view or table name, for views and tables that *are* one source
+    (a view defined by a query over a table, such as TPC-H Q15's revenue0, names nothing)."""
     names: dict[str, str] = {}
 
     def visit(p: JObj) -> None:
@@ -327,10 +329,10 @@ def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
             name = str(p.desc().identifier().table())
         elif kind == "SubqueryAlias" and p.identifier().qualifier().nonEmpty():
             name = str(p.identifier().name())
-        if name is not None:
-            found = leaves(p)
-            if len(found) == 1 and (key := source_key(jvm, found[0])) is not None:
-                names.setdefault(key, name)
+        leaf = _bare_leaf(p.child()) if name is not None else None
+        key = source_key(jvm, leaf) if leaf is not None else None
+        if name is not None and key is not None:
+            names.setdefault(key, name)
         for k in iterate(p.children()):
             visit(k)
         for sub in iterate(p.subqueries()):
@@ -338,6 +340,16 @@ def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
 
     visit(analyzed)
     return names
+
+
+def _bare_leaf(p: JObj) -> JObj | None:
+    """The leaf under a chain of aliases, views and plain column selections, if that is all."""
+    kind = class_name(p)
+    if kind in ("SubqueryAlias", "View"):
+        return _bare_leaf(p.child())
+    if kind == "Project" and all(class_name(e) == "AttributeReference" for e in iterate(p.projectList())):
+        return _bare_leaf(p.child())
+    return p if p.children().isEmpty() else None
 
 
 def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
