@@ -16,13 +16,11 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
-from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.progress import Progress
 
@@ -73,16 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     data = ROOT / "data" / "tpch" / f"sf{args.scale:g}"
     with console.status(f"TPC-H SF{args.scale:g} data"):
         tpch.ensure_data(data, args.scale)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "12g")
-        .config("spark.sql.shuffle.partitions", "8")
-        .getOrCreate()
+    spark = tpch.local_spark(
+        "ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"}
     )
-    spark.sparkContext.setLogLevel("ERROR")
     tpch.register(spark, data)
     results = []
     with Progress(console=console) as progress:

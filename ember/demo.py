@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -30,24 +28,14 @@ DEMO_QUERIES = {1: "pricing summary", 3: "shipping priority", 4: "order priority
 
 
 def run_demo(data: Path) -> None:
-    from pyspark.sql import SparkSession
     from rich.console import Console
     from rich.table import Table
 
     import ember
 
     console = Console()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with console.status("starting a local Spark session"):
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("ember-demo")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+        spark = tpch.local_spark("ember-demo")
         tpch.register(spark, data)
     for n, what in DEMO_QUERIES.items():
         title = f"TPC-H Q{n} ({what})"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,18 +17,14 @@ TPCH_SCALE = 0.01
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # UDF workers need this venv's pyarrow
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("ember-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.driver.memory", "4g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    session = tpch_data.local_spark(
+        "ember-tests",
+        **{
+            "spark.default.parallelism": "4",
+            "spark.driver.memory": "4g",
+            "spark.sql.session.timeZone": "UTC",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 
