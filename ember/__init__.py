@@ -6,6 +6,9 @@
     t = lin.backward(oids=[0])               # or where="l_returnflag = 'R'"
     t.sources, t.ids("lineitem"), t.rows("lineitem")
     lin.forward("lineitem", ids=[7]).ids()   # output oids a source row reached
+    lin.save("q1.lineage"); lin = ember.load("q1.lineage", spark)   # a persisted store
+    lin.export_json("q1.json")               # output oid → source rids, for other tools
+    lin_b.backward(oids=[0], through=[lin_a])   # across jobs: lin_a = capture(df_a, write_to=...)
 
 Everything else in the package is private.
 """
@@ -20,10 +23,11 @@ from ember.errors import (
     IdOutOfRangeError,
     InvalidPredicateError,
     StaleSourceError,
+    StoreError,
     UnknownSourceError,
     UnsupportedOperatorError,
 )
-from ember.lineage import Lineage
+from ember.lineage import Lineage, load
 from ember.plan.jvm import Jvm
 from ember.plan.spark_import import SOURCE_NAMES, leaves, source_key
 from ember.query.trace import ForwardTrace, Trace
@@ -49,9 +53,11 @@ __all__ = [
     "InvalidPredicateError",
     "Lineage",
     "StaleSourceError",
+    "StoreError",
     "Trace",
     "UnknownSourceError",
     "UnsupportedOperatorError",
     "capture",
+    "load",
     "source",
 ]

@@ -28,3 +28,7 @@ class InvalidPredicateError(EmberError, ValueError):
 
 class StaleSourceError(EmberError):
     """A source file changed on disk (size or modification time) since capture."""
+
+
+class StoreError(EmberError):
+    """A lineage store that cannot be written or read back faithfully (missing, newer, damaged)."""

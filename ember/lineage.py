@@ -2,27 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import SparkSession
 
-from ember.errors import IdOutOfRangeError, InvalidPredicateError
+from ember.capture.numbering import reopen_text
+from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
 from ember.fetch.rows import RID, check_unchanged
-from ember.plan.sources import Source, local_path
+from ember.plan.sources import Source, SourceFile, local_path
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
+from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
+
+EXPORT_FORMAT = "ember-lineage-json"
 
 
 class Lineage:
     """Row-level lineage of a job; traces are answered in-process from the index."""
 
-    def __init__(self, output: pa.Table, index: LineageIndex, sources: Iterable[Source], mode: str = "eager"):
+    def __init__(
+        self,
+        output: pa.Table,
+        index: LineageIndex,
+        sources: Iterable[Source],
+        mode: str = "eager",
+        plan: str = "",
+        written: tuple[SourceFile, ...] = (),
+    ):
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._index = index
         self._sources = {s.name: s for s in sources if s.kind != "none"}
         self.mode = mode
+        self.plan = plan
+        self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
 
     @property
     def sources(self) -> list[str]:
@@ -31,20 +49,63 @@ class Lineage:
 
     @property
     def index_bytes(self) -> int:
+        """Bytes the lineage index takes (encoded; on disk for a loaded store)."""
         return self._index.nbytes
 
     def output(self) -> pa.Table:
         """The job's output rows with `ember_oid` (their position)."""
         return self._output
 
-    def backward(self, oids: Iterable[int] | None = None, where: str | None = None) -> Trace:
-        """Source rows behind the output rows chosen by `oids` or by a SQL `where` over output columns."""
-        chosen = self._choose(self._output, "output", oids, where, OID)
-        found = self._index.backward(chosen)
-        return Trace(self._sources, found)
+    def backward(
+        self, oids: Iterable[int] | None = None, where: str | None = None, through: Sequence[Lineage] = ()
+    ) -> Trace:
+        """Source rows behind the output rows chosen by `oids` or by a SQL `where` over output columns.
 
-    def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
-        """Output rows reached by the rows of `source` chosen by `ids` or by a SQL `where` over its columns."""
+        `through` lists the lineages of upstream jobs whose written output this job read
+        (`capture(..., write_to=)`); the trace then continues into their sources too.
+        """
+        chosen = self._choose(self._output, "output", oids, where, OID)
+        sources, found = self._trace_back(chosen, through)
+        return Trace(sources, found)
+
+    def _trace_back(self, oids: np.ndarray, through: Sequence[Lineage]) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
+        sources, found = dict(self._sources), self._index.backward(oids)
+        for src in self._sources.values():
+            upstream = _producer(src, through)
+            if upstream is None:
+                continue
+            up_sources, up_found = upstream._trace_back(found.get(src.key, np.empty(0, np.int64)), through)
+            for name, up in up_sources.items():
+                if name in sources and sources[name].key != up.key:
+                    raise EmberError(
+                        f"two different sources are named {name!r} across the traced jobs; "
+                        "name them apart with ember.source(df, name)"
+                    )
+                sources[name] = up
+                if up.key in found and up.key in up_found:
+                    found[up.key] = np.union1d(found[up.key], up_found[up.key])
+                elif up.key in up_found:
+                    found[up.key] = up_found[up.key]
+        return sources, found
+
+    def forward(
+        self,
+        source: str,
+        ids: Iterable[int] | None = None,
+        where: str | None = None,
+        through: Sequence[Lineage] = (),
+    ) -> ForwardTrace:
+        """Output rows reached by the rows of `source` chosen by `ids` or by a SQL `where` over its columns.
+
+        With `through`, `source` may be a source of an upstream job: the rows it reached
+        there are followed into this job.
+        """
+        if source not in self._sources:
+            for src in self._sources.values():
+                upstream = _producer(src, through)
+                if upstream is not None and source in upstream._reachable(through):
+                    reached = upstream.forward(source, ids, where, through).ids()
+                    return ForwardTrace(self._output, self._index.forward(src.key, reached))
         src = source_by_name(self._sources, source)
         if where is not None and ids is None and src.kind in ("csv", "json"):
             chosen = _select_text(src, where)
@@ -53,6 +114,62 @@ class Lineage:
         else:
             chosen = _ids(ids, src.rows, f"rid of source {source!r}")
         return ForwardTrace(self._output, self._index.forward(src.key, chosen))
+
+    def _reachable(self, through: Sequence[Lineage]) -> set[str]:
+        names = set(self._sources)
+        for src in self._sources.values():
+            upstream = _producer(src, through)
+            if upstream is not None:
+                names |= upstream._reachable(through)
+        return names
+
+    def save(self, path: str, overwrite: bool = False) -> None:
+        """Writes this lineage as a store at `path` (a folder, or any URI pyarrow can write).
+
+        The write is atomic: a crash leaves either the old store or the new one.
+        `ember.load(path, spark)` reads it back.
+        """
+        sources = tuple(self._sources.values())
+        info = {
+            "mode": self.mode,
+            "plan": self.plan,
+            "written": [asdict(f) for f in self.written],
+            "text": {s.key: s.data.recipe() for s in sources if s.kind in ("csv", "json") and s.data is not None},
+        }
+        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info)
+        write_store(path, stored, overwrite)
+
+    def export_json(self, path: str, oids: Iterable[int] | None = None) -> None:
+        """Writes the lineage (or only that of `oids`) as JSON for other tools.
+
+        Format (`ember-lineage-json`, version 1): `sources` maps each source name to its
+        kind, row count and files; `lineage` lists, per output row, its `oid` and per
+        source the sorted `ember_rid`s it came from. Output rows with no source rows are
+        listed with an empty `sources` object.
+        """
+        chosen = _ids(range(self._output.num_rows) if oids is None else oids, self._output.num_rows, "ember_oid")
+        pairs = self._index.backward_pairs(chosen)
+        per_oid: dict[int, dict[str, list[int]]] = {int(o): {} for o in chosen}
+        for name, src in sorted(self._sources.items()):
+            owners, rids = pairs.get(src.key, (np.empty(0, np.int64), np.empty(0, np.int64)))
+            cuts = np.flatnonzero(np.diff(owners)) + 1
+            for chunk_o, chunk_r in zip(np.split(owners, cuts), np.split(rids, cuts), strict=True):
+                if chunk_o.size:
+                    per_oid[int(chunk_o[0])][name] = chunk_r.tolist()
+        doc: dict[str, Any] = {
+            "format": EXPORT_FORMAT,
+            "version": 1,
+            "plan": self.plan,
+            "output": {"rows": self._output.num_rows, "columns": self._output.column_names[:-1]},
+            "sources": {
+                name: {"kind": s.kind, "rows": s.rows, "files": [f.uri for f in s.files]}
+                for name, s in sorted(self._sources.items())
+            },
+            "lineage": [{"oid": o, "sources": srcs} for o, srcs in per_oid.items()],
+        }
+        fs, target = filesystem(path)
+        with fs.open_output_stream(target) as out:
+            out.write(json.dumps(doc).encode())
 
     def _choose(
         self, table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str
@@ -65,6 +182,35 @@ class Lineage:
 
     def __repr__(self) -> str:
         return f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"
+
+
+def load(path: str, spark: SparkSession | None = None) -> Lineage:
+    """Opens a lineage store written by `Lineage.save`.
+
+    Traces need no Spark; `spark` is needed only to fetch rows of CSV/JSON sources
+    (they are counted again in this session).
+    """
+    stored = read_store(path)
+    sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
+    written = tuple(SourceFile(**f) for f in stored.info.get("written", []))
+    return Lineage(
+        stored.output, stored.index, sources, stored.info.get("mode", "eager"), stored.info.get("plan", ""), written
+    )
+
+
+def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | None) -> Source:
+    if source.kind not in ("csv", "json") or spark is None or source.key not in recipes:
+        return source
+    return reopen_text(spark, source, recipes[source.key])
+
+
+def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
+    """The upstream lineage whose written files are exactly this source's files."""
+    files = {(f.uri, f.size, f.mtime_ns) for f in source.files}
+    for lin in through:
+        if files and files == {(f.uri, f.size, f.mtime_ns) for f in lin.written}:
+            return lin
+    return None
 
 
 def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:
@@ -98,6 +244,8 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
 def _select_text(source: Source, where: str) -> np.ndarray:
     """Rids of a CSV/JSON source's rows matching `where`, evaluated by Spark (one job)."""
     check_unchanged(source)
+    if source.data is None:
+        raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)")
     df = source.data.numbered()
     try:
         rows = df.filter(where).select(RID).toArrow()

@@ -13,13 +13,17 @@ session settings, so Spark splits the files the same way.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from ember.plan.jvm import JObj, Jvm
+from ember.errors import StaleSourceError
+from ember.plan.jvm import JObj, Jvm, iterate
 from ember.plan.sources import Source
 
 RID = "ember_rid"
@@ -47,6 +51,29 @@ class TextNumbering:
         if not rids:
             return self.numbered().limit(0).toArrow()
         return self.numbered().filter(F.col(RID).isin(rids)).orderBy(RID).toArrow()
+
+    def recipe(self) -> dict[str, Any]:
+        """What a store needs to read these files again: reader options and schema."""
+        rel = self.relation.relation()
+        options = {str(t._1()): str(t._2()) for t in iterate(rel.options().toSeq())}
+        return {
+            "options": {k: v for k, v in options.items() if k.lower() not in ("path", "paths")},
+            "schema": json.loads(rel.dataSchema().json()),
+        }
+
+
+def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> Source:
+    """A loaded store's CSV/JSON source, read and counted again in this session.
+
+    Rids are file-order row positions, so recounting under this session's splits gives
+    the same numbers; a different count means the files changed.
+    """
+    reader = spark.read.format(source.kind).options(**recipe["options"])
+    df = reader.schema(StructType.fromJson(recipe["schema"])).load([f.uri for f in source.files])
+    counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
+    if [f.rows for f in counted.files] != [f.rows for f in source.files]:
+        raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
+    return counted
 
 
 def number_source(jvm: Jvm, source: Source) -> Source:

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ember.errors import StaleSourceError
+from ember.errors import EmberError, StaleSourceError
 from ember.plan.sources import Source, file_facts, local_path
 
 RID = "ember_rid"
@@ -36,6 +36,8 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
         table = _parquet_rows(source, rids)
     elif source.kind in ("csv", "json"):
         check_unchanged(source)
+        if source.data is None:
+            raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading its rows needs ember.load(path, spark)")
         return _unviewed(source.data.rows(rids.tolist()))
     elif source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])

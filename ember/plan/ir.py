@@ -381,6 +381,14 @@ def walk(node: Node) -> list[Node]:
     return out
 
 
+def outline(node: Node) -> str:
+    """A one-line summary of a plan, e.g. `Aggregate(Join(Scan(lineitem), Scan(orders)))`."""
+    inner = ", ".join(outline(c) for c in node.children)
+    if isinstance(node, Scan):
+        inner = node.source.name
+    return f"{type(node).__name__}({inner})"
+
+
 if __name__ == "__main__":  # `python -m ember.plan.ir` rewrites the README's operator table
     import pathlib
 

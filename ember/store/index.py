@@ -4,11 +4,12 @@ A *level* is a table of rows that carry lineage: the output (in `ember_oid` orde
 side table (sorted by its group keys, so every group is a contiguous row range, like
 Smoke's rid index laid out flat). Each level holds, per row:
 
-- rid arrays: one int64 array per rid slot (-1 where the row has no such source row);
+- rid columns: one per rid slot (-1 where the row has no such source row);
 - ref ranges: per ref slot, the `[start, end)` row range of the side table it points at.
 
-Backward traces walk ranges down from the output; forward traces mark rows bottom up.
-Both are whole-array numpy operations: no Spark job, no per-row Python.
+Columns are encoded (`store.columns`: arithmetic runs where lineage has structure, plain
+arrays where not) and traces read them without decoding: backward traces walk ranges
+down from the output, forward traces mark rows bottom up. No Spark job, no per-row Python.
 """
 
 from __future__ import annotations
@@ -20,20 +21,25 @@ import numpy as np
 import pyarrow as pa
 
 from ember.capture.annotate import RefSlot, RidSlot, SideTable, Slot
+from ember.store.columns import IntColumn, Plain, encode, expand_ranges
 
 
 @dataclass(frozen=True)
 class Ranges:
     table: int
-    start: np.ndarray
-    end: np.ndarray
+    start: IntColumn
+    end: IntColumn
 
 
 @dataclass(frozen=True)
 class Level:
     rows: int
-    rids: tuple[tuple[str, np.ndarray], ...]  # (source key, rid per row or -1)
+    rids: tuple[tuple[str, IntColumn], ...]  # (source key, rid per row or -1)
     refs: tuple[Ranges, ...]
+    why: str = "output"
+
+    def columns(self) -> list[IntColumn]:
+        return [c for _, c in self.rids] + [c for r in self.refs for c in (r.start, r.end)]
 
 
 @dataclass(frozen=True)
@@ -43,25 +49,46 @@ class LineageIndex:
 
     @property
     def nbytes(self) -> int:
-        levels = (self.output, *self.tables)
-        return sum(a.nbytes for lv in levels for _, a in lv.rids) + sum(
-            r.start.nbytes + r.end.nbytes for lv in levels for r in lv.refs
-        )
+        return sum(c.nbytes for lv in (self.output, *self.tables) for c in lv.columns())
+
+    @property
+    def raw_nbytes(self) -> int:
+        """What the index would take as plain int64 arrays."""
+        return sum(8 * c.size for lv in (self.output, *self.tables) for c in lv.columns())
 
     def backward(self, oids: np.ndarray) -> dict[str, np.ndarray]:
         """Source key → sorted unique rids in the lineage of the given output rows."""
-        found: dict[str, list[np.ndarray]] = {}
-        pending: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        _visit(self.output, oids, found, pending)
+        found = self._walk(oids, np.zeros(oids.size, dtype=np.int64))
+        return {k: sorted_unique([rids for rids, _ in parts]) for k, parts in found.items()}
+
+    def backward_pairs(self, oids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Source key → (oids, rids): each output row's own lineage, distinct, sorted by oid then rid."""
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for key, parts in self._walk(oids, oids).items():
+            rids = np.concatenate([r for r, _ in parts])
+            owners = np.concatenate([o for _, o in parts])
+            order = np.lexsort((rids, owners))
+            rids, owners = rids[order], owners[order]
+            keep = np.ones(rids.size, dtype=bool)
+            keep[1:] = (rids[1:] != rids[:-1]) | (owners[1:] != owners[:-1])
+            out[key] = (owners[keep], rids[keep])
+        return out
+
+    def _walk(self, rows: np.ndarray, owners: np.ndarray) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+        """Walks levels top down; every row carries the output row (`owner`) it is traced for."""
+        found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+        _visit(self.output, rows, owners, found, pending)
         for tid in range(len(self.tables) - 1, -1, -1):
             if tid in pending:
-                starts, ends = zip(*pending.pop(tid), strict=True)
-                rows = expand(*merge(np.concatenate(starts), np.concatenate(ends)))
-                _visit(self.tables[tid], rows, found, pending)
-        return {k: sorted_unique(v) for k, v in found.items()}
+                start, end, owner = (np.concatenate(x) for x in zip(*pending.pop(tid), strict=True))
+                start, end, owner = _merge_owned(start, end, owner, self.tables[tid].rows)
+                _visit(self.tables[tid], expand_ranges(start, end), np.repeat(owner, end - start), found, pending)
+        return found
 
     def forward(self, source: str, rids: np.ndarray) -> np.ndarray:
         """Sorted oids of the output rows whose lineage holds any of `rids` of `source`."""
+        rids = sorted_unique([np.asarray(rids, dtype=np.int64)])
         marks: list[np.ndarray] = []
         for level in self.tables:
             marks.append(_marked(level, source, rids, marks))
@@ -71,16 +98,30 @@ class LineageIndex:
 def _visit(
     level: Level,
     rows: np.ndarray,
-    found: dict[str, list[np.ndarray]],
-    pending: dict[int, list[tuple[np.ndarray, np.ndarray]]],
+    owners: np.ndarray,
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]],
+    pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
 ) -> None:
-    for key, arr in level.rids:
-        vals = arr[rows]
-        found.setdefault(key, []).append(vals[vals >= 0])
+    for key, col in level.rids:
+        vals = col.take(rows)
+        keep = vals >= 0
+        found.setdefault(key, []).append((vals[keep], owners[keep]))
     for r in level.refs:
-        start, end = r.start[rows], r.end[rows]
+        start, end = r.start.take(rows), r.end.take(rows)
         keep = end > start
-        pending.setdefault(r.table, []).append((start[keep], end[keep]))
+        pending.setdefault(r.table, []).append((start[keep], end[keep], owners[keep]))
+
+
+def _merge_owned(
+    start: np.ndarray, end: np.ndarray, owner: np.ndarray, rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`merge` per owner: each owner's ranges become sorted and disjoint."""
+    span = rows + 1
+    if owner.size and int(owner.max()) >= (1 << 62) // span:  # would overflow: keep the ranges as they are
+        return start, end, owner
+    s, e = merge(owner * span + start, owner * span + end)
+    o = s // span
+    return s - o * span, e - o * span, o
 
 
 def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,16 +132,6 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s, e = start[order], np.maximum.accumulate(end[order])
     breaks = s[1:] > e[:-1]
     return s[np.concatenate(([True], breaks))], e[np.concatenate((breaks, [True]))]
-
-
-def expand(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """All row numbers covered by the ranges `[start, end)` (with repeats)."""
-    if start.size == 0:
-        return np.empty(0, dtype=np.int64)
-    lengths = end - start
-    total = int(lengths.sum())
-    offsets = np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return offsets + np.arange(total, dtype=np.int64)
 
 
 def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
@@ -115,12 +146,14 @@ def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
 
 def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]) -> np.ndarray:
     hit = np.zeros(level.rows, dtype=bool)
-    for key, arr in level.rids:
+    for key, col in level.rids:
         if key == source:
-            hit |= np.isin(arr, rids)
+            hit[col.hits(rids)] = True
     for r in level.refs:
+        if not marks[r.table].any():
+            continue
         below = np.concatenate(([0], np.cumsum(marks[r.table], dtype=np.int64)))
-        hit |= below[r.end] > below[r.start]
+        hit |= below[r.end.decode()] > below[r.start.decode()]
     return hit
 
 
@@ -128,9 +161,13 @@ def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]
 
 
 def build_index(
-    output: pa.Table, output_slots: tuple[Slot, ...], tables: tuple[SideTable, ...], data: list[pa.Table]
+    output: pa.Table,
+    output_slots: tuple[Slot, ...],
+    tables: tuple[SideTable, ...],
+    data: list[pa.Table],
+    compress: bool = True,
 ) -> LineageIndex:
-    """Sorts each side table by its keys and resolves every ref slot to row ranges."""
+    """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes."""
     con = duckdb.connect()
     groups: list[pa.Table] = []
     levels: list[Level] = []
@@ -138,9 +175,9 @@ def build_index(
         # Within a group, rows sorted by window position, else by rid: a group's rids come out sorted.
         tie = table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
         ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *tie)])
-        levels.append(_level(con, ordered, table.slots, groups, levels))
+        levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
-    out = _level(con, output, output_slots, groups, levels)
+    out = _level(con, output, output_slots, groups, levels, "output", compress)
     con.close()
     return LineageIndex(out, tuple(levels))
 
@@ -177,18 +214,21 @@ def _level(
     slots: tuple[Slot, ...],
     groups: list[pa.Table],
     levels: list[Level],
+    why: str,
+    compress: bool,
 ) -> Level:
     n = arrow.num_rows
-    rids: list[tuple[str, np.ndarray]] = []
+    pack = encode if compress else Plain
+    rids: list[tuple[str, IntColumn]] = []
     refs: list[Ranges] = []
     for slot in slots:
         if isinstance(slot, RidSlot):
             col = arrow.column(slot.attr.name)
-            rids.append((slot.source, col.fill_null(-1).to_numpy().astype(np.int64, copy=False)))
+            rids.append((slot.source, pack(col.fill_null(-1).to_numpy().astype(np.int64, copy=False))))
         else:
             start, end = _resolve(con, arrow, slot, groups[slot.table], levels[slot.table].rows)
-            refs.append(Ranges(slot.table, start, end))
-    return Level(n, tuple(rids), tuple(refs))
+            refs.append(Ranges(slot.table, pack(start), pack(end)))
+    return Level(n, tuple(rids), tuple(refs), why)
 
 
 def _resolve(

@@ -6,7 +6,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.store.index import Level, LineageIndex, Ranges, expand
+from ember.store.columns import Plain, encode, expand_ranges, to_runs
+from ember.store.index import Level, LineageIndex, Ranges
+
+PACKINGS = {"plain": Plain, "runs": to_runs, "auto": encode}
 
 SRC = "s"
 
@@ -16,14 +19,18 @@ def test_expand_covers_exactly_the_ranges(pairs: list[tuple[int, int]]) -> None:
     start = np.array([a for a, _ in pairs], dtype=np.int64)
     end = start + np.array([n for _, n in pairs], dtype=np.int64)
     want = [i for a, b in zip(start, end, strict=True) for i in range(a, b)]
-    assert expand(start, end).tolist() == want
+    assert expand_ranges(start, end).tolist() == want
 
 
 @st.composite
 def two_levels(draw: st.DrawFn) -> tuple[LineageIndex, list[set[int]]]:
     """A side table of source rids grouped into ranges, and output rows with a rid and a range."""
+    pack = PACKINGS[draw(st.sampled_from(sorted(PACKINGS)))]
     n_side = draw(st.integers(0, 12))
-    side_rids = np.array(draw(st.lists(st.integers(0, 9), min_size=n_side, max_size=n_side)), dtype=np.int64)
+    if draw(st.booleans()):
+        side_rids = np.array(draw(st.lists(st.integers(0, 9), min_size=n_side, max_size=n_side)), dtype=np.int64)
+    else:  # clustered: consecutive rids, as after a filter over a sorted file
+        side_rids = draw(st.integers(0, 3)) + np.arange(n_side, dtype=np.int64) // draw(st.integers(1, 3))
     n_out = draw(st.integers(1, 6))
     starts, ends, own = [], [], []
     for _ in range(n_out):
@@ -32,11 +39,11 @@ def two_levels(draw: st.DrawFn) -> tuple[LineageIndex, list[set[int]]]:
         starts.append(a)
         ends.append(b)
         own.append(draw(st.integers(-1, 9)))
-    side = Level(n_side, ((SRC, side_rids),), ())
+    side = Level(n_side, ((SRC, pack(side_rids)),), ())
     out = Level(
         n_out,
-        ((SRC, np.array(own, dtype=np.int64)),),
-        (Ranges(0, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)),),
+        ((SRC, pack(np.array(own, dtype=np.int64))),),
+        (Ranges(0, pack(np.array(starts, dtype=np.int64)), pack(np.array(ends, dtype=np.int64))),),
     )
     truth = [
         {int(r) for r in side_rids[a:b]} | ({o} if o >= 0 else set())

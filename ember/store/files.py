@@ -1,0 +1,329 @@
+"""The lineage store on disk: a manifest and Parquet files, written atomically, read lazily.
+
+A store is a folder:
+
+    manifest.json                 format version, plan, sources (files, sizes, mtimes),
+                                  levels and their columns, every file's size
+    output.parquet                the job's output rows
+    index/<level>.<column>.parquet   one encoded column each (`store.columns`)
+    sources/<n>.parquet           rows of in-memory sources (nothing could fetch them later)
+
+It is written into a temporary sibling folder and renamed into place, so a crash
+mid-save leaves nothing that loads. Reading checks the format version, that every file
+the manifest names is there with its recorded size and row count, and (per page, when
+read) Parquet's page checksums. Plain columns are read a row group at a time, only the
+groups a trace touches; run-encoded columns are small and read whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ember.errors import StoreError
+from ember.plan.sources import Source, SourceFile
+from ember.store.columns import IntColumn, Plain, Runs, isin_sorted
+from ember.store.index import Level, LineageIndex, Ranges
+
+FORMAT = "ember-lineage-store"
+VERSION = 1
+MANIFEST = "manifest.json"
+ROW_GROUP = 1 << 16  # rows per row group of a plain column: the unit a trace reads
+PARQUET = {"compression": "zstd", "write_page_checksum": True, "write_statistics": True}
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Everything a Lineage is made of, as the store holds it."""
+
+    output: pa.Table
+    index: LineageIndex
+    sources: tuple[Source, ...]
+    info: dict[str, Any] = field(default_factory=dict)  # mode, plan, written files, text sources
+
+
+def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path of a local folder or of any URI pyarrow can reach."""
+    if "://" in path:
+        fs, inner = pafs.FileSystem.from_uri(path)
+        return fs, inner.rstrip("/")
+    return pafs.LocalFileSystem(), os.path.abspath(path).rstrip("/")
+
+
+# --- writing ------------------------------------------------------------------
+
+
+def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
+    fs, root = filesystem(path)
+    exists = fs.get_file_info(root).type != pafs.FileType.NotFound
+    if exists and not overwrite:
+        raise StoreError(f"{path} exists; pass overwrite=True to replace it")
+    tmp = f"{root}.ember-tmp-{uuid.uuid4().hex[:8]}"
+    fs.create_dir(f"{tmp}/index")
+    fs.create_dir(f"{tmp}/sources")
+    try:
+        writer = _Writer(fs, tmp)
+        manifest = writer.manifest(stored)
+        with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
+            out.write(json.dumps(manifest, indent=1).encode())
+        if exists:
+            old = f"{root}.ember-old-{uuid.uuid4().hex[:8]}"
+            fs.move(root, old)
+            fs.move(tmp, root)
+            fs.delete_dir(old)
+        else:
+            fs.move(tmp, root)
+    except BaseException:
+        fs.delete_dir(tmp)
+        raise
+
+
+class _Writer:
+    def __init__(self, fs: pafs.FileSystem, root: str):
+        self.fs, self.root = fs, root
+        self.files: dict[str, int] = {}
+
+    def table(self, name: str, table: pa.Table, **options: Any) -> str:
+        pq.write_table(table, f"{self.root}/{name}", filesystem=self.fs, **PARQUET, **options)
+        self.files[name] = self.fs.get_file_info(f"{self.root}/{name}").size
+        return name
+
+    def column(self, name: str, col: IntColumn) -> dict[str, Any]:
+        if isinstance(col, Runs):
+            data = pa.table({"start": col.start, "base": col.base, "step": col.step})
+            return {"file": self.table(name, data), "encoding": "runs", "rows": col.size}
+        values = pa.table({"v": col.decode()})
+        file = self.table(
+            name, values, row_group_size=ROW_GROUP, use_dictionary=False, column_encoding={"v": "DELTA_BINARY_PACKED"}
+        )
+        return {"file": file, "encoding": "plain", "rows": col.size}
+
+    def level(self, name: str, level: Level) -> dict[str, Any]:
+        return {
+            "name": name,
+            "why": level.why,
+            "rows": level.rows,
+            "rids": [
+                {"source": key, "column": self.column(f"index/{name}.rid{i}.parquet", col)}
+                for i, (key, col) in enumerate(level.rids)
+            ],
+            "refs": [
+                {
+                    "table": r.table,
+                    "start": self.column(f"index/{name}.ref{i}.start.parquet", r.start),
+                    "end": self.column(f"index/{name}.ref{i}.end.parquet", r.end),
+                }
+                for i, r in enumerate(level.refs)
+            ],
+        }
+
+    def source(self, n: int, source: Source) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "key": source.key,
+            "name": source.name,
+            "kind": source.kind,
+            "rows": source.rows,
+            "files": [asdict(f) for f in source.files],
+        }
+        if source.kind == "memory":
+            entry["data"] = self.table(f"sources/{n}.parquet", source.data)
+        return entry
+
+    def manifest(self, stored: Stored) -> dict[str, Any]:
+        from ember import __version__
+
+        output = self.table("output.parquet", stored.output)
+        levels = [self.level(f"t{i}", lv) for i, lv in enumerate(stored.index.tables)]
+        out_level = self.level("output", stored.index.output)
+        sources = [self.source(n, s) for n, s in enumerate(stored.sources)]
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "ember": __version__,
+            "output": {"file": output, "rows": stored.output.num_rows, "schema": _schema(stored.output.schema)},
+            "sources": sources,
+            "levels": levels,
+            "output_level": out_level,
+            "info": stored.info,
+            "files": self.files,
+        }
+
+
+def _schema(schema: pa.Schema) -> list[dict[str, str]]:
+    return [{"name": f.name, "type": str(f.type)} for f in schema]
+
+
+# --- reading ------------------------------------------------------------------
+
+
+def read_store(path: str) -> Stored:
+    fs, root = filesystem(path)
+    manifest = read_manifest(fs, root, path)
+    _check_files(fs, root, manifest, path)
+    reader = _Reader(fs, root, manifest["files"])
+    with _damage(path, "output.parquet"):
+        output = pq.read_table(f"{root}/{manifest['output']['file']}", filesystem=fs)
+    if output.num_rows != manifest["output"]["rows"] or _schema(output.schema) != manifest["output"]["schema"]:
+        raise StoreError(f"{path}: output.parquet does not match the manifest (rows or columns differ)")
+    tables = tuple(reader.level(lv) for lv in manifest["levels"])
+    index = LineageIndex(reader.level(manifest["output_level"]), tables)
+    sources = tuple(reader.source(s) for s in manifest["sources"])
+    return Stored(output, index, sources, manifest.get("info", {}))
+
+
+def read_manifest(fs: pafs.FileSystem, root: str, path: str) -> dict[str, Any]:
+    try:
+        with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
+            manifest = json.loads(f.read().decode())
+    except FileNotFoundError:
+        raise StoreError(f"{path} is not an ember lineage store (no {MANIFEST})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: {MANIFEST} is damaged ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise StoreError(f"{path}: {MANIFEST} is not an ember lineage store manifest")
+    version = manifest.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        raise StoreError(
+            f"{path} was written by a newer ember (store format {version}, made by ember "
+            f"{manifest.get('ember')}); this ember reads format {VERSION} and older: upgrade ember"
+        )
+    return manifest
+
+
+def _check_files(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], path: str) -> None:
+    files: dict[str, int] = manifest.get("files", {})
+    named = {manifest["output"]["file"]} | set(_column_files(manifest))
+    if not named <= set(files):
+        raise StoreError(f"{path}: the manifest names files it does not list: {sorted(named - set(files))[:3]}")
+    infos = fs.get_file_info([f"{root}/{name}" for name in files])
+    for (name, size), info in zip(files.items(), infos, strict=True):
+        if info.type == pafs.FileType.NotFound:
+            raise StoreError(f"{path}: {name} is missing")
+        if info.size != size:
+            raise StoreError(f"{path}: {name} has {info.size} bytes, the manifest says {size} (truncated or replaced)")
+
+
+def _column_files(manifest: dict[str, Any]) -> Iterator[str]:
+    for lv in (*manifest["levels"], manifest["output_level"]):
+        yield from (r["column"]["file"] for r in lv["rids"])
+        yield from (r[k]["file"] for r in lv["refs"] for k in ("start", "end"))
+
+
+@contextmanager
+def _damage(path: str, name: str) -> Iterator[None]:
+    try:
+        yield
+    except (OSError, pa.ArrowException) as e:
+        raise StoreError(f"{path}: {name} is damaged ({e})") from None
+
+
+class _Reader:
+    def __init__(self, fs: pafs.FileSystem, root: str, files: dict[str, int]):
+        self.fs, self.root, self.files = fs, root, files
+
+    def column(self, meta: dict[str, Any]) -> IntColumn:
+        name = meta["file"]
+        with _damage(self.root, name):
+            pf = pq.ParquetFile(self.fs.open_input_file(f"{self.root}/{name}"), page_checksum_verification=True)
+        if meta["encoding"] == "runs":
+            with _damage(self.root, name):
+                t = pf.read()
+            start, base, step = (t.column(c).to_numpy() for c in ("start", "base", "step"))
+            runs = Runs(start, base, step, meta["rows"])
+            if runs.start.size and (runs.start[0] != 0 or runs.start[-1] >= runs.length):
+                raise StoreError(f"{self.root}: {name} does not cover the {meta['rows']} rows the manifest says")
+            return runs
+        if meta["encoding"] == "plain":
+            if pf.metadata.num_rows != meta["rows"]:
+                raise StoreError(f"{self.root}: {name} holds {pf.metadata.num_rows} rows, the manifest says {meta['rows']}")
+            return StoredPlain(pf, self.files[name], lambda: _damage(self.root, name))
+        raise StoreError(f"{self.root}: {name} has an unknown encoding {meta['encoding']!r}")
+
+    def level(self, meta: dict[str, Any]) -> Level:
+        level = Level(
+            meta["rows"],
+            tuple((r["source"], self.column(r["column"])) for r in meta["rids"]),
+            tuple(Ranges(r["table"], self.column(r["start"]), self.column(r["end"])) for r in meta["refs"]),
+            meta["why"],
+        )
+        if any(col.size != level.rows for col in level.columns()):
+            raise StoreError(f"{self.root}: level {meta['name']} has columns of different lengths")
+        return level
+
+    def source(self, meta: dict[str, Any]) -> Source:
+        data = None
+        if meta["kind"] == "memory":
+            with _damage(self.root, meta["data"]):
+                data = pq.read_table(f"{self.root}/{meta['data']}", filesystem=self.fs)
+        files = tuple(SourceFile(**f) for f in meta["files"])
+        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data)
+
+
+class StoredPlain:
+    """A plain column in a store, read one row group at a time and only where a trace looks."""
+
+    def __init__(self, pf: pq.ParquetFile, nbytes: int, guard: Callable[[], Any]):
+        self._pf, self._nbytes, self._guard = pf, nbytes, guard
+        md = pf.metadata
+        counts = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+        self._bounds = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
+        stats = [md.row_group(g).column(0).statistics for g in range(md.num_row_groups)]
+        self._min = np.array([s.min if s is not None and s.has_min_max else -(1 << 62) for s in stats], np.int64)
+        self._max = np.array([s.max if s is not None and s.has_min_max else 1 << 62 for s in stats], np.int64)
+        self._groups: dict[int, np.ndarray] = {}
+
+    @property
+    def size(self) -> int:
+        return int(self._bounds[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def _group(self, g: int) -> np.ndarray:
+        if g not in self._groups:
+            with self._guard():
+                self._groups[g] = self._pf.read_row_group(g, columns=["v"]).column(0).to_numpy()
+        return self._groups[g]
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        group = np.searchsorted(self._bounds, rows, side="right") - 1
+        out = np.empty(rows.size, dtype=np.int64)
+        cuts = np.flatnonzero(np.diff(group)) + 1
+        for lo, hi in zip(np.concatenate(([0], cuts)), np.append(cuts, rows.size), strict=True):
+            if hi > lo:
+                g = int(group[lo])
+                out[lo:hi] = self._group(g)[rows[lo:hi] - self._bounds[g]]
+        return out
+
+    def hits(self, values: np.ndarray) -> np.ndarray:
+        if values.size == 0:
+            return np.empty(0, dtype=np.int64)
+        found = np.searchsorted(values, self._max, side="right") > np.searchsorted(values, self._min, side="left")
+        parts = [np.flatnonzero(isin_sorted(self._group(g), values)) + self._bounds[g] for g in np.flatnonzero(found).tolist()]
+        return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+
+    def decode(self) -> np.ndarray:
+        parts = [self._group(g) for g in range(self._pf.metadata.num_row_groups)]
+        return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+
+
+def as_plain(index: LineageIndex) -> LineageIndex:
+    """The same index with every column decoded (the uncompressed reference form)."""
+
+    def level(lv: Level) -> Level:
+        rids = tuple((k, Plain(c.decode())) for k, c in lv.rids)
+        refs = tuple(Ranges(r.table, Plain(r.start.decode()), Plain(r.end.decode())) for r in lv.refs)
+        return Level(lv.rows, rids, refs, lv.why)
+
+    return LineageIndex(level(index.output), tuple(level(t) for t in index.tables))

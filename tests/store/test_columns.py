@@ -1,0 +1,47 @@
+"""Encoded columns answer exactly what the plain array answers, and runs stay few."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ember.store.columns import Plain, Runs, encode, to_runs
+
+
+@st.composite
+def columns(draw: st.DrawFn) -> np.ndarray:
+    """Concatenated arithmetic runs (any step, incl. 0 and negative) with some noise rows."""
+    parts = []
+    for _ in range(draw(st.integers(0, 6))):
+        base, step, n = draw(st.integers(-1, 50)), draw(st.integers(-3, 3)), draw(st.integers(1, 8))
+        parts.append(base + step * np.arange(n, dtype=np.int64))
+        if draw(st.booleans()):
+            parts.append(np.array(draw(st.lists(st.integers(-1, 50), max_size=3)), dtype=np.int64))
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+@settings(max_examples=200)
+@given(columns(), st.data())
+def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject) -> None:
+    runs, plain = to_runs(values), Plain(values)
+    assert runs.decode().tolist() == values.tolist()
+    assert encode(values).decode().tolist() == values.tolist()
+    rows = np.array(sorted(data.draw(st.sets(st.integers(0, max(values.size - 1, 0)))) if values.size else []))
+    rows = rows.astype(np.int64)
+    assert runs.take(rows).tolist() == plain.take(rows).tolist() == values[rows].tolist()
+    wanted = np.array(sorted(data.draw(st.sets(st.integers(0, 60), max_size=6))), dtype=np.int64)
+    truth = [i for i, v in enumerate(values.tolist()) if v in set(wanted.tolist())]
+    assert runs.hits(wanted).tolist() == truth
+    assert plain.hits(wanted).tolist() == truth
+
+
+def test_structure_becomes_few_runs() -> None:
+    one_to_one = np.arange(100, 1_000_100, dtype=np.int64)
+    fan_out = np.repeat(np.arange(1000, dtype=np.int64), 50)
+    gaps = np.concatenate([np.arange(0, 10), np.arange(20, 30), np.arange(40, 50)]).astype(np.int64)
+    assert to_runs(one_to_one).start.size == 1
+    assert to_runs(fan_out).start.size == 1000
+    assert to_runs(gaps).start.size == 3
+    assert isinstance(encode(one_to_one), Runs)
+    assert isinstance(encode(np.random.default_rng(1).integers(0, 10**6, 1000)), Plain)
