@@ -7,6 +7,7 @@ Two tiny tables (one to eight rows, values 0-3) make joins and groups collide of
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -103,4 +104,8 @@ def test_generated_pipeline_lineage_equals_oracle(
     df = spark_plan(spark, plan)
     expected = oracle_plan(plan, tables)
     assert sorted(map(repr, (tuple(r) for r in df.collect()))) == sorted(repr(v) for v, _ in expected)
-    o.assert_same_lineage(ember.capture(df), expected)
+    lin = ember.capture(df)
+    o.assert_same_lineage(lin, expected)
+    with tempfile.TemporaryDirectory() as store:  # the saved store (encoded, read lazily) too
+        lin.save(store, overwrite=True)
+        o.assert_same_lineage(ember.load(store), expected)
