@@ -1,7 +1,7 @@
 """Capture overhead and trace latency on TPC-H, against the plain PySpark job in the same run.
 
-    .venv/bin/python bench/capture.py --scale 1 --runs 5          # all 22 queries
-    .venv/bin/python bench/capture.py --scale 0.1 --queries 1 3 6
+    .venv/bin/python -m bench.capture --scale 1 --runs 5          # all 22 queries
+    .venv/bin/python -m bench.capture --scale 0.1 --queries 1 3 6
 
 For each query: one warm-up of each, then `--runs` rounds alternating the plain job
 (`df.toArrow()`) and `ember.capture(df)` (which also returns the output as Arrow);
@@ -16,8 +16,6 @@ import argparse
 import os
 import platform
 import statistics
-import time
-from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -25,15 +23,8 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
+from bench.common import ROOT, input_bytes, timed
 from ember import tpch
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
 
 
 def trace_latency(lin: ember.Lineage, repeat: int = 20) -> tuple[float, float, float]:
@@ -54,10 +45,6 @@ def trace_latency(lin: ember.Lineage, repeat: int = 20) -> tuple[float, float, f
     rid = int(trace.ids(source)[0])
     fwd = statistics.median(timed(lambda: lin.forward(source, ids=[rid]))[0] for _ in range(repeat))
     return ids * 1000, rows * 1000, fwd * 1000
-
-
-def input_bytes(data: Path, tables: list[str]) -> int:
-    return sum((data / f"{t}.parquet").stat().st_size for t in tables)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +101,7 @@ def write_report(args: argparse.Namespace, results: list[tuple]) -> None:
         f"# Capture benchmark — TPC-H SF{args.scale:g}, local[2]",
         "",
         f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"median of {args.runs} alternating runs after a warm-up; `bench/capture.py --scale {args.scale:g}`.",
+        f"median of {args.runs} alternating runs after a warm-up; `python -m bench.capture --scale {args.scale:g}`.",
         "",
         f"Median overhead {statistics.median(overheads):.0%}, worst {max(overheads):.0%}.",
         "",

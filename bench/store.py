@@ -1,0 +1,159 @@
+"""Lineage store size and trace latency on TPC-H: raw int64 vs Parquet+zstd vs ember's encoding.
+
+    .venv/bin/python -m bench.store --scale 1            # all 22 queries
+    .venv/bin/python -m bench.store --scale 0.1 --queries 1 18 21
+
+For each query: capture once, save the store, load it back, and measure
+- lineage bytes three ways: plain int64 arrays, the same columns as Parquet with zstd
+  (pyarrow defaults), and ember's store (run-encoded columns, delta-packed + zstd
+  otherwise); each also as a share of the query's input bytes;
+- one-row traces on the loaded store: backward ids (the first trace after loading,
+  and the median over 20 output rows), backward with rows (sources with ≤ 1,000 rows
+  in the trace), forward of one rid; and backward ids on the in-memory plain arrays,
+  for comparison.
+Writes docs/benchmarks/store.md. Machines here are noisy: read ratios, not milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import shutil
+import statistics
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.progress import Progress
+
+import ember
+from bench.common import ROOT, input_bytes, timed
+from ember import tpch
+from ember.store.files import as_plain
+from ember.store.index import LineageIndex
+
+
+def parquet_zstd_bytes(index: LineageIndex) -> int:
+    """The index's columns as plain int64 Parquet columns with zstd, pyarrow's defaults otherwise."""
+    total = 0
+    for level in (index.output, *index.tables):
+        for col in level.columns():
+            buf = io.BytesIO()
+            pq.write_table(pa.table({"v": col.decode()}), buf, compression="zstd")
+            total += buf.getbuffer().nbytes
+    return total
+
+
+def store_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in (path / "index").iterdir())
+
+
+def sample_oids(lin: ember.Lineage, k: int = 20) -> list[int]:
+    n = lin.output().num_rows
+    return sorted({int(x) for x in np.linspace(0, n - 1, min(k, n))}) if n else []
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def measure(lin: ember.Lineage, store: Path) -> dict[str, float]:
+    lin.save(str(store), overwrite=True)
+    loaded = ember.load(str(store))
+    oids = sample_oids(loaded)
+    nan = float("nan")
+    row: dict[str, float] = {
+        "raw": lin._index.raw_nbytes,
+        "pq": parquet_zstd_bytes(lin._index),
+        "ember": store_bytes(store),
+    }
+    if not oids:
+        return row | {"first": nan, "back": nan, "rows": nan, "fwd": nan, "plain": nan}
+    row["first"] = ms(timed(lambda: loaded.backward(oids=[oids[0]]))[0])
+    row["back"] = ms(statistics.median(timed(lambda o=o: loaded.backward(oids=[o]))[0] for o in oids))
+    plain = ember.Lineage(lin.output().drop_columns(["ember_oid"]), as_plain(lin._index), lin._sources.values())
+    row["plain"] = ms(statistics.median(timed(lambda o=o: plain.backward(oids=[o]))[0] for o in oids))
+    trace = loaded.backward(oids=[oids[0]])
+
+    def with_rows() -> object:
+        t = loaded.backward(oids=[oids[0]])
+        return [t.rows(s) for s in t.sources if t.ids(s).size <= 1000]
+
+    row["rows"] = ms(statistics.median(timed(with_rows)[0] for _ in range(5)))
+    source = max(trace.sources, key=lambda s: trace.ids(s).size, default=None)
+    if source is None:
+        return row | {"fwd": nan}
+    rid = int(trace.ids(source)[0])
+    row["fwd"] = ms(statistics.median(timed(lambda: loaded.forward(source, ids=[rid]))[0] for _ in range(20)))
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--queries", type=int, nargs="*", default=list(range(1, 23)))
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    args = parser.parse_args(argv)
+    console = Console()
+    data = ROOT / "data" / "tpch" / f"sf{args.scale:g}"
+    stores = ROOT / "data" / "bench-stores"
+    with console.status(f"TPC-H SF{args.scale:g} data"):
+        tpch.ensure_data(data, args.scale)
+    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
+    tpch.register(spark, data)
+    results: list[tuple[int, int, dict[str, float]]] = []
+    with Progress(console=console) as progress:
+        task = progress.add_task("queries", total=len(args.queries))
+        for n in args.queries:
+            progress.update(task, description=f"Q{n}")
+            lin = ember.capture(tpch.query(spark, n))
+            results.append((n, input_bytes(data, lin.sources), measure(lin, stores / f"q{n}")))
+            progress.advance(task)
+    spark.stop()
+    shutil.rmtree(stores, ignore_errors=True)
+    write_report(args, results)
+    console.print(f"wrote {args.out / 'store.md'}")
+    return 0
+
+
+def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[str, float]]]) -> None:
+    total_in = sum(i for _, i, _ in results)
+    totals = {k: sum(r[k] for _, _, r in results) for k in ("raw", "pq", "ember")}
+
+    def finite(key: str) -> list[float]:
+        return [r[key] for _, _, r in results if r[key] == r[key]]
+
+    lines = [
+        f"# Lineage store — TPC-H SF{args.scale:g}",
+        "",
+        f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"`python -m bench.store --scale {args.scale:g}`. Bytes are the index files only (not the output "
+        "or the sources); input = the Parquet files a query reads.",
+        "",
+        f"Over the {len(results)} queries: raw int64 {totals['raw'] / total_in:.1%} of input bytes, "
+        f"Parquet+zstd {totals['pq'] / total_in:.1%}, ember {totals['ember'] / total_in:.1%}. "
+        f"Loaded store, one-row backward ids: median {statistics.median(finite('back')):.1f} ms, "
+        f"first trace after load median {statistics.median(finite('first')):.1f} ms; "
+        f"with rows median {statistics.median(finite('rows')):.1f} ms, worst {max(finite('rows')):.0f} ms.",
+        "",
+        "| query | input MB | raw MB | Parquet+zstd MB | ember MB | ember / input | backward ms (plain in memory) "
+        "| backward ms (store) | first after load ms | with rows ms | forward ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, inb, r in results:
+        lines.append(
+            f"| Q{n} | {inb / 1e6:.0f} | {r['raw'] / 1e6:.2f} | {r['pq'] / 1e6:.2f} | {r['ember'] / 1e6:.2f} | "
+            f"{r['ember'] / inb:.2%} | {r['plain']:.1f} | {r['back']:.1f} | {r['first']:.1f} | "
+            f"{r['rows']:.1f} | {r['fwd']:.1f} |"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "store.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
