@@ -16,6 +16,8 @@ from ember.capture.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
 from ember.fetch.rows import RID, check_unchanged
 from ember.plan.sources import Source, SourceFile, local_path
+from ember.query import distributed
+from ember.query.distributed import SparkTrace
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
@@ -41,6 +43,7 @@ class Lineage:
         self.mode = mode
         self.plan = plan
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
+        self.store: str | None = None  # where it was saved or loaded from
 
     @property
     def sources(self) -> list[str]:
@@ -67,6 +70,17 @@ class Lineage:
         chosen = self._choose(self._output, "output", oids, where, OID)
         sources, found = self._trace_back(chosen, through)
         return Trace(sources, found)
+
+    def backward_distributed(
+        self, spark: SparkSession, oids: Iterable[int] | None = None, where: str | None = None
+    ) -> SparkTrace:
+        """The backward trace as Spark jobs over the saved store, for lineages too big for
+        one process: rids and rows come back as DataFrames, and only the traced row
+        numbers travel from the driver. Needs a saved (or loaded) lineage."""
+        if self.store is None:
+            raise EmberError("backward_distributed reads a saved store: call lin.save(path) first")
+        chosen = self._choose(self._output, "output", oids, where, OID)
+        return distributed.backward(spark, self.store, self._sources, chosen)
 
     def _trace_back(self, oids: np.ndarray, through: Sequence[Lineage]) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
         sources, found = dict(self._sources), self._index.backward(oids)
@@ -138,6 +152,7 @@ class Lineage:
         }
         stored = Stored(self._output.drop_columns([OID]), self._index, sources, info)
         write_store(path, stored, overwrite)
+        self.store = path
 
     def export_json(self, path: str, oids: Iterable[int] | None = None) -> None:
         """Writes the lineage (or only that of `oids`) as JSON for other tools.
@@ -193,9 +208,11 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     stored = read_store(path)
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
     written = tuple(SourceFile(**f) for f in stored.info.get("written", []))
-    return Lineage(
+    lin = Lineage(
         stored.output, stored.index, sources, stored.info.get("mode", "eager"), stored.info.get("plan", ""), written
     )
+    lin.store = path
+    return lin
 
 
 def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | None) -> Source:

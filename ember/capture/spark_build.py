@@ -187,7 +187,7 @@ class Builder:
         source = self.sources.get(scan.source.key, scan.source)
         if source.kind == "parquet":
             df = self.jvm.dataframe(scan.handle)
-            rid = _parquet_rid(source)
+            rid = parquet_rid(source)
         elif isinstance(source.data, TextNumbering):
             df = self.jvm.dataframe(scan.handle)
             rid = source.data.rid()
@@ -246,7 +246,7 @@ def _own_id(handle: JObj) -> int | None:
         return None
 
 
-def _parquet_rid(source: Source) -> Column:
+def parquet_rid(source: Source) -> Column:
     """`ember_rid` of a Parquet row: its index in its file plus the rows of earlier files."""
     index = F.col("_metadata.row_index")
     if len(source.files) == 1:

@@ -1,0 +1,65 @@
+"""Run by test_cluster.py in its own process (one SparkContext per process): captures on a
+standalone cluster and saves the stores for the test to compare with local mode.
+
+    python -m tests.capture.cluster_job MASTER_URL TPCH_DIR OUT_DIR QUERY
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import ember
+from ember import tpch
+
+
+def wait_for_executors(spark: SparkSession, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < n + 1:  # + the driver
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {n} executors registered")
+        time.sleep(0.5)
+
+
+def main(master: str, data: Path, out: Path, n: int) -> None:
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("ember-cluster-test")
+        .config("spark.executor.memory", "1g")
+        .config("spark.cores.max", "2")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    wait_for_executors(spark, 2)
+    tpch.register(spark, data)
+    ember.capture(tpch.query(spark, n)).save(str(out / "clean"))
+
+    markers = out / "failed"
+    markers.mkdir()
+
+    def flaky(x: float) -> float:
+        """Fails the first attempt of every stage's first task, once."""
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+            (markers / f"stage{ctx.stageId()}").touch()
+            raise RuntimeError("ember test: injected task failure")
+        return x
+
+    lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
+    udf = F.udf(flaky, "decimal(15,2)")
+    lineitem.withColumn("l_quantity", udf("l_quantity")).createOrReplaceTempView("lineitem")
+    ember.capture(tpch.query(spark, n)).save(str(out / "retried"))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))

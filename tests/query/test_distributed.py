@@ -1,0 +1,34 @@
+"""Backward traces as Spark jobs over a saved store equal the in-process traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import ember
+from ember import tpch as tpch_queries
+
+
+@pytest.mark.parametrize("n", [3, 18, 1])
+def test_distributed_backward_equals_in_process(spark: SparkSession, tpch: Path, tmp_path: Path, n: int) -> None:
+    lin = ember.capture(tpch_queries.query(spark, n))
+    lin.save(str(tmp_path / "store"))
+    oids = list(range(min(3, lin.output().num_rows)))
+    local = lin.backward(oids=oids)
+    remote = lin.backward_distributed(spark, oids=oids)
+    assert set(local.sources) <= set(remote.sources)
+    for name in lin.sources:
+        got = sorted(r[0] for r in remote.ids(name).collect())
+        assert got == local.ids(name).tolist(), name
+    name = max(local.sources, key=lambda s: local.ids(s).size)
+    rows = remote.rows(name).orderBy("ember_rid").toArrow()
+    assert rows.column("ember_rid").to_pylist() == local.ids(name).tolist()
+    assert rows.drop_columns(["ember_rid"]).to_pylist()[:20] == local.rows(name).drop_columns(["ember_rid"]).to_pylist()[:20]
+
+
+def test_distributed_backward_needs_a_saved_store(spark: SparkSession) -> None:
+    lin = ember.capture(spark.range(5))
+    with pytest.raises(ember.EmberError, match="save"):
+        lin.backward_distributed(spark, oids=[0])
