@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -11,6 +14,7 @@ from ember.errors import EmberError, StaleSourceError
 from ember.plan.sources import Source, file_facts, local_path
 
 RID = "ember_rid"
+FEW_ROWS = 20_000  # up to this many rows of a file are fetched by row number, page by page
 
 
 def check_unchanged(source: Source) -> None:
@@ -54,18 +58,39 @@ def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:
         if lo == hi:
             continue
         local = rids[lo:hi] - f.offset
-        pf = pq.ParquetFile(local_path(f.uri))
-        bounds = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
-        groups = np.unique(np.searchsorted(bounds, local, side="right") - 1)
-        data = _unviewed(pf.read_row_groups([int(g) for g in groups]))
-        before = np.concatenate(([0], np.cumsum([pf.metadata.row_group(int(g)).num_rows for g in groups])))
-        group_of = np.searchsorted(bounds, local, side="right") - 1
-        positions = before[np.searchsorted(groups, group_of)] + (local - bounds[group_of])
-        parts.append(data.take(pa.array(positions, type=pa.int64())))
+        path = local_path(f.uri)
+        part = _few_rows(path, local) if local.size <= FEW_ROWS else _row_groups(path, local)
+        parts.append(_unviewed(part).cast(_unviewed(pq.read_schema(path).empty_table()).schema))
     if not parts:
         schema = pq.read_schema(local_path(source.files[0].uri)) if source.files else pa.schema([])
         return _unviewed(schema.empty_table())
     return pa.concat_tables(parts)
+
+
+def _few_rows(path: Path, rows: np.ndarray) -> pa.Table:
+    """DuckDB filters on the row number first and decodes only the pages holding the rows."""
+    con = duckdb.connect()
+    try:
+        file = str(path).replace("'", "''")
+        listed = ",".join(map(str, rows.tolist()))
+        return con.sql(
+            f"SELECT * EXCLUDE (file_row_number) FROM read_parquet('{file}', file_row_number = true) "
+            f"WHERE file_row_number IN ({listed}) ORDER BY file_row_number"
+        ).to_arrow_table()
+    finally:
+        con.close()
+
+
+def _row_groups(path: Path, rows: np.ndarray) -> pa.Table:
+    """Many rows: read the row groups that hold them whole and pick."""
+    pf = pq.ParquetFile(path)
+    bounds = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
+    group_of = np.searchsorted(bounds, rows, side="right") - 1
+    groups = np.unique(group_of)
+    data = _unviewed(pf.read_row_groups([int(g) for g in groups]))
+    before = np.concatenate(([0], np.cumsum([pf.metadata.row_group(int(g)).num_rows for g in groups])))
+    positions = before[np.searchsorted(groups, group_of)] + (rows - bounds[group_of])
+    return data.take(pa.array(positions, type=pa.int64()))
 
 
 def _unviewed(table: pa.Table) -> pa.Table:

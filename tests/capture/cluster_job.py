@@ -6,6 +6,7 @@ standalone cluster and saves the stores for the test to compare with local mode.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -41,7 +42,11 @@ def main(master: str, data: Path, out: Path, n: int) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     wait_for_executors(spark, 2)
     tpch.register(spark, data)
-    ember.capture(tpch.query(spark, n)).save(str(out / "clean"))
+    lin = ember.capture(tpch.query(spark, n))
+    lin.save(str(out / "clean"))
+    trace = lin.backward_distributed(spark, oids=range(min(3, lin.output().num_rows)))
+    traced = {s: sorted(r[0] for r in trace.ids(s).collect()) for s in trace.sources}
+    (out / "distributed.json").write_text(json.dumps(traced))
 
     markers = out / "failed"
     markers.mkdir()
@@ -56,7 +61,7 @@ def main(master: str, data: Path, out: Path, n: int) -> None:
 
     lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
     udf = F.udf(flaky, "decimal(15,2)")
-    lineitem.withColumn("l_quantity", udf("l_quantity")).createOrReplaceTempView("lineitem")
+    lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
     ember.capture(tpch.query(spark, n)).save(str(out / "retried"))
     spark.stop()
 

@@ -7,6 +7,7 @@ capture of the same query in local mode, also when tasks failed and were retried
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -112,6 +113,14 @@ def test_cluster_capture_equals_local(stores: Path, spark: SparkSession, tpch: P
     assert remote.sources == local.sources
     assert by_values(remote) == by_values(local)
     assert by_values(remote)  # the query has output rows
+
+
+def test_distributed_trace_on_the_cluster(stores: Path) -> None:
+    lin = ember.load(str(stores / "clean"))
+    local = lin.backward(oids=range(min(3, lin.output().num_rows)))
+    remote = json.loads((stores / "distributed.json").read_text())
+    assert remote == {s: local.ids(s).tolist() for s in lin.sources}
+    assert any(remote.values())
 
 
 def test_retried_tasks_leave_the_same_lineage(stores: Path) -> None:
