@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from ember import tpch
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ember.lineage import Lineage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +65,23 @@ def run_demo(data: Path) -> None:
         reached = lin.forward(first, ids=[rid])
         ms = (time.perf_counter() - started) * 1000
         console.print(f"forward trace of {first} row {rid} ({ms:.1f} ms): output rows {reached.ids().tolist()}")
+        _store_round_trip(console, lin)
     spark.stop()
+
+
+def _store_round_trip(console: Console, lin: Lineage) -> None:
+    """Saves the lineage, loads it back and traces again, as a later session would."""
+    import ember
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / "lineage"
+        lin.save(str(store))
+        size = sum(f.stat().st_size for f in (store / "index").iterdir())
+        started = time.perf_counter()
+        trace = ember.load(str(store)).backward(oids=[0])
+        ms = (time.perf_counter() - started) * 1000
+        console.print(f"saved store: {size / 1024:.0f} KiB of index; load + backward trace of row 0: {ms:.1f} ms "
+                      f"({', '.join(f'{n}: {trace.ids(n).size}' for n in trace.sources)})")
 
 
 def _table(table_cls: type, data: pa.Table, title: str) -> object:
