@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from ember.capture.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
@@ -121,13 +121,16 @@ class Lineage:
                     reached = upstream.forward(source, ids, where, through).ids()
                     return ForwardTrace(self._output, self._index.forward(src.key, reached))
         src = source_by_name(self._sources, source)
-        if where is not None and ids is None and src.kind in ("csv", "json"):
-            chosen = _select_text(src, where)
-        elif where is not None and ids is None:
-            chosen = _select(_source_relation(src), where, RID, f"source {source!r}")
-        else:
-            chosen = _ids(ids, src.rows, f"rid of source {source!r}")
-        return ForwardTrace(self._output, self._index.forward(src.key, chosen))
+        return ForwardTrace(self._output, self._index.forward(src.key, _chosen_rids(src, ids, where)))
+
+    def forward_distributed(
+        self, spark: SparkSession, source: str, ids: Iterable[int] | None = None, where: str | None = None
+    ) -> DataFrame:
+        """The forward trace as Spark jobs over the saved store: a DataFrame of `ember_oid`s."""
+        if self.store is None:
+            raise EmberError("forward_distributed reads a saved store: call lin.save(path) first")
+        src = source_by_name(self._sources, source)
+        return distributed.forward(spark, self.store, src, _chosen_rids(src, ids, where))
 
     def _reachable(self, through: Sequence[Lineage]) -> set[str]:
         names = set(self._sources)
@@ -228,6 +231,14 @@ def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
         if files and files == {(f.uri, f.size, f.mtime_ns) for f in lin.written}:
             return lin
     return None
+
+
+def _chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
+    if where is not None and ids is None and src.kind in ("csv", "json"):
+        return _select_text(src, where)
+    if where is not None and ids is None:
+        return _select(_source_relation(src), where, RID, f"source {src.name!r}")
+    return _ids(ids, src.rows, f"rid of source {src.name!r}")
 
 
 def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:

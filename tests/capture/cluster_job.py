@@ -46,7 +46,8 @@ def main(master: str, data: Path, out: Path, n: int) -> None:
     lin.save(str(out / "clean"))
     trace = lin.backward_distributed(spark, oids=range(min(3, lin.output().num_rows)))
     traced = {s: sorted(r[0] for r in trace.ids(s).collect()) for s in trace.sources}
-    (out / "distributed.json").write_text(json.dumps(traced))
+    reached = {s: sorted(r[0] for r in lin.forward_distributed(spark, s, ids=[0, 1, 2]).collect()) for s in lin.sources}
+    (out / "distributed.json").write_text(json.dumps({"backward": traced, "forward": reached}))
 
     markers = out / "failed"
     markers.mkdir()

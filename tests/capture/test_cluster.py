@@ -119,8 +119,9 @@ def test_distributed_trace_on_the_cluster(stores: Path) -> None:
     lin = ember.load(str(stores / "clean"))
     local = lin.backward(oids=range(min(3, lin.output().num_rows)))
     remote = json.loads((stores / "distributed.json").read_text())
-    assert remote == {s: local.ids(s).tolist() for s in lin.sources}
-    assert any(remote.values())
+    assert remote["backward"] == {s: local.ids(s).tolist() for s in lin.sources}
+    assert any(remote["backward"].values())
+    assert remote["forward"] == {s: lin.forward(s, ids=[0, 1, 2]).ids().tolist() for s in lin.sources}
 
 
 def test_retried_tasks_leave_the_same_lineage(stores: Path) -> None:

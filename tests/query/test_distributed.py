@@ -1,4 +1,4 @@
-"""Backward traces as Spark jobs over a saved store equal the in-process traces."""
+"""Traces as Spark jobs over a saved store equal the in-process traces, both directions."""
 
 from __future__ import annotations
 
@@ -26,9 +26,15 @@ def test_distributed_backward_equals_in_process(spark: SparkSession, tpch: Path,
     rows = remote.rows(name).orderBy("ember_rid").toArrow()
     assert rows.column("ember_rid").to_pylist() == local.ids(name).tolist()
     assert rows.drop_columns(["ember_rid"]).to_pylist()[:20] == local.rows(name).drop_columns(["ember_rid"]).to_pylist()[:20]
+    for source in lin.sources:
+        picks = [*local.ids(source)[:3].tolist(), 0, lin._sources[source].rows - 1]
+        got = sorted(r[0] for r in lin.forward_distributed(spark, source, ids=picks).collect())
+        assert got == lin.forward(source, ids=picks).ids().tolist(), source
 
 
 def test_distributed_backward_needs_a_saved_store(spark: SparkSession) -> None:
     lin = ember.capture(spark.range(5))
     with pytest.raises(ember.EmberError, match="save"):
         lin.backward_distributed(spark, oids=[0])
+    with pytest.raises(ember.EmberError, match="save"):
+        lin.forward_distributed(spark, "range", ids=[0])
