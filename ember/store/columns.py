@@ -20,6 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
+SMALL_SET = 8
 RUNS_WORTH_IT = 4  # rows per run, on average, before runs beat a delta-packed array
 
 
@@ -104,7 +105,9 @@ class Runs:
         return np.sort(np.concatenate(rows))
 
     def decode(self) -> np.ndarray:
-        return self.take(np.arange(self.length, dtype=np.int64))
+        lengths = np.diff(np.append(self.start, self.length))
+        offset = np.repeat(self.base - self.step * self.start, lengths)
+        return offset + np.repeat(self.step, lengths) * np.arange(self.length, dtype=np.int64)
 
 
 def encode(values: np.ndarray) -> IntColumn:
@@ -147,6 +150,11 @@ def isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """`np.isin` for a sorted unique set: a binary search per value, no hashing or sorting."""
     if sorted_set.size == 0:
         return np.zeros(values.size, dtype=bool)
+    if sorted_set.size <= SMALL_SET:  # a few vectorized comparisons beat a binary search per value
+        hit = values == sorted_set[0]
+        for v in sorted_set[1:]:
+            hit |= values == v
+        return hit
     pos = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
     return sorted_set[pos] == values
 

@@ -30,7 +30,7 @@ def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject)
     rows = np.array(sorted(data.draw(st.sets(st.integers(0, max(values.size - 1, 0)))) if values.size else []))
     rows = rows.astype(np.int64)
     assert runs.take(rows).tolist() == plain.take(rows).tolist() == values[rows].tolist()
-    wanted = np.array(sorted(data.draw(st.sets(st.integers(0, 60), max_size=6))), dtype=np.int64)
+    wanted = np.array(sorted(data.draw(st.sets(st.integers(0, 60), max_size=14))), dtype=np.int64)
     truth = [i for i, v in enumerate(values.tolist()) if v in set(wanted.tolist())]
     assert runs.hits(wanted).tolist() == truth
     assert plain.hits(wanted).tolist() == truth
