@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict
 from typing import Any
 
@@ -31,15 +32,15 @@ class Lineage:
     def __init__(
         self,
         output: pa.Table,
-        index: LineageIndex,
+        index: LineageIndex | Future[tuple[LineageIndex, list[Source]]],
         sources: Iterable[Source],
-        mode: str = "eager",
+        mode: str = "inject",
         plan: str = "",
         written: tuple[SourceFile, ...] = (),
     ):
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
-        self._index = index
-        self._sources = {s.name: s for s in sources if s.kind != "none"}
+        self._state = index  # a Future while a deferred capture is still building it
+        self._named = {s.name: s for s in sources if s.kind != "none"}
         self.mode = mode
         self.plan = plan
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
@@ -48,7 +49,29 @@ class Lineage:
     @property
     def sources(self) -> list[str]:
         """Names of the sources the job reads."""
-        return sorted(self._sources)
+        return sorted(self._named)
+
+    @property
+    def ready(self) -> bool:
+        """False while a deferred capture is still building the index (traces wait for it)."""
+        return not isinstance(self._state, Future) or self._state.done()
+
+    @property
+    def _index(self) -> LineageIndex:
+        self._settle()
+        assert not isinstance(self._state, Future)
+        return self._state
+
+    @property
+    def _sources(self) -> dict[str, Source]:
+        self._settle()
+        return self._named
+
+    def _settle(self) -> None:
+        if isinstance(self._state, Future):
+            index, sources = self._state.result()
+            self._named = {s.name: s for s in sources if s.kind != "none"}
+            self._state = index
 
     @property
     def index_bytes(self) -> int:
@@ -212,7 +235,7 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
     written = tuple(SourceFile(**f) for f in stored.info.get("written", []))
     lin = Lineage(
-        stored.output, stored.index, sources, stored.info.get("mode", "eager"), stored.info.get("plan", ""), written
+        stored.output, stored.index, sources, stored.info.get("mode", "inject"), stored.info.get("plan", ""), written
     )
     lin.store = path
     return lin

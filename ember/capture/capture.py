@@ -5,74 +5,121 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
 
-from ember.capture.annotate import annotate
+from ember.capture.align import match_rows
+from ember.capture.annotate import Annotated, annotate
 from ember.capture.numbering import number_source
 from ember.capture.spark_build import Builder
 from ember.errors import EmberError
+from ember.fetch.rows import check_unchanged
 from ember.lineage import Lineage
 from ember.plan.ir import outline
 from ember.plan.jvm import Jvm
-from ember.plan.sources import SourceFile, file_facts, spark_uri
+from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
 from ember.plan.spark_import import import_plan
+from ember.query.trace import OID
 from ember.store.files import filesystem
-from ember.store.index import build_index
+from ember.store.index import LineageIndex, build_index
 
 WRITTEN_FILE = "part-00000.parquet"
 
 
+STRATEGIES = ("auto", "inject", "defer")
+_DEFERRED = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-defer")
+
+
 def capture(
-    df: DataFrame, write_to: str | None = None, format: str = "parquet", staging: str | None = None
+    df: DataFrame,
+    write_to: str | None = None,
+    format: str = "parquet",
+    staging: str | None = None,
+    strategy: str = "auto",
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
     Everything that can be refused (an operator ember cannot trace) is refused before
     any job runs. The output is the job's own result; traces need no further Spark job.
+
+    `strategy`: "inject" runs the rewritten plan, so the job's own rows carry their rids
+    (aggregates, semi joins, subqueries and windows add side-table jobs); "defer" runs
+    `df` untouched and returns its result at full speed, then captures in a background
+    thread (traces wait for it; sources are checked unchanged by size and modification
+    time); "auto" injects when the plan needs no side table (lineage then rides in the
+    job itself) and defers otherwise.
+
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
-    lineage (`backward(..., through=[...])`).
-
-    Side tables (the lineage of aggregates, semi joins, subqueries, windows) are written
-    by the executors into `staging` (default: a temporary folder, which suits local
-    mode and one-machine clusters; give a path every executor and the driver can reach
-    on a multi-machine cluster) and read back from there to build the index.
+    lineage (`backward(..., through=[...])`). Side tables are written by the executors
+    into `staging` (default: a temporary folder, which suits local mode and one-machine
+    clusters; give a path every executor and the driver can reach on a multi-machine
+    cluster) and read back from there to build the index.
     """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if write_to is not None:
         _check_target(write_to, format)
     jvm = Jvm(df.sparkSession)
     plan, sources = import_plan(jvm, df)
     annotated = annotate(plan)
-    sources = {k: number_source(jvm, s) for k, s in sources.items()}
+    names = [a.name for a in plan.output]
+    if strategy == "inject" or (strategy == "auto" and not annotated.tables):
+        numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+        result, side_data = _run(jvm, annotated, numbered, staging)
+        user = pa.table(result.columns[: len(names)], names=names)
+        index = build_index(result, annotated.slots, annotated.tables, side_data)
+        lineage = Lineage(user, index, numbered.values(), mode="inject", plan=outline(plan))
+    else:
+        user = df.toArrow()
+        job = _DEFERRED.submit(_deferred, jvm, annotated, sources, staging, user)
+        lineage = Lineage(user, job, sources.values(), mode="defer", plan=outline(plan))
+    if write_to is not None:
+        lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
+    return lineage
+
+
+def _run(
+    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None
+) -> tuple[pa.Table, list[pa.Table]]:
+    """The rewritten job's rows (its columns, then the slots) and each side table's rows."""
     builder = Builder(jvm, sources)
     main = builder.dataframe(annotated.plan)
     sides = [builder.dataframe(t.plan) for t in annotated.tables]
     try:
-        result = main.toArrow()
-        side_data = _side_tables(df.sparkSession, sides, staging)
+        return main.toArrow(), _side_tables(sides, staging)
     finally:
         builder.release()
-    width = len(plan.output)
-    user = pa.table(
-        [result.column(i) for i in range(width)], names=[a.name for a in plan.output]
-    )
-    index = build_index(result, annotated.slots, annotated.tables, side_data)
-    written = _write(user, write_to) if write_to is not None else ()
-    return Lineage(user, index, sources.values(), plan=outline(plan), written=written)
 
 
-def _side_tables(spark: SparkSession, sides: list[DataFrame], staging: str | None) -> list[pa.Table]:
+def _deferred(
+    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, user: pa.Table
+) -> tuple[LineageIndex, list[Source]]:
+    """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
+    files = [s for s in sources.values() if s.files]
+    for s in files:
+        check_unchanged(s)
+    numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+    result, side_data = _run(jvm, annotated, numbered, staging)
+    for s in files:
+        check_unchanged(s)
+    result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
+    return build_index(result, annotated.slots, annotated.tables, side_data), list(numbered.values())
+
+
+def _side_tables(sides: list[DataFrame], staging: str | None) -> list[pa.Table]:
     """Runs each side table as a job whose tasks write Parquet files into `staging`.
 
     Spark's output committer keeps only the files of successful task attempts, so a
     retried or speculative task leaves no duplicate or orphan lineage, and the rows do
-    not pass through the driver's result channel.
+    not pass through the driver's result channel. Timestamps travel as microseconds
+    (Spark would write INT96, which readers turn into other types).
     """
     if not sides:
         return []
@@ -81,30 +128,21 @@ def _side_tables(spark: SparkSession, sides: list[DataFrame], staging: str | Non
     target = base if "://" in root else "file://" + base
     tables = []
     try:
-        with _conf(spark, "spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"):
-            for i, side in enumerate(sides):
-                names = side.columns  # may repeat a name; Parquet columns may not
-                side.toDF(*[f"c{j}" for j in range(len(names))]).write.parquet(f"{target}/t{i}")
-                tables.append(pq.read_table(f"{base}/t{i}", filesystem=fs).rename_columns(names))
+        for i, side in enumerate(sides):
+            names = side.columns  # may repeat a name; Parquet columns may not
+            stamps = [j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)]
+            cols = [F.unix_micros(side[j]) if j in stamps else side[j] for j in range(len(names))]
+            side.select(*[c.alias(f"c{j}") for j, c in enumerate(cols)]).write.parquet(f"{target}/t{i}")
+            table = pq.read_table(f"{base}/t{i}", filesystem=fs)
+            for j in stamps:
+                table = table.set_column(j, f"c{j}", table.column(j).cast(pa.timestamp("us", tz="UTC")))
+            tables.append(table.rename_columns(names))
     finally:
         if fs.get_file_info(base).type != pafs.FileType.NotFound:
             fs.delete_dir(base)
         if staging is None:
             os.rmdir(root)
     return tables
-
-
-@contextmanager
-def _conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    old = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if old is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, old)
 
 
 def _check_target(path: str, format: str) -> None:

@@ -94,9 +94,9 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=plans, t0=table, t1=table)
+@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
 def test_generated_pipeline_lineage_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]]
+    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
 ) -> None:
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
@@ -104,7 +104,7 @@ def test_generated_pipeline_lineage_equals_oracle(
     df = spark_plan(spark, plan)
     expected = oracle_plan(plan, tables)
     assert sorted(map(repr, (tuple(r) for r in df.collect()))) == sorted(repr(v) for v, _ in expected)
-    lin = ember.capture(df)
+    lin = ember.capture(df, strategy=strategy)
     o.assert_same_lineage(lin, expected)
     with tempfile.TemporaryDirectory() as store:  # the saved store (encoded, read lazily) too
         lin.save(store, overwrite=True)
