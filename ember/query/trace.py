@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -10,6 +11,9 @@ import pyarrow as pa
 from ember.errors import UnknownSourceError
 from ember.fetch.rows import read_rows
 from ember.plan.sources import Source
+
+if TYPE_CHECKING:
+    from ember.lineage import Lineage
 
 OID = "ember_oid"
 
@@ -42,6 +46,14 @@ class Trace:
     def rows(self, name: str) -> pa.Table:
         """Those source rows, read from the source, with an `ember_rid` column."""
         return read_rows(source_by_name(self._sources, name), self._ids[name])
+
+    def query(self, sql: str) -> Lineage:
+        """Runs `sql` (one SELECT whose FROM names one source of this trace) over the traced
+        rows, in-process, and returns its result as a lineage back to the source rows, so
+        drill-downs chain: `lin.backward(oids=[0]).query(sql).backward(oids=[2]).query(...)`."""
+        from ember.query.consume import consume
+
+        return consume(sql, self._sources, self.rows)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n}: {self._ids[n].size}" for n in self.sources) or "no rows"
