@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+from ember.capture.annotate import Workload
 from ember.capture.capture import capture
 from ember.errors import (
     EmberError,
@@ -57,6 +58,7 @@ __all__ = [
     "Trace",
     "UnknownSourceError",
     "UnsupportedOperatorError",
+    "Workload",
     "capture",
     "load",
     "source",

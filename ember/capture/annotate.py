@@ -80,8 +80,26 @@ def slot_attrs(slots: tuple[Slot, ...]) -> tuple[ir.Attr, ...]:
     return tuple(a for s in slots for a in s.attrs)
 
 
+@dataclass(frozen=True)
+class Workload:
+    """The lineage questions that will be asked, so capture keeps only what they read
+    (Smoke's workload-aware capture).
+
+    `sources`: the sources traces will name; others get no rids and no side tables
+    that would hold only theirs. `where`: per source, a SQL predicate over its columns;
+    only rows matching it are kept in the lineage (selection push-down).
+    """
+
+    sources: tuple[str, ...] | None = None
+    where: dict[str, str] = field(default_factory=dict)
+
+    def keeps(self, name: str) -> bool:
+        return self.sources is None or name in self.sources
+
+
 @dataclass
 class _Rewriter:
+    workload: Workload = field(default_factory=Workload)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
     tables: list[SideTable] = field(default_factory=list)
 
@@ -125,6 +143,8 @@ class _Rewriter:
         extra: list[Slot] = []
         for sub in subqueries:
             plan, sub_slots = self.rewrite(sub)
+            if not sub_slots:  # nothing of it is captured
+                continue
             tid = self.table(_keep(plan, slot_attrs(sub_slots)), (), sub_slots, "scalar subquery")
             extra.append(RefSlot(tid, (), self.fresh("present", "boolean")))
         columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(
@@ -133,10 +153,11 @@ class _Rewriter:
         return ir.Project(new, columns=columns), (*slots, *extra)
 
     def _Scan(self, node: ir.Scan) -> tuple[ir.Node, tuple[Slot, ...]]:
-        if node.source.kind == "none":
+        if node.source.kind == "none" or not self.workload.keeps(node.source.name):
             return node, ()
-        rid = self.fresh("rid", "bigint", nullable=False)
-        return ir.Numbered(node, rid=rid), (RidSlot(node.source.key, rid),)
+        only = self.workload.where.get(node.source.name)
+        rid = self.fresh("rid", "bigint", nullable=only is not None)
+        return ir.Numbered(node, rid=rid, only=only), (RidSlot(node.source.key, rid),)
 
     def _unary(self, node: ir.Unary) -> tuple[ir.Node, tuple[Slot, ...]]:
         child, slots = self.rewrite(node.child)
@@ -183,6 +204,8 @@ class _Rewriter:
         right, rslots = self.rewrite(node.right)
         if node.kind not in ("semi", "existence"):
             return replace(node, left=left, right=right), lslots + rslots
+        if not rslots:  # the witnesses carry no captured source
+            return replace(node, left=left), lslots
         # Witnesses of a left row depend only on the left columns the condition reads:
         # the side table joins those distinct values with the right side.
         probe = tuple(a for a in node.left.output if node.cond is not None and a.id in node.cond.refs)
@@ -217,6 +240,8 @@ class _Rewriter:
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         child, slots = self.rewrite(node.child)
+        if not slots:
+            return replace(node, child=child), ()
         for k in node.keys:
             if isinstance(k, ir.Expr) and not k.deterministic:
                 raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
@@ -263,6 +288,8 @@ class _Rewriter:
 
     def _Window(self, node: ir.Window) -> tuple[ir.Node, tuple[Slot, ...]]:
         child, slots = self.rewrite(node.child)
+        if not slots:
+            return replace(node, child=child), ()
         frames = list(dict.fromkeys(node.frames))
         partial = [f for f in frames if not f.partition_wide]
         if partial and not node.order:
@@ -323,8 +350,8 @@ def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
     return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
 
 
-def annotate(plan: ir.Node) -> Annotated:
+def annotate(plan: ir.Node, workload: Workload | None = None) -> Annotated:
     """The capture rewrite of a whole plan."""
-    rw = _Rewriter()
+    rw = _Rewriter(workload or Workload())
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

@@ -15,13 +15,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from ember.capture.align import match_rows
-from ember.capture.annotate import Annotated, annotate
+from ember.capture.annotate import Annotated, Workload, annotate
 from ember.capture.numbering import number_source
 from ember.capture.spark_build import Builder
-from ember.errors import EmberError
+from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
 from ember.lineage import Lineage
-from ember.plan.ir import outline
+from ember.plan import ir
+from ember.plan.ir import outline, walk
 from ember.plan.jvm import Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
 from ember.plan.spark_import import import_plan
@@ -42,6 +43,7 @@ def capture(
     format: str = "parquet",
     staging: str | None = None,
     strategy: str = "auto",
+    workload: Workload | None = None,
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
@@ -61,6 +63,9 @@ def capture(
     into `staging` (default: a temporary folder, which suits local mode and one-machine
     clusters; give a path every executor and the driver can reach on a multi-machine
     cluster) and read back from there to build the index.
+
+    `workload` (`ember.Workload`) declares which sources traces will name and which
+    source rows matter; everything else is left out of the capture.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
@@ -68,7 +73,10 @@ def capture(
         _check_target(write_to, format)
     jvm = Jvm(df.sparkSession)
     plan, sources = import_plan(jvm, df)
-    annotated = annotate(plan)
+    if workload is not None:
+        sources = _in_workload(sources, workload)
+        _check_predicates(jvm, plan, workload)
+    annotated = annotate(plan, workload)
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and not annotated.tables):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
@@ -83,6 +91,27 @@ def capture(
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage
+
+
+def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
+    """The sources the workload keeps; names it gives that the job does not read are refused."""
+    names = {s.name for s in sources.values()}
+    asked = set(workload.sources or ()) | set(workload.where)
+    if asked - names:
+        known = ", ".join(sorted(names))
+        raise UnknownSourceError(f"workload names unknown sources {sorted(asked - names)}; the job reads: {known}")
+    return {k: s for k, s in sources.items() if workload.keeps(s.name)}
+
+
+def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
+    """Each `where` of the workload must fit its source's columns (checked without a job)."""
+    for node in walk(plan):
+        if isinstance(node, ir.Scan) and node.source.name in workload.where:
+            pred = workload.where[node.source.name]
+            try:
+                jvm.dataframe(node.handle).select(F.expr(pred))
+            except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
+                raise InvalidPredicateError(f"workload where={pred!r} does not fit {node.source.name!r}: {e}") from None
 
 
 def _run(

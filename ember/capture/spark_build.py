@@ -196,22 +196,28 @@ class Builder:
             start, _, step = (int(x) for x in source.key.split(":")[1:])
             rid = ((F.col(scan.attrs[0].name) - F.lit(start)) / F.lit(step)).cast("long")
         elif source.kind == "memory":
-            return self._numbered_memory(source, scan, node.rid)
+            return self._numbered_memory(source, scan, node)
         else:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
-        alias = self.jvm.alias(self.jvm.expression(rid), node.rid.name, node.rid.id)
+        alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)
         cols: list[Column] = [self.jvm.column(a) for a in iterate(scan.handle.output())]
         return self.jvm.analyzed(df.select(*cols, self.jvm.column(alias)))
 
-    def _numbered_memory(self, source: Source, scan: ir.Scan, rid: ir.Attr) -> JObj:
+    def _numbered_memory(self, source: Source, scan: ir.Scan, node: ir.Numbered) -> JObj:
         table: pa.Table = source.data
         column = pa.array(range(table.num_rows), type=pa.int64())
         fresh = self.jvm.spark.createDataFrame(table.append_column("__ember_rid", column))
         plan = self.jvm.analyzed(fresh)
         fresh_attrs = list(iterate(plan.output()))
-        names = [*scan.attrs, rid]
-        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, names, strict=True)]
+        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, scan.attrs, strict=True)]
+        kept = _kept(self.jvm.column(fresh_attrs[-1]), node.only)
+        aliases.append(self.jvm.alias(self.jvm.expression(kept), node.rid.name, node.rid.id))
         return self.logical.Project(self.seq(aliases), plan)
+
+
+def _kept(rid: Column, only: str | None) -> Column:
+    """Selection push-down: rows not matching the workload's predicate get no rid."""
+    return rid if only is None else F.when(F.expr(only), rid)
 
 
 def _frame_count(spec: WindowSpec, count: ir.FrameCount) -> Column:

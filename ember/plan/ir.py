@@ -328,9 +328,11 @@ class Expand(Unary):
 
 @dataclass(frozen=True)
 class Numbered(Unary):
-    """A scan with its rows' `ember_rid` added as `rid` (made by capture, never imported)."""
+    """A scan with its rows' `ember_rid` added as `rid` (made by capture, never imported).
+    With `only` (SQL over the scan's columns), rows not matching it get a null rid."""
 
     rid: Attr = field(default_factory=lambda: Attr(0, "", "bigint"))
+    only: str | None = None
 
     @property
     def output(self) -> tuple[Attr, ...]:
