@@ -36,7 +36,7 @@ from rich.progress import Progress
 
 import ember
 from bench import perm
-from bench.common import ROOT, input_bytes, timed
+from bench.common import input_bytes, parser, timed, tpch_session
 from ember import tpch
 
 
@@ -71,18 +71,11 @@ def lazy_trace_ms(spark: SparkSession, n: int, row: dict[str, object]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--queries", type=int, nargs="*", default=list(range(1, 23)))
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
-    args = parser.parse_args(argv)
+    options = parser(__doc__)
+    options.add_argument("--runs", type=int, default=5)
+    args = options.parse_args(argv)
     console = Console()
-    data = ROOT / "data" / "tpch" / f"sf{args.scale:g}"
-    with console.status(f"TPC-H SF{args.scale:g} data"):
-        tpch.ensure_data(data, args.scale)
-    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
-    tpch.register(spark, data)
+    spark, data = tpch_session(console, args.scale)
     perm.register(spark, data)
     results = []
     with Progress(console=console) as progress:

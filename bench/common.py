@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from pyspark.sql import SparkSession
+from rich.console import Console
+
+from ember import tpch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,3 +23,22 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 def input_bytes(data: Path, tables: list[str]) -> int:
     return sum((data / f"{t}.parquet").stat().st_size for t in tables)
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every TPC-H benchmark takes."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--queries", type=int, nargs="*", default=list(range(1, 23)))
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    return p
+
+
+def tpch_session(console: Console, scale: float) -> tuple[SparkSession, Path]:
+    """TPC-H data at `scale` (generated once) registered in a local benchmark session."""
+    data = ROOT / "data" / "tpch" / f"sf{scale:g}"
+    with console.status(f"TPC-H SF{scale:g} data"):
+        tpch.ensure_data(data, scale)
+    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
+    tpch.register(spark, data)
+    return spark, data

@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
-from bench.common import ROOT, input_bytes, timed
+from bench.common import ROOT, input_bytes, parser, timed, tpch_session
 from ember import tpch
 from ember.store.files import as_plain
 from ember.store.index import LineageIndex
@@ -94,18 +94,10 @@ def measure(lin: ember.Lineage, store: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--queries", type=int, nargs="*", default=list(range(1, 23)))
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
-    args = parser.parse_args(argv)
+    args = parser(__doc__).parse_args(argv)
     console = Console()
-    data = ROOT / "data" / "tpch" / f"sf{args.scale:g}"
+    spark, data = tpch_session(console, args.scale)
     stores = ROOT / "data" / "bench-stores"
-    with console.status(f"TPC-H SF{args.scale:g} data"):
-        tpch.ensure_data(data, args.scale)
-    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
-    tpch.register(spark, data)
     results: list[tuple[int, int, dict[str, float]]] = []
     with Progress(console=console) as progress:
         task = progress.add_task("queries", total=len(args.queries))
