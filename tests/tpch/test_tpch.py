@@ -1,7 +1,8 @@
 """TPC-H: ember's captured lineage equals an independent DuckDB oracle, backward and forward.
 
 Every query runs twice per style (Spark SQL as the specification states it, and the
-DataFrame API): once plainly and once under `ember.capture`. The captured output must
+DataFrame API): once plainly and once under `ember.capture` — the SQL versions with the
+inject strategy, the DataFrame versions deferred, so both strategies meet the oracle. The captured output must
 be the plain output; then, for every output row (or a sample of 50), the backward
 trace per source must equal the oracle's rid list for the matching oracle row, and for
 a sample of source rows per source, the forward trace must be exactly the returned
@@ -73,11 +74,11 @@ def table_rows(tpch: Path) -> dict[str, int]:
 
 
 def check_lineage(
-    df: DataFrame, n: int, expected: pa.Table, rows: dict[str, int], rng: random.Random
+    df: DataFrame, n: int, expected: pa.Table, rows: dict[str, int], rng: random.Random, strategy: str
 ) -> None:
     keys, sources = KEYS[n], SOURCES[n]
     plain = df.toArrow()
-    lin = ember.capture(df)
+    lin = ember.capture(df, strategy=strategy)
     out = lin.output()
 
     # The captured job's output is the plain job's, with ember_oid = 0..n-1 appended.
@@ -134,26 +135,22 @@ def _diff(what: str, got: np.ndarray, want: np.ndarray) -> str:
     )
 
 
-@pytest.mark.parametrize("n", sorted(SQL), ids=lambda n: f"q{n:02d}")
-def test_tpch_sql_lineage(
+STYLES = {"sql": ("inject", 0), "dataframe": ("defer", 100)}  # strategy, seed offset
+CASES = [("sql", n) for n in sorted(SQL)] + [("dataframe", n) for n in sorted(DF)]
+
+
+@pytest.mark.parametrize(("style", "n"), CASES, ids=[f"{s}-q{n:02d}" for s, n in CASES])
+def test_tpch_lineage(
     spark: SparkSession,
     tpch: Path,
     tpch_oracle: Callable[[int], pa.Table],
     table_rows: dict[str, int],
+    style: str,
     n: int,
 ) -> None:
-    check_lineage(tpch_sql(spark, n), n, tpch_oracle(n), table_rows, random.Random(SEED + n))
-
-
-@pytest.mark.parametrize("n", sorted(DF), ids=lambda n: f"q{n:02d}")
-def test_tpch_dataframe_lineage(
-    spark: SparkSession,
-    tpch: Path,
-    tpch_oracle: Callable[[int], pa.Table],
-    table_rows: dict[str, int],
-    n: int,
-) -> None:
-    check_lineage(DF[n](spark), n, tpch_oracle(n), table_rows, random.Random(SEED + 100 + n))
+    df = tpch_sql(spark, n) if style == "sql" else DF[n](spark)
+    strategy, offset = STYLES[style]
+    check_lineage(df, n, tpch_oracle(n), table_rows, random.Random(SEED + offset + n), strategy)
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -167,7 +164,8 @@ def test_tpch_sql_variant_lineage(
     """Re-parameterized queries whose lineage rules the validation parameters barely reach."""
     n, replacements = VARIANTS[name]
     expected = oracle(lineage_duck, tpch, n, replacements)
-    check_lineage(tpch_sql(spark, n, replacements), n, expected, table_rows, random.Random(SEED + 200 + n))
+    rng = random.Random(SEED + 200 + n)
+    check_lineage(tpch_sql(spark, n, replacements), n, expected, table_rows, rng, "inject")
 
 
 def test_dataframe_queries_have_sql_columns(spark: SparkSession, tpch: Path) -> None:
