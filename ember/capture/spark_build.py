@@ -209,7 +209,7 @@ class Builder:
         fresh = self.jvm.spark.createDataFrame(table.append_column("__ember_rid", column))
         plan = self.jvm.analyzed(fresh)
         fresh_attrs = list(iterate(plan.output()))
-        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, scan.attrs, strict=True)]
+        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs[:-1], scan.attrs, strict=True)]
         kept = _kept(self.jvm.column(fresh_attrs[-1]), node.only)
         aliases.append(self.jvm.alias(self.jvm.expression(kept), node.rid.name, node.rid.id))
         return self.logical.Project(self.seq(aliases), plan)
