@@ -100,6 +100,7 @@ class Workload:
 @dataclass
 class _Rewriter:
     workload: Workload = field(default_factory=Workload)
+    share: bool = True
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
     tables: list[SideTable] = field(default_factory=list)
 
@@ -118,6 +119,11 @@ class _Rewriter:
         t = SideTable(len(self.tables), plan, keys, slots, why, order)
         self.tables.append(t)
         return t.id
+
+    def shared(self, plan: ir.Node) -> ir.Node:
+        if not self.share or isinstance(plan, ir.Shared):
+            return plan
+        return ir.Shared(plan, key=next(self.ids))
 
     # --- the rewrite ---------------------------------------------------------
     def rewrite(self, node: ir.Node) -> tuple[ir.Node, tuple[Slot, ...]]:
@@ -206,13 +212,16 @@ class _Rewriter:
             return replace(node, left=left, right=right), lslots + rslots
         if not rslots:  # the witnesses carry no captured source
             return replace(node, left=left), lslots
+        # The job and the side table read the same cached inputs: computed once, and the
+        # side table sees exactly the rows the job saw.
+        left, right = self.shared(left), self.shared(right)
         # Witnesses of a left row depend only on the left columns the condition reads:
         # the side table joins those distinct values with the right side.
         probe = tuple(a for a in node.left.output if node.cond is not None and a.id in node.cond.refs)
         joined: ir.Node = right
         if probe:
             distinct = ir.Aggregate(
-                _keep(node.left, probe),
+                _keep(left, probe),
                 keys=tuple(ir.ColumnRef(a) for a in probe),
                 columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in probe),
             )
@@ -229,7 +238,7 @@ class _Rewriter:
         # The row's own copies of its probe values are the ref's keys.
         probe_keys = tuple(self.fresh("key", a.dtype) for a in probe)
         present = self.fresh("present", "boolean")
-        semi = replace(node, left=left)
+        semi = replace(node, left=left, right=right)
         marked = ir.Project(
             semi,
             columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
@@ -242,6 +251,7 @@ class _Rewriter:
         child, slots = self.rewrite(node.child)
         if not slots:
             return replace(node, child=child), ()
+        child = self.shared(child)
         for k in node.keys:
             if isinstance(k, ir.Expr) and not k.deterministic:
                 raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
