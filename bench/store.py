@@ -34,8 +34,7 @@ from rich.progress import Progress
 import ember
 from bench.common import ROOT, input_bytes, parser, timed, tpch_session
 from ember import tpch
-from ember.store.files import as_plain
-from ember.store.index import LineageIndex
+from ember.store.index import LineageIndex, as_plain
 
 
 def parquet_zstd_bytes(index: LineageIndex) -> int:

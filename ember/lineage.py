@@ -119,10 +119,8 @@ class Lineage:
                         "name them apart with ember.source(df, name)"
                     )
                 sources[name] = up
-                if up.key in found and up.key in up_found:
-                    found[up.key] = np.union1d(found[up.key], up_found[up.key])
-                elif up.key in up_found:
-                    found[up.key] = up_found[up.key]
+                if up.key in up_found:
+                    found[up.key] = np.union1d(found.get(up.key, up_found[up.key]), up_found[up.key])
         return sources, found
 
     def forward(

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from ember.errors import StoreError
 from ember.plan.sources import Source, SourceFile
-from ember.store.columns import IntColumn, Plain, Runs, isin_sorted
+from ember.store.columns import IntColumn, Runs, isin_sorted
 from ember.store.index import Level, LineageIndex, Ranges
 
 FORMAT = "ember-lineage-store"
@@ -317,13 +317,3 @@ class StoredPlain:
         parts = [self._group(g) for g in range(self._pf.metadata.num_row_groups)]
         return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
 
-
-def as_plain(index: LineageIndex) -> LineageIndex:
-    """The same index with every column decoded (the uncompressed reference form)."""
-
-    def level(lv: Level) -> Level:
-        rids = tuple((k, Plain(c.decode())) for k, c in lv.rids)
-        refs = tuple(Ranges(r.table, Plain(r.start.decode()), Plain(r.end.decode())) for r in lv.refs)
-        return Level(lv.rows, rids, refs, lv.why)
-
-    return LineageIndex(level(index.output), tuple(level(t) for t in index.tables))

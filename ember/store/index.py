@@ -157,6 +157,17 @@ def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]
     return hit
 
 
+def as_plain(index: LineageIndex) -> LineageIndex:
+    """The same index with every column decoded (the uncompressed reference form)."""
+
+    def level(lv: Level) -> Level:
+        rids = tuple((k, Plain(c.decode())) for k, c in lv.rids)
+        refs = tuple(Ranges(r.table, Plain(r.start.decode()), Plain(r.end.decode())) for r in lv.refs)
+        return Level(lv.rows, rids, refs, lv.why)
+
+    return LineageIndex(level(index.output), tuple(level(t) for t in index.tables))
+
+
 # --- building -----------------------------------------------------------------
 
 

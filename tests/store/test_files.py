@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.store import files
-from ember.store.index import LineageIndex
+from ember.store.index import LineageIndex, as_plain
 
 
 def same_traces(a: ember.Lineage, b: ember.Lineage) -> None:
@@ -61,7 +61,7 @@ def test_saved_store_traces_as_captured(lin: ember.Lineage, tmp_path: Path) -> N
 
 
 def test_compressed_index_traces_as_plain_arrays(lin: ember.Lineage) -> None:
-    plain = ember.Lineage(lin.output().drop_columns(["ember_oid"]), files.as_plain(lin._index), lin._sources.values())
+    plain = ember.Lineage(lin.output().drop_columns(["ember_oid"]), as_plain(lin._index), lin._sources.values())
     same_traces(lin, plain)
     assert lin.index_bytes < plain.index_bytes
 

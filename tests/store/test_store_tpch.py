@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 import ember
 from ember import tpch as tpch_queries
-from ember.store.files import as_plain
+from ember.store.index import as_plain
 
 SAMPLE = 40
 
