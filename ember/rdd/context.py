@@ -1,0 +1,104 @@
+"""LineageContext: Titian's switch for RDD programs, wrapping a SparkContext."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pyspark import Accumulator, SparkContext
+from pyspark.sql import DataFrame
+
+from ember.errors import EmberError
+from ember.rdd.debug import LIST_PARAM, CulpritError, Guard, culprit
+from ember.rdd.points import IndexedInput, Point, TextInput
+from ember.rdd.tracked import TrackedRDD
+
+if TYPE_CHECKING:
+    from ember.rdd.lineage_rdd import LineageRDD
+
+T = TypeVar("T")
+
+
+class LineageContext:
+    """Creates tracked RDDs; remembers their capture points and which outputs ran."""
+
+    def __init__(self, sc: SparkContext) -> None:
+        self.sc = sc
+        self._points: list[Point] = []
+        self._acted: list[TrackedRDD] = []
+        self._skipped: Accumulator[list[Any]] | None = None
+
+    def textFile(self, path: str, minPartitions: int | None = None) -> TrackedRDD:
+        """Lines of a local text file; ids are (partition, byte offset of the line)."""
+        point = TextInput(self, path, minPartitions)
+        return TrackedRDD(self, point.tagged(), (point,))
+
+    def parallelize(self, c: Iterable[Any], numSlices: int | None = None) -> TrackedRDD:
+        """A driver collection; ids are (partition, index of the element in `c`)."""
+        point = IndexedInput(self, self.sc.parallelize(list(enumerate(c)), numSlices))
+        return TrackedRDD(self, point.tagged(), (point,))
+
+    def fromDataFrame(self, df: DataFrame) -> TrackedRDD:
+        """`df.rdd`'s Rows; ids are (partition, position in it), so `df` must be deterministic."""
+        point = IndexedInput(self, df.rdd.mapPartitions(enumerate, True))
+        return TrackedRDD(self, point.tagged(), (point,))
+
+    def skip_failing_records(self, skip: bool = True) -> None:
+        """Programs built after this call drop records their functions raise on (BigDebug's
+        skip-and-resume) and list them in `skipped_records()` instead of failing the job."""
+        self._skipped = self.sc.accumulator([], LIST_PARAM) if skip else None
+
+    def skipped_records(self) -> list[tuple[Any, tuple[int, int, int]]]:
+        """(record, lineage id) of every record skipped so far."""
+        return [] if self._skipped is None else list(self._skipped.value)
+
+    def clear(self) -> None:
+        """Drops every stored lineage table (and the records cached with it)."""
+        for point in self._points:
+            point.unpersist()
+        self._acted.clear()
+
+    def _register(self, point: Point) -> int:
+        self._points.append(point)
+        return len(self._points) - 1
+
+    def _guard(self) -> Guard:
+        return Guard(self._skipped)
+
+    def _reporting(self, action: Callable[[], T]) -> T:
+        """Runs a job; a user function's failure becomes a CulpritError naming the record."""
+        try:
+            return action()
+        except Exception as exc:
+            found = culprit(exc)
+            if found is None:
+                raise
+            record, ref, cause = found
+            inputs = self._trace(ref).goBackAll().collectWithIds()
+            raise CulpritError(record, ref, cause, inputs) from None
+
+    def _trace(self, ref: tuple[int, int, int]) -> LineageRDD:
+        from ember.rdd.lineage_rdd import LineageRDD
+
+        return LineageRDD(self, (self._points[ref[0]],), lambda: self.sc.parallelize([ref], 1))
+
+    def _children(self, point: Point) -> list[Point]:
+        return [p for p in self._points if point in p.parents]
+
+    def _ancestors(self, points: Iterable[Point]) -> set[Point]:
+        seen: set[Point] = set()
+        todo = list(points)
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo.extend(p.parents)
+        return seen
+
+    def _output_after(self, lineage: LineageRDD) -> TrackedRDD:
+        """The latest program output downstream of `lineage`'s position."""
+        here = set(lineage.origin.points if lineage.origin else lineage.points)
+        for out in reversed(self._acted):
+            if out is not lineage.origin and here <= self._ancestors(out.points):
+                return out
+        raise EmberError("no action has run on an RDD downstream of this trace; pass target=")

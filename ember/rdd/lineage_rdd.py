@@ -1,0 +1,161 @@
+"""LineageRDD: a set of records at one trace position, moved by goBack / goNext.
+
+A position is either a program RDD (the trace origin: `rdd.getLineage()` or the end of a
+forward trace) or a set of capture points with the traced ids there. Moving builds the
+trace lazily; an action (or a native transformation, which reads the raw records) runs it.
+Backward steps are Spark joins: the ids are shuffled to the partitions named in them and
+joined there with the table that partition's task stored. Forward steps ship the traced
+ids to every partition of the next point and scan its tables (Titian keeps no forward index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pyspark import RDD
+
+from ember.rdd.points import Captured, Point, Ref
+
+if TYPE_CHECKING:
+    from ember.rdd.context import LineageContext
+    from ember.rdd.tracked import TrackedRDD
+
+Refs = Callable[[], RDD[Any]]
+
+
+def _at(refs: RDD[Any], point: Point) -> RDD[Any]:
+    uid = point.uid
+    return refs.filter(lambda r: r[0] == uid)
+
+
+class LineageRDD:
+    """Records at a trace position; native RDD methods act on their raw records."""
+
+    def __init__(
+        self,
+        lc: LineageContext,
+        points: tuple[Point, ...],
+        refs: Refs | None,
+        origin: TrackedRDD | None = None,
+    ) -> None:
+        self.lc = lc
+        self.points = points  # empty at an origin
+        self._refs = refs  # None: all records of the origin
+        self.origin = origin
+
+    @classmethod
+    def of(cls, tracked: TrackedRDD) -> LineageRDD:
+        if tracked.at_point:
+            return cls(tracked.lc, tracked.points, lambda: tracked.data.map(lambda rr: rr[1]))
+        return cls(tracked.lc, (), None, tracked)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.rdd(), name)
+
+    def __repr__(self) -> str:
+        where = f"origin {self.origin.data}" if self.origin else [p.kind for p in self.points]
+        return f"LineageRDD({where})"
+
+    def _pairs(self) -> RDD[Any]:
+        """`(ref, raw record)` at this position."""
+        if self.origin is not None:
+            data = self.origin.data
+            if self._refs is not None:
+                keep = self.lc.sc.broadcast(set(self._refs().collect()))
+                data = data.filter(lambda rr: rr[1] in keep.value)
+            return data.map(lambda rr: (rr[1], rr[0]))
+        refs = self.ids()
+        parts = [p.records(_at(refs, p)) for p in self.points]
+        return self.lc.sc.union(parts)
+
+    def rdd(self) -> RDD[Any]:
+        """A native RDD of the raw records here: input lines, (key, value) pairs, outputs."""
+        return self._pairs().map(lambda pair: pair[1])
+
+    def collectWithIds(self) -> list[tuple[Ref, Any]]:
+        """(lineage id, raw record) pairs, for reports and for tests of the ids themselves."""
+        return self._pairs().collect()
+
+    def ids(self) -> RDD[Any]:
+        """The traced lineage ids `(point uid, partition, n)`."""
+        if self.origin is not None:
+            return self._pairs().map(lambda pair: pair[0])
+        assert self._refs is not None
+        return self._refs()
+
+    def _at_points(self) -> LineageRDD:
+        if self.origin is None:
+            return self
+        return LineageRDD(self.lc, self.origin.points, self.ids)
+
+    def goBack(self) -> LineageRDD:
+        """One capture point back; at the input this is the identity."""
+        here = self._at_points()
+        if self.origin is not None:
+            return here
+        captured = [p for p in here.points if isinstance(p, Captured)]
+        if not captured:
+            return here
+        refs = here.ids
+
+        def back() -> RDD[Any]:
+            current = refs()
+            parts = [
+                p.parents_of(_at(current, p))
+                if isinstance(p, Captured)
+                else _at(current, p)
+                for p in here.points
+            ]
+            return self.lc.sc.union(parts)
+
+        points = [q for p in here.points for q in (p.parents if p in captured else (p,))]
+        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), back)
+
+    def goBackAll(self) -> LineageRDD:
+        """All the input records that contributed (repeated goBack)."""
+        here = self.goBack()
+        while True:
+            back = here.goBack()
+            if back.points == here.points:
+                return back
+            here = back
+
+    def goNext(self, target: TrackedRDD | None = None) -> LineageRDD:
+        """One capture point forward towards `target` (default: the latest program output)."""
+        goal = target or self.lc._output_after(self)
+        if self.origin is goal:
+            return self
+        here = self._at_points()
+        path = self.lc._ancestors(goal.points)
+        moves = {p: [c for c in self.lc._children(p) if c in path] for p in here.points}
+        if not any(moves.values()):
+            if goal.at_point:
+                return here
+            return LineageRDD(self.lc, (), here.ids, goal)
+        refs = here.ids
+
+        def forward() -> RDD[Any]:
+            current: set[Ref] = set(refs().collect())
+            parts: list[RDD[Any]] = []
+            for p, children in moves.items():
+                mine = {r for r in current if r[0] == p.uid}
+                if not children:
+                    parts.append(self.lc.sc.parallelize(sorted(mine), 1))
+                parts.extend(c.children_of(mine) for c in children if isinstance(c, Captured))
+            return self.lc.sc.union(parts)
+
+        points = [c for p, children in moves.items() for c in (children or [p])]
+        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), forward)
+
+    def goNextAll(self, target: TrackedRDD | None = None) -> LineageRDD:
+        """All the outputs of `target` (default: the latest program output) these records reached."""
+        goal = target or self.lc._output_after(self)
+        here = self
+        while True:
+            nxt = here.goNext(goal)
+            if nxt is here:
+                return here
+            here = nxt

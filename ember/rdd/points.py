@@ -1,0 +1,224 @@
+"""Titian's capture points: where lineage ids are assigned and where their tables live.
+
+A lineage id ("ref") is `(point uid, partition, n)`: the partition of the capture point that
+holds the record, so a trace can send the id straight to that partition (the directed
+shuffle), and `n`, the record's number within that partition (a byte offset for text input,
+the element index for `parallelize`, the output position for every other point).
+
+Input points keep no table: their ids name the record itself. Every other point runs as one
+blocking pass per partition that yields the partition's lineage table first and then its
+records; that RDD is persisted (MEMORY_AND_DISK), so a table lives in the block of the task
+that produced it and exists only once that attempt has succeeded.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from pyspark import RDD, StorageLevel
+
+from ember.errors import EmberError
+
+if TYPE_CHECKING:
+    from ember.rdd.context import LineageContext
+
+Ref = tuple[int, int, int]
+Row = Sequence[Ref]
+
+CHUNK = 4096  # table rows per pickled chunk: a lookup unpickles only the chunks it needs
+
+
+class LineageSourceError(EmberError):
+    """An input the RDD lineage cannot re-read by id (not a local text file, or CRLF lines)."""
+
+
+def encode_table(rows: Sequence[Row]) -> list[bytes]:
+    return [pickle.dumps(list(rows[i : i + CHUNK]), 5) for i in range(0, len(rows), CHUNK)]
+
+
+def lookup(blobs: Sequence[bytes], ns: Iterable[int]) -> Iterator[Row]:
+    """The parent refs of rows `ns` of one partition's table."""
+    chunk: list[Row] = []
+    current = -1
+    for n in sorted(set(ns)):
+        if n // CHUNK != current:
+            current = n // CHUNK
+            chunk = pickle.loads(blobs[current])
+        yield chunk[n % CHUNK]
+
+
+def _identity(key: int) -> int:
+    return key
+
+
+def directed(refs: RDD[Any], partitions: int) -> RDD[Any]:
+    """Only the traced ids move: each `(pid, n)` goes to partition `pid` of its capture point."""
+    return refs.map(lambda r: (r[1], r[2])).partitionBy(partitions, _identity)
+
+
+def _ns(wanted: Iterable[tuple[int, int]]) -> list[int]:
+    return sorted({n for _, n in wanted})
+
+
+class Point:
+    """A capture point; `parents` are the points its ids refer to."""
+
+    kind = "input"
+
+    def __init__(self, lc: LineageContext, parents: Sequence[Point], partitions: int) -> None:
+        self.lc = lc
+        self.parents = tuple(parents)
+        self.partitions = partitions
+        self.uid = lc._register(self)
+
+    def records(self, refs: RDD[Any]) -> RDD[Any]:
+        """`(ref, raw record)` for the given refs of this point (duplicates removed)."""
+        raise NotImplementedError
+
+    def unpersist(self) -> None:
+        """Input points hold nothing."""
+
+
+class IndexedInput(Point):
+    """`parallelize` and DataFrame rows: `source` holds `(n, record)`, n the element index."""
+
+    def __init__(self, lc: LineageContext, source: RDD[Any]) -> None:
+        super().__init__(lc, (), source.getNumPartitions())
+        self.source = source
+
+    def tagged(self) -> RDD[Any]:
+        uid = self.uid
+        return self.source.mapPartitionsWithIndex(
+            lambda pid, it: ((x, (uid, pid, n)) for n, x in it), preservesPartitioning=True
+        )
+
+    def records(self, refs: RDD[Any]) -> RDD[Any]:
+        uid = self.uid
+
+        def pick(pair: tuple[list[tuple[int, int]], list[tuple[int, Any]]]) -> Iterator[Any]:
+            wanted, rows = pair
+            if not wanted:
+                return
+            pid, ns = wanted[0][0], set(_ns(wanted))
+            yield from (((uid, pid, n), x) for n, x in rows if n in ns)
+
+        return directed(refs, self.partitions).glom().zip(self.source.glom()).flatMap(pick)
+
+
+class TextInput(Point):
+    """A local text file read by `sc.textFile`; ids are (split, byte offset of the line)."""
+
+    def __init__(self, lc: LineageContext, path: str, min_partitions: int | None) -> None:
+        lines = lc.sc.textFile(path, min_partitions)
+        splits = []
+        for part in lines._jrdd.rdd().partitions():
+            split = part.inputSplit().value()
+            url = urlparse(split.getPath().toString())
+            if url.scheme not in ("", "file"):
+                raise LineageSourceError(f"{path}: only local files can be re-read by offset")
+            splits.append((url.path, int(split.getStart())))
+        for file in {p for p, _ in splits}:
+            with open(file, "rb") as f:
+                if b"\r\n" in f.read(1 << 16):
+                    raise LineageSourceError(f"{file}: CRLF line ends; ids assume LF")
+        super().__init__(lc, (), len(splits))
+        self.lines = lines
+        self.splits = splits
+
+    def tagged(self) -> RDD[Any]:
+        uid, splits = self.uid, self.splits
+
+        def tag(pid: int, lines: Iterable[str]) -> Iterator[tuple[str, Ref]]:
+            path, pos = splits[pid]
+            if pos:  # Hadoop's reader skips the partial line a split starts in
+                with open(path, "rb") as f:
+                    f.seek(pos)
+                    pos += len(f.readline())
+            for line in lines:
+                yield line, (uid, pid, pos)
+                pos += (len(line) if line.isascii() else len(line.encode())) + 1
+
+        return self.lines.mapPartitionsWithIndex(tag, preservesPartitioning=True)
+
+    def records(self, refs: RDD[Any]) -> RDD[Any]:
+        uid, splits = self.uid, self.splits
+
+        def read(pid: int, wanted: Iterable[tuple[int, int]]) -> Iterator[Any]:
+            ns = _ns(wanted)
+            if not ns:
+                return
+            with open(splits[pid][0], "rb") as f:
+                for n in ns:
+                    f.seek(n)
+                    yield (uid, pid, n), f.readline().rstrip(b"\n").decode()
+
+        return directed(refs, self.partitions).mapPartitionsWithIndex(read)
+
+
+class Captured(Point):
+    """A combiner, reducer, join or stage point: `run(pid, items)` yields table rows and records."""
+
+    def __init__(
+        self,
+        lc: LineageContext,
+        kind: str,
+        parents: Sequence[Point],
+        upstream: RDD[Any],
+        run: Callable[[int, Iterable[Any]], tuple[list[Row], list[Any]]],
+    ) -> None:
+        super().__init__(lc, parents, upstream.getNumPartitions())
+        self.kind = kind
+        uid = self.uid
+
+        def capture(pid: int, items: Iterable[Any]) -> Iterator[Any]:
+            rows, out = run(pid, items)
+            yield encode_table(rows)
+            yield from ((rec, (uid, pid, n)) for n, rec in enumerate(out))
+
+        self.stored = upstream.mapPartitionsWithIndex(capture).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        self.data = self.stored.mapPartitions(lambda it: islice(it, 1, None), True)
+        self.tables = self.stored.mapPartitions(lambda it: islice(it, 1), True)
+
+    def parents_of(self, refs: RDD[Any]) -> RDD[Any]:
+        """One backward step: a local join of the directed ids with this point's tables."""
+
+        def expand(pair: tuple[list[tuple[int, int]], list[list[bytes]]]) -> Iterator[Ref]:
+            wanted, (blobs,) = pair
+            for row in lookup(blobs, _ns(wanted)):
+                yield from row
+
+        return directed(refs, self.partitions).glom().zip(self.tables.glom()).flatMap(expand)
+
+    def children_of(self, parents: set[Ref]) -> RDD[Any]:
+        """One forward step: the rows of this point's tables that name any of `parents`."""
+        uid = self.uid
+        known = self.lc.sc.broadcast(parents)
+
+        def scan(pid: int, tables: Iterable[list[bytes]]) -> Iterator[Ref]:
+            n = 0
+            for blobs in tables:
+                for blob in blobs:
+                    for row in pickle.loads(blob):
+                        if not known.value.isdisjoint(row):
+                            yield (uid, pid, n)
+                        n += 1
+
+        return self.tables.mapPartitionsWithIndex(scan)
+
+    def records(self, refs: RDD[Any]) -> RDD[Any]:
+        def pick(pair: tuple[list[tuple[int, int]], list[tuple[Any, Ref]]]) -> Iterator[Any]:
+            wanted, rows = pair
+            for n in _ns(wanted):
+                rec, ref = rows[n]
+                yield ref, rec
+
+        return directed(refs, self.partitions).glom().zip(self.data.glom()).flatMap(pick)
+
+    def unpersist(self) -> None:
+        self.stored.unpersist()

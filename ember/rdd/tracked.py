@@ -1,0 +1,329 @@
+"""TrackedRDD: an RDD program whose every record travels with its lineage id.
+
+The wrapped RDD holds `(record, ref)` pairs. Narrow transformations keep the ref of the
+record they came from (Titian passes it through the task context; here it rides along),
+shuffles keep it on the shuffled record, and aggregations and joins are capture points
+that give their outputs new ids and record which ids went into each.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from pyspark import RDD
+from pyspark.rdd import portable_hash
+from pyspark.resultiterable import ResultIterable
+
+from ember.rdd.debug import Guard
+from ember.rdd.points import Captured, Point, Ref, Row
+
+if TYPE_CHECKING:
+    from ember.rdd.context import LineageContext
+    from ember.rdd.lineage_rdd import LineageRDD
+
+Emit = Callable[[Any, list[tuple[Any, Ref]], list[tuple[Any, Ref]]], Iterator[tuple[Any, Row]]]
+
+# Actions run on the raw records; running one marks the RDD as the program's latest output.
+_ACTIONS = frozenset(
+    {
+        "collect", "count", "take", "first", "top", "takeOrdered", "reduce", "fold",
+        "aggregate", "sum", "min", "max", "mean", "isEmpty", "countByKey",
+        "countByValue", "collectAsMap", "foreach", "foreachPartition", "saveAsTextFile",
+        "lookup", "takeSample",
+    }
+)
+
+
+def _narrow(kind: str, f: Callable[[Any], Any], guard: Guard) -> Callable[[Iterable[Any]], Any]:
+    """map / filter / flatMap over `(record, ref)` pairs; the output keeps the input's ref."""
+
+    def run(items: Iterable[tuple[Any, Ref]]) -> Iterator[tuple[Any, Ref]]:
+        for rec, ref in items:
+            try:
+                out = f(rec)
+                if kind == "flatMap":
+                    out = list(out)
+            except Exception as exc:
+                guard.fail(rec, ref, exc)
+                continue
+            if kind == "map":
+                yield out, ref
+            elif kind == "filter":
+                if out:
+                    yield rec, ref
+            else:
+                yield from ((x, ref) for x in out)
+
+    return run
+
+
+def _group(
+    create: Callable[[Any], Any], merge: Callable[[Any, Any], Any], guard: Guard
+) -> Callable[[Iterable[tuple[Any, Any, Ref]]], tuple[list[Row], list[tuple[Any, Any]]]]:
+    """Titian's combiner/reducer agent: the native hash aggregation plus key -> input ids."""
+
+    def run(items: Iterable[tuple[Any, Any, Ref]]) -> tuple[list[Row], list[tuple[Any, Any]]]:
+        groups: dict[Any, list[Any]] = {}
+        for key, value, ref in items:
+            entry = groups.get(key)
+            try:
+                if entry is None:
+                    groups[key] = [create(value), [ref]]
+                else:
+                    entry[0] = merge(entry[0], value)
+                    entry[1].append(ref)
+            except Exception as exc:
+                guard.fail((key, value), ref, exc)
+        return [e[1] for e in groups.values()], [(k, e[0]) for k, e in groups.items()]
+
+    return run
+
+
+def _outer(left: bool, right: bool) -> Emit:
+    """Join output for one key; unmatched sides are kept as in left/right/full outer joins."""
+
+    def emit(key: Any, ls: list[tuple[Any, Ref]], rs: list[tuple[Any, Ref]]) -> Iterator[Any]:
+        if ls and rs:
+            for v, rv in ls:
+                yield from (((key, (v, w)), (rv, rw)) for w, rw in rs)
+        elif ls and left:
+            yield from (((key, (v, None)), (rv,)) for v, rv in ls)
+        elif rs and right:
+            yield from (((key, (None, w)), (rw,)) for w, rw in rs)
+
+    return emit
+
+
+def _cogrouped(key: Any, ls: list[tuple[Any, Ref]], rs: list[tuple[Any, Ref]]) -> Iterator[Any]:
+    values = (ResultIterable([v for v, _ in ls]), ResultIterable([w for w, _ in rs]))
+    yield (key, values), tuple(r for _, r in ls + rs)
+
+
+def _one(value: Any) -> list[Any]:
+    return [value]
+
+
+def _append(acc: list[Any], value: Any) -> list[Any]:
+    acc.append(value)
+    return acc
+
+
+def _extend(acc: list[Any], more: list[Any]) -> list[Any]:
+    acc.extend(more)
+    return acc
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _first(value: Any, _: Any) -> Any:
+    return value
+
+
+def _first_of(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+class TrackedRDD:
+    """An RDD created through a `LineageContext`; same transformations, plus `getLineage()`."""
+
+    def __init__(
+        self, lc: LineageContext, data: RDD[Any], points: Iterable[Point], at_point: bool = False
+    ) -> None:
+        self.lc = lc
+        self.data = data  # (record, ref) pairs
+        self.points = tuple(dict.fromkeys(points))
+        self.at_point = at_point  # the records are exactly those of its single capture point
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "getNumPartitions":
+            return self.data.getNumPartitions
+        if name not in _ACTIONS:
+            raise AttributeError(f"TrackedRDD has no attribute {name!r}")
+        action = getattr(self.rdd(), name)
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            self.lc._acted.append(self)
+            return self.lc._reporting(lambda: action(*args, **kwargs))
+
+        return run
+
+    def rdd(self) -> RDD[Any]:
+        """The plain RDD of this program's records (no lineage)."""
+        return self.data.map(lambda rr: rr[0])
+
+    def getLineage(self) -> LineageRDD:
+        from ember.rdd.lineage_rdd import LineageRDD
+
+        return LineageRDD.of(self)
+
+    def _narrowed(self, kind: str, f: Callable[[Any], Any]) -> TrackedRDD:
+        run = _narrow(kind, f, self.lc._guard())
+        return TrackedRDD(self.lc, self.data.mapPartitions(run, True), self.points)
+
+    def map(self, f: Callable[[Any], Any]) -> TrackedRDD:
+        return self._narrowed("map", f)
+
+    def filter(self, f: Callable[[Any], Any]) -> TrackedRDD:
+        return self._narrowed("filter", f)
+
+    def flatMap(self, f: Callable[[Any], Iterable[Any]]) -> TrackedRDD:
+        return self._narrowed("flatMap", f)
+
+    def mapValues(self, f: Callable[[Any], Any]) -> TrackedRDD:
+        return self._narrowed("map", lambda kv: (kv[0], f(kv[1])))
+
+    def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> TrackedRDD:
+        return self._narrowed("flatMap", lambda kv: ((kv[0], x) for x in f(kv[1])))
+
+    def keyBy(self, f: Callable[[Any], Any]) -> TrackedRDD:
+        return self._narrowed("map", lambda x: (f(x), x))
+
+    def union(self, other: TrackedRDD) -> TrackedRDD:
+        return TrackedRDD(self.lc, self.data.union(other.data), self.points + other.points)
+
+    def sortBy(
+        self, keyfunc: Callable[[Any], Any], ascending: bool = True, numPartitions: int | None = None
+    ) -> TrackedRDD:
+        """A reordering: every record keeps its id, so no capture point is needed."""
+        data = self.data.sortBy(lambda rr: keyfunc(rr[0]), ascending, numPartitions)
+        return TrackedRDD(self.lc, data, self.points)
+
+    def sortByKey(self, ascending: bool = True, numPartitions: int | None = None) -> TrackedRDD:
+        return self.sortBy(lambda kv: kv[0], ascending, numPartitions)
+
+    def combineByKey(
+        self,
+        createCombiner: Callable[[Any], Any],
+        mergeValue: Callable[[Any, Any], Any],
+        mergeCombiners: Callable[[Any, Any], Any],
+        numPartitions: int | None = None,
+        partitionFunc: Callable[[Any], int] = portable_hash,
+    ) -> TrackedRDD:
+        return self._aggregate(
+            createCombiner, mergeValue, mergeCombiners, numPartitions, partitionFunc, _same
+        )
+
+    def reduceByKey(
+        self,
+        func: Callable[[Any, Any], Any],
+        numPartitions: int | None = None,
+        partitionFunc: Callable[[Any], int] = portable_hash,
+    ) -> TrackedRDD:
+        return self.combineByKey(_same, func, func, numPartitions, partitionFunc)
+
+    def aggregateByKey(
+        self,
+        zeroValue: Any,
+        seqFunc: Callable[[Any, Any], Any],
+        combFunc: Callable[[Any, Any], Any],
+        numPartitions: int | None = None,
+        partitionFunc: Callable[[Any], int] = portable_hash,
+    ) -> TrackedRDD:
+        return self.combineByKey(
+            lambda v: seqFunc(copy.deepcopy(zeroValue), v),
+            seqFunc,
+            combFunc,
+            numPartitions,
+            partitionFunc,
+        )
+
+    def groupByKey(
+        self, numPartitions: int | None = None, partitionFunc: Callable[[Any], int] = portable_hash
+    ) -> TrackedRDD:
+        return self._aggregate(
+            _one, _append, _extend, numPartitions, partitionFunc,
+            lambda kv: (kv[0], ResultIterable(kv[1])),
+        )  # fmt: skip
+
+    def distinct(self, numPartitions: int | None = None) -> TrackedRDD:
+        keyed = TrackedRDD(self.lc, self.data.map(lambda rr: ((rr[0], None), rr[1])), self.points)
+        return keyed._aggregate(_same, _first, _first, numPartitions, portable_hash, _first_of)
+
+    def _aggregate(
+        self,
+        create: Callable[[Any], Any],
+        merge_value: Callable[[Any, Any], Any],
+        merge_combiners: Callable[[Any, Any], Any],
+        partitions: int | None,
+        partition_func: Callable[[Any], int],
+        finish: Callable[[tuple[Any, Any]], Any],
+    ) -> TrackedRDD:
+        """Combiner agent on the map side, shuffle, reducer agent on the reduce side."""
+        guard = self.lc._guard()
+        combine = _group(create, merge_value, guard)
+        reduce = _group(_same, merge_combiners, guard)
+
+        def map_side(pid: int, items: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+            return combine((rec[0], rec[1], ref) for rec, ref in items)
+
+        def reduce_side(pid: int, items: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+            rows, out = reduce((key, acc, ref) for key, (acc, ref) in items)
+            return rows, [finish(kv) for kv in out]
+
+        combiner = Captured(self.lc, "combiner", self.points, self.data, map_side)
+        shuffled = combiner.data.map(lambda rr: (rr[0][0], (rr[0][1], rr[1]))).partitionBy(
+            partitions or self.data._defaultReducePartitions(), partition_func
+        )
+        reducer = Captured(self.lc, "reducer", (combiner,), shuffled, reduce_side)
+        return TrackedRDD(self.lc, reducer.data, (reducer,), at_point=True)
+
+    def _cogroup(self, other: TrackedRDD, partitions: int | None, emit: Emit) -> TrackedRDD:
+        """Titian's join agent: each output names the ids from both sides under its key."""
+        left = self.data.map(lambda rr: (rr[0][0], (0, rr[0][1], rr[1])))
+        both = left.union(other.data.map(lambda rr: (rr[0][0], (1, rr[0][1], rr[1]))))
+        shuffled = both.partitionBy(partitions or both._defaultReducePartitions())
+
+        def run(pid: int, items: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+            groups: dict[Any, tuple[list[Any], list[Any]]] = {}
+            for key, (side, value, ref) in items:
+                groups.setdefault(key, ([], []))[side].append((value, ref))
+            pairs = [out for key, (ls, rs) in groups.items() for out in emit(key, ls, rs)]
+            return [row for _, row in pairs], [rec for rec, _ in pairs]
+
+        point = Captured(self.lc, "join", self.points + other.points, shuffled, run)
+        return TrackedRDD(self.lc, point.data, (point,), at_point=True)
+
+    def join(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        return self._cogroup(other, numPartitions, _outer(False, False))
+
+    def leftOuterJoin(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        return self._cogroup(other, numPartitions, _outer(True, False))
+
+    def rightOuterJoin(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        return self._cogroup(other, numPartitions, _outer(False, True))
+
+    def fullOuterJoin(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        return self._cogroup(other, numPartitions, _outer(True, True))
+
+    def cogroup(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        return self._cogroup(other, numPartitions, _cogrouped)
+
+    def zip(self, other: TrackedRDD) -> TrackedRDD:
+        """A stage point: each pair names the ids of its two halves."""
+
+        def run(pid: int, pairs: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+            zipped = [((a, b), (ra, rb)) for (a, ra), (b, rb) in pairs]
+            return [row for _, row in zipped], [rec for rec, _ in zipped]
+
+        upstream = self.data.zip(other.data)
+        point = Captured(self.lc, "stage", self.points + other.points, upstream, run)
+        return TrackedRDD(self.lc, point.data, (point,), at_point=True)
+
+    def zipPartitions(
+        self, other: TrackedRDD, f: Callable[[Iterator[Any], Iterator[Any]], Iterable[Any]]
+    ) -> TrackedRDD:
+        """`f` sees whole partitions, so each output names every record of its partition pair."""
+
+        def run(pid: int, parts: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+            ((left, right),) = parts
+            out = list(f(iter([x for x, _ in left]), iter([y for y, _ in right])))
+            row = tuple(r for _, r in left + right)
+            return [row] * len(out), out
+
+        upstream = self.data.glom().zip(other.data.glom())
+        point = Captured(self.lc, "stage", self.points + other.points, upstream, run)
+        return TrackedRDD(self.lc, point.data, (point,), at_point=True)
