@@ -122,14 +122,20 @@ class Table:
         """The raw (output cell, input cell) pairs, sorted and unique. For tests and
         baselines only: queries never call this."""
         rows, key = expand_boxes(self.key_lo, self.key_hi)
-        ref = self.val_ref[rows]
-        base = np.where(ref == ABSOLUTE, 0, np.take_along_axis(key, np.maximum(ref, 0), axis=1))
+        base = offsets(key, self.val_ref[rows])
         sub, val = expand_boxes(self.val_lo[rows] + base, self.val_hi[rows] + base)
         key = key[sub]
         return unique_pairs(key, val) if self.form == "backward" else unique_pairs(val, key)
 
 
 # --- boxes and raw pairs --------------------------------------------------------
+
+
+def offsets(key: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """What each value attribute is relative to: key[ref], or 0 where absolute."""
+    if key.shape[1] == 0:
+        return np.zeros(ref.shape, np.int64)
+    return np.where(ref == ABSOLUTE, 0, np.take_along_axis(key, np.maximum(ref, 0), axis=1))
 
 
 def expand_boxes(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -154,8 +160,8 @@ def unique_pairs(out: np.ndarray, inp: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def dedupe(rows: np.ndarray) -> np.ndarray:
     """Unique rows in lexicographic order (np.unique(axis=0) without its slow row view)."""
-    if len(rows) == 0:
-        return rows
+    if len(rows) == 0 or rows.shape[1] == 0:
+        return rows[:1]
     rows = rows[order(list(rows.T))]
     return rows[np.append(True, ~_equal_rows(rows))]
 

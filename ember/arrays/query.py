@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ember.arrays.provrc import ABSOLUTE, Table, expand_boxes, order
+from ember.arrays.provrc import ABSOLUTE, Table, expand_boxes, offsets, order
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,7 @@ def expand(table: Table, query: Boxes) -> Boxes:
     khi = np.minimum(query.hi[q], table.key_hi[r])
     ref = table.val_ref[r]
     klo, khi, ref, r = _split_diagonals(klo, khi, ref, r)
-    take = np.maximum(ref, 0)
-    rel = ref != ABSOLUTE
-    lo = table.val_lo[r] + np.where(rel, np.take_along_axis(klo, take, axis=1) if klo.shape[1] else 0, 0)
-    hi = table.val_hi[r] + np.where(rel, np.take_along_axis(khi, take, axis=1) if khi.shape[1] else 0, 0)
-    return _clip(Boxes(lo, hi), table.val_shape)
+    return Boxes(table.val_lo[r] + offsets(klo, ref), table.val_hi[r] + offsets(khi, ref))
 
 
 def _split_diagonals(
@@ -146,13 +142,6 @@ def restrict(table: Table, query: Boxes) -> Boxes:
         khi[sub, j] = np.minimum(khi[sub, j], qhi[rel, i] - dlo[rel, i])
     keep = np.all(klo <= khi, axis=1)
     return Boxes(klo[keep], khi[keep])
-
-
-def _clip(boxes: Boxes, shape: tuple[int, ...]) -> Boxes:
-    bound = np.asarray(shape, np.int64) - 1
-    lo, hi = np.maximum(boxes.lo, 0), np.minimum(boxes.hi, bound)
-    keep = np.all(lo <= hi, axis=1)
-    return Boxes(lo[keep], hi[keep])
 
 
 def hop(table: Table, query: Boxes, to_input: bool) -> Boxes:

@@ -99,6 +99,8 @@ def tracked_in(obj: Any) -> list[Tracked]:
 
 def grid(shape: tuple[int, ...]) -> np.ndarray:
     """Every cell of `shape`, in C order."""
+    if not shape:
+        return np.zeros((1, 0), np.int64)
     return np.indices(shape, np.int64).reshape(len(shape), -1).T
 
 

@@ -210,6 +210,8 @@ def _cells(cells: Any, shape: tuple[int, ...]) -> np.ndarray:
     arr = np.asarray(cells)
     if arr.dtype == bool and arr.shape == shape:
         return np.argwhere(arr)
+    if not shape:
+        return np.zeros((1 if arr.size or arr.ndim < 2 else 0, 0), np.int64)
     arr = arr.astype(np.int64).reshape(-1, len(shape))
     bound = np.asarray(shape, np.int64)
     if np.any((arr < 0) | (arr >= bound)):
