@@ -9,6 +9,8 @@
     lin.save("q1.lineage"); lin = ember.load("q1.lineage", spark)   # a persisted store
     lin.export_json("q1.json")               # output oid → source rids, for other tools
     lin_b.backward(oids=[0], through=[lin_a])   # across jobs: lin_a = capture(df_a, write_to=...)
+    lin = ember.infer(df)                    # lazy: nothing captured, traces re-run restricted
+    lin = ember.infer(df, exact=False)       # lazy superset: no re-run, never misses a row
 
 Everything else in the package is private.
 """
@@ -28,6 +30,7 @@ from ember.errors import (
     UnknownSourceError,
     UnsupportedOperatorError,
 )
+from ember.infer import InferredLineage, infer
 from ember.lineage import Lineage, load
 from ember.plan.jvm import Jvm
 from ember.plan.spark_import import SOURCE_NAMES, leaves, source_key
@@ -51,6 +54,7 @@ __all__ = [
     "EmberError",
     "ForwardTrace",
     "IdOutOfRangeError",
+    "InferredLineage",
     "InvalidPredicateError",
     "Lineage",
     "StaleSourceError",
@@ -60,6 +64,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "Workload",
     "capture",
+    "infer",
     "load",
     "source",
 ]

@@ -90,7 +90,7 @@ class Lineage:
         `through` lists the lineages of upstream jobs whose written output this job read
         (`capture(..., write_to=)`); the trace then continues into their sources too.
         """
-        chosen = self._choose(self._output, "output", oids, where, OID)
+        chosen = choose(self._output, "output", oids, where, OID)
         sources, found = self._trace_back(chosen, through)
         return Trace(sources, found)
 
@@ -102,7 +102,7 @@ class Lineage:
         numbers travel from the driver. Needs a saved (or loaded) lineage."""
         if self.store is None:
             raise EmberError("backward_distributed reads a saved store: call lin.save(path) first")
-        chosen = self._choose(self._output, "output", oids, where, OID)
+        chosen = choose(self._output, "output", oids, where, OID)
         return distributed.backward(spark, self.store, self._sources, chosen)
 
     def _trace_back(self, oids: np.ndarray, through: Sequence[Lineage]) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
@@ -142,7 +142,7 @@ class Lineage:
                     reached = upstream.forward(source, ids, where, through).ids()
                     return ForwardTrace(self._output, self._index.forward(src.key, reached))
         src = source_by_name(self._sources, source)
-        return ForwardTrace(self._output, self._index.forward(src.key, _chosen_rids(src, ids, where)))
+        return ForwardTrace(self._output, self._index.forward(src.key, chosen_rids(src, ids, where)))
 
     def forward_distributed(
         self, spark: SparkSession, source: str, ids: Iterable[int] | None = None, where: str | None = None
@@ -151,7 +151,7 @@ class Lineage:
         if self.store is None:
             raise EmberError("forward_distributed reads a saved store: call lin.save(path) first")
         src = source_by_name(self._sources, source)
-        return distributed.forward(spark, self.store, src, _chosen_rids(src, ids, where))
+        return distributed.forward(spark, self.store, src, chosen_rids(src, ids, where))
 
     def _reachable(self, through: Sequence[Lineage]) -> set[str]:
         names = set(self._sources)
@@ -210,15 +210,6 @@ class Lineage:
         with fs.open_output_stream(target) as out:
             out.write(json.dumps(doc).encode())
 
-    def _choose(
-        self, table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str
-    ) -> np.ndarray:
-        if (ids is None) == (where is None):
-            raise TypeError("give exactly one of ids/oids or where")
-        if where is not None:
-            return _select(table, where, column, what)
-        return _ids(ids, table.num_rows, f"ember_oid of the {what}")
-
     def __repr__(self) -> str:
         return f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"
 
@@ -254,12 +245,21 @@ def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
     return None
 
 
-def _chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
+def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
     if where is not None and ids is None and src.kind in ("csv", "json"):
         return _select_text(src, where)
     if where is not None and ids is None:
         return _select(_source_relation(src), where, RID, f"source {src.name!r}")
     return _ids(ids, src.rows, f"rid of source {src.name!r}")
+
+
+def choose(table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str) -> np.ndarray:
+    """Row numbers of `table` given as ids or by a SQL `where` over its columns."""
+    if (ids is None) == (where is None):
+        raise TypeError("give exactly one of ids/oids or where")
+    if where is not None:
+        return _select(table, where, column, what)
+    return _ids(ids, table.num_rows, f"ember_oid of the {what}")
 
 
 def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:

@@ -80,9 +80,7 @@ def capture(
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and not annotated.tables):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-        result, side_data = _run(jvm, annotated, numbered, staging)
-        user = pa.table(result.columns[: len(names)], names=names)
-        index = build_index(result, annotated.slots, annotated.tables, side_data)
+        user, index = run_annotated(jvm, annotated, names, numbered, staging)
         lineage = Lineage(user, index, numbered.values(), mode="inject", plan=outline(plan))
     else:
         user = df.toArrow()
@@ -112,6 +110,15 @@ def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
                 jvm.dataframe(node.handle).select(F.expr(pred))
             except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
                 raise InvalidPredicateError(f"workload where={pred!r} does not fit {node.source.name!r}: {e}") from None
+
+
+def run_annotated(
+    jvm: Jvm, annotated: Annotated, names: list[str], sources: dict[str, Source], staging: str | None = None
+) -> tuple[pa.Table, LineageIndex]:
+    """Runs an annotated plan over numbered sources: its output rows and their lineage index."""
+    result, side_data = _run(jvm, annotated, sources, staging)
+    user = pa.table(result.columns[: len(names)], names=names)
+    return user, build_index(result, annotated.slots, annotated.tables, side_data)
 
 
 def _run(

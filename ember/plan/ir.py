@@ -12,7 +12,7 @@ it in step).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ember.plan.sources import Source
@@ -38,6 +38,7 @@ class Expr:
     subqueries: tuple[Node, ...] = ()
     deterministic: bool = True
     dtype: str = ""
+    column: int | None = None  # the attribute id, when the expression only reads (or renames) one column
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ class Join(Node):
     cond: Expr | None = None
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
     exists_attr: Attr | None = None  # existence joins add a boolean column
+    equi: tuple[tuple[int, int], ...] = ()  # (left, right) attribute ids the condition equates
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -221,8 +223,6 @@ class Join(Node):
 
     def expressions(self) -> tuple[Expr, ...]:
         return (self.cond,) if self.cond is not None else ()
-
-
 
 
 @dataclass(frozen=True)
@@ -373,6 +373,24 @@ def operator_table() -> str:
     lines = ["| operator | backward lineage of an output row |", "|---|---|"]
     lines += [f"| {op} | {lineage} |" for op, lineage in rows]
     return "\n".join(lines)
+
+
+def column_of(e: AnyExpr) -> int | None:
+    """The attribute an expression merely reads (or renames), if it is that simple."""
+    if isinstance(e, ColumnRef):
+        return e.attr.id
+    return e.column if isinstance(e, Expr) else None
+
+
+def with_children(node: Node, children: tuple[Node, ...]) -> Node:
+    """The same operator over new inputs."""
+    if isinstance(node, Unary):
+        return replace(node, child=children[0])
+    if isinstance(node, Join):
+        return replace(node, left=children[0], right=children[1])
+    if isinstance(node, Union):
+        return replace(node, inputs=children)
+    return node
 
 
 def walk(node: Node) -> list[Node]:

@@ -124,7 +124,7 @@ class Importer:
             left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
             if left:
                 raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0]} left in {text}")
-        return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), _dtype(e))
+        return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), _dtype(e), _column(e))
 
     def _scalar_subqueries(self, e: JObj) -> list[JObj]:
         if class_name(e) == "ScalarSubquery":
@@ -178,11 +178,13 @@ class Importer:
         cond = option(p.condition())
         left, right = self.node(p.left()), self.node(p.right())
         expr = self.expr(cond) if cond is not None else None
+        equi = _equi(cond, left, right) if cond is not None else ()
         if name == "ExistenceJoin":
-            return ir.Join("existence", left, right, expr, handle=p, exists_attr=self.attr(jt.exists()))
+            exists = self.attr(jt.exists())
+            return ir.Join("existence", left, right, expr, handle=p, exists_attr=exists, equi=equi)
         if name not in _JOIN_KINDS:
             raise UnsupportedOperatorError(f"ember cannot trace join type {name}")
-        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p)
+        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p, equi=equi)
 
     def _Aggregate(self, p: JObj) -> ir.Node:
         return ir.Aggregate(
@@ -371,6 +373,29 @@ def _find(e: JObj, kinds: set[str]) -> list[JObj]:
     if class_name(e) in kinds:
         return [e]
     return [x for c in iterate(e.children()) for x in _find(c, kinds)]
+
+
+def _column(e: JObj) -> int | None:
+    """The exprId of the column `e` reads, when `e` is a column or an alias of one."""
+    kind = class_name(e)
+    if kind == "Alias":
+        e, kind = e.child(), class_name(e.child())
+    return int(e.exprId().id()) if kind == "AttributeReference" else None
+
+
+def _equi(cond: JObj, left: ir.Node, right: ir.Node) -> tuple[tuple[int, int], ...]:
+    """The (left, right) column pairs a join condition's conjuncts declare equal."""
+    lids, rids = {a.id for a in left.output}, {a.id for a in right.output}
+    pairs = []
+    for c in _conjuncts(cond):
+        if class_name(c) not in ("EqualTo", "EqualNullSafe"):
+            continue
+        a, b = _column(c.left()), _column(c.right())
+        if a in rids and b in lids:
+            a, b = b, a
+        if a in lids and b in rids:
+            pairs.append((a, b))
+    return tuple(pairs)
 
 
 def _conjuncts(e: JObj) -> list[JObj]:

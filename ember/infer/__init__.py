@@ -1,0 +1,52 @@
+"""`ember.infer`: lazy lineage by predicate push-down (PredTrace), nothing captured at run time."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from ember.capture.annotate import annotate
+from ember.capture.numbering import number_source
+from ember.errors import UnsupportedOperatorError
+from ember.infer.lineage import InferredLineage
+from ember.infer.pushdown import infer as push_down
+from ember.infer.pushdown import lift_limits
+from ember.plan import ir
+from ember.plan.jvm import Jvm
+from ember.plan.spark_import import import_plan
+
+
+def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> InferredLineage:
+    """Runs `df` untouched and returns lineage inferred from its plan, read lazily.
+
+    Inference reads no data: it works out, per scan, which output columns pin the rows a
+    traced output row came from. A trace binds those to the row's values and lets Spark
+    read only matching rows. `exact=True` re-runs the job on just those rows and traces
+    the re-run (the same answer as `ember.capture`); `exact=False` returns the matching
+    rows themselves, a superset that never misses a lineage row, refined across joins
+    when `iterative` (else PredTrace's naive push-down).
+
+    Output rows with equal values are traced together (set semantics).
+    """
+    jvm = Jvm(df.sparkSession)
+    plan, sources = import_plan(jvm, df)
+    _check_deterministic(plan)
+    plan = lift_limits(plan)
+    annotate(plan)  # refuses, before any job, what ember cannot trace
+    inference = push_down(plan)
+    numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+    return InferredLineage(jvm, plan, df.toArrow(), numbered, inference, exact, iterative)
+
+
+def _check_deterministic(plan: ir.Node) -> None:
+    """A re-run must compute the same rows: random expressions cannot be traced lazily."""
+    for node in ir.walk(plan):
+        for e in node.expressions():
+            if not e.deterministic:
+                raise UnsupportedOperatorError(
+                    f"ember.infer cannot trace the nondeterministic expression {e.sql}; use ember.capture"
+                )
+            for sub in e.subqueries:
+                _check_deterministic(sub)
+
+
+__all__ = ["InferredLineage", "infer"]

@@ -1,0 +1,179 @@
+"""Lazy lineage: the job ran untouched; traces push the traced rows' values to the sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from ember.capture.annotate import annotate
+from ember.capture.capture import run_annotated
+from ember.errors import EmberError
+from ember.fetch.rows import check_unchanged
+from ember.infer import spark
+from ember.infer.match import matches
+from ember.infer.pushdown import Inference, ScanPlan
+from ember.infer.refine import refine
+from ember.lineage import choose, chosen_rids
+from ember.plan import ir
+from ember.plan.jvm import Jvm
+from ember.plan.sources import Source
+from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
+from ember.store.index import LineageIndex
+
+
+class InferredLineage:
+    """Answers the questions `ember.capture` answers, with nothing captured at run time.
+
+    Exact traces re-run the job restricted to the rows the inferred predicates select at
+    each scan (Spark skips the rest) and trace the re-run; superset traces (`exact=False`)
+    return the rows those predicates select, refined across joins, with no re-run.
+    """
+
+    def __init__(
+        self,
+        jvm: Jvm,
+        plan: ir.Node,
+        output: pa.Table,
+        sources: dict[str, Source],
+        inference: Inference,
+        exact: bool,
+        iterative: bool,
+    ):
+        self._jvm = jvm
+        self._plan = plan
+        self._user = output
+        self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
+        self._by_key = sources
+        self._named = {s.name: s for s in sources.values() if s.kind != "none"}
+        self.inference = inference
+        self.exact = exact
+        self.iterative = iterative
+        self.mode = "infer" if exact else "infer-superset"
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted(self._named)
+
+    def output(self) -> pa.Table:
+        """The job's output rows with `ember_oid` (their position)."""
+        return self._output
+
+    def backward(self, oids: Iterable[int] | None = None, where: str | None = None) -> Trace:
+        """Source rows behind the chosen output rows. Output rows with equal values are
+        traced together (their lineages are one answer, as in PredTrace)."""
+        rows = self._user.take(pa.array(choose(self._output, "output", oids, where, OID)))
+        self._check_sources()
+        if not self.exact:
+            return Trace(self._named, self._superset(rows), exact=False)
+        out, index = self._rerun(rows)
+        found, _ = matches(out, rows)
+        return Trace(self._named, index.backward(np.unique(found)))
+
+    def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
+        """Output rows whose lineage holds the chosen rows of `source`."""
+        src = source_by_name(self._named, source)
+        rids = chosen_rids(src, ids, where)
+        self._check_sources()
+        candidates = self._candidates(src, rids)
+        if not self.exact or candidates.size == 0:
+            return ForwardTrace(self._output, candidates, exact=self.exact)
+        rows = self._user.take(pa.array(candidates))
+        out, index = self._rerun(rows)
+        reached = index.forward(src.key, rids)
+        _, hit = matches(out.take(pa.array(reached, type=pa.int64())), rows)
+        return ForwardTrace(self._output, np.unique(candidates[hit]))
+
+    def explain(self) -> str:
+        """What the inference found: per scan, the output columns that pin its rows."""
+        names = [a.name for a in self._plan.output]
+        lines = []
+        for sp in self.inference.scans:
+            pins = ", ".join(f"{b.attr.name} = {names[b.column]}" for b in sp.bindings) or "nothing (reads all rows)"
+            state = "" if sp.traced else " [no lineage: inner side of an anti join]"
+            lines.append(f"{sp.scan.source.name}: {pins}{state}")
+        if self.inference.stops:
+            lines.append("stopped at: " + "; ".join(self.inference.stops))
+        return "\n".join(lines)
+
+    def _check_sources(self) -> None:
+        for s in self._by_key.values():
+            check_unchanged(s)
+
+    def _rerun(self, rows: pa.Table) -> tuple[pa.Table, LineageIndex]:
+        """The job re-run on only the scan rows the traced rows' values allow, captured."""
+        conds = {}
+        for sp in self.inference.scans:
+            cond = spark.selection(self._jvm, sp, rows, filters=False)
+            if cond is not None:
+                conds[id(sp.scan)] = spark.catalyst(self._jvm, sp.scan, cond)
+        plan = spark.restricted(self._plan, conds)
+        names = [a.name for a in plan.output]
+        out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key)
+        _, seen = matches(out, rows)
+        if np.unique(seen).size != rows.num_rows:
+            raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
+        return out, index
+
+    def _superset(self, rows: pa.Table) -> dict[str, np.ndarray]:
+        traced = [sp for sp in self.inference.scans if sp.traced]
+        frames = {id(sp.scan): self._scan_rows(sp, rows) for sp in traced}
+        if self.iterative:
+            frames = refine(self._plan, frames)
+        found: dict[str, np.ndarray] = {}
+        for sp in traced:
+            key = sp.scan.source.key
+            df = frames[id(sp.scan)]
+            ids = np.arange(self._by_key[key].rows, dtype=np.int64) if df is None else spark.rids(df)
+            found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
+        return found
+
+    def _scan_rows(self, sp: ScanPlan, rows: pa.Table) -> DataFrame | None:
+        """The scan's rows the predicates allow (None: all of them)."""
+        cond = spark.selection(self._jvm, sp, rows, filters=True)
+        if cond is None and not self.iterative:
+            return None
+        return spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
+
+    def _candidates(self, src: Source, rids: np.ndarray) -> np.ndarray:
+        """Output rows whose inferred predicates the chosen source rows satisfy (a superset)."""
+        hits: list[np.ndarray] = []
+        for sp in self.inference.of_source(src.key):
+            if not sp.traced or rids.size == 0:
+                continue
+            cond = spark.selection(self._jvm, sp, None, filters=True)
+            df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
+            cols = spark.columns(self._jvm, sp.scan)
+            picked = df.filter(df[spark.RID].isin(rids.tolist()))
+            table = picked.select(*[c.alias(f"a{a}") for a, c in cols.items()]).toArrow()
+            hits.append(_pinned(self._user, sp, table))
+        return np.unique(np.concatenate(hits)) if hits else np.empty(0, np.int64)
+
+    def __repr__(self) -> str:
+        kind = "exact" if self.exact else "superset"
+        return f"<ember inferred lineage ({kind}): {self._user.num_rows} output rows from {', '.join(self.sources)}>"
+
+
+def _pinned(output: pa.Table, sp: ScanPlan, rows: pa.Table) -> np.ndarray:
+    """Output rows whose bound columns equal some row's scan columns."""
+    if rows.num_rows == 0:
+        return np.empty(0, np.int64)
+    if not sp.bindings:
+        return np.arange(output.num_rows, dtype=np.int64)
+    out = output.rename_columns([f"c{j}" for j in range(output.num_columns)])
+    out = out.append_column("_oid", pa.array(np.arange(output.num_rows, dtype=np.int64)))
+    conds = []
+    for b in sp.bindings:
+        same = f"o.c{b.column} IS NOT DISTINCT FROM r.a{b.attr.id}"
+        conds.append(f"(o.c{b.column} IS NULL OR {same})" if b.padded else same)
+    con = duckdb.connect()
+    try:
+        con.register("o", out)
+        con.register("r", rows)
+        res = con.sql(f"SELECT DISTINCT o._oid FROM o JOIN r ON {' AND '.join(conds)}").fetchnumpy()
+    finally:
+        con.close()
+    return np.sort(res["_oid"].astype(np.int64))
