@@ -48,8 +48,9 @@ class Relation:
     @staticmethod
     def pairs(out: np.ndarray, inp: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> Relation:
         """A raw relation: one (output cell, input cell) pair per row."""
-        out = np.asarray(out, np.int64).reshape(-1, len(out_shape))
-        inp = np.asarray(inp, np.int64).reshape(-1, len(in_shape))
+        out, inp = np.asarray(out, np.int64), np.asarray(inp, np.int64)
+        out = out.reshape(len(out) if out.ndim == 2 else -1, len(out_shape))
+        inp = inp.reshape(len(inp) if inp.ndim == 2 else -1, len(in_shape))
         return Relation(out, inp, inp, out_shape, in_shape)
 
     @property

@@ -292,17 +292,24 @@ def diff(call: Call) -> list[Link] | None:
 
 
 def gradient(call: Call) -> list[Link] | None:
+    """Central differences read the two neighbours (not the cell itself); edges read two cells."""
     x = _only_first(call)
-    if call.arg("axis") is not None:
+    if call.arg("axis") is not None or int(call.arg("edge_order", 1)) != 1:
         return None
-    edge = int(call.arg("edge_order", 1))
 
-    def window(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if edge == 2:
-            return np.clip(k - 1, 0, n - 3), np.clip(k + 1, 2, n - 1)
-        return np.maximum(k - 1, 0), np.minimum(k + 1, n - 1)
+    def left(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        p = np.where(k == n - 1, n - 2, np.maximum(k - 1, 0))
+        return p, p
 
-    return [(o, 0, along(x.shape, out.shape, o, window)) for o, out in enumerate(call.outputs)]
+    def right(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        p = np.where(k == 0, 1, np.minimum(k + 1, n - 1))
+        return p, p
+
+    return [
+        (o, 0, along(x.shape, out.shape, o, side))
+        for o, out in enumerate(call.outputs)
+        for side in (left, right)
+    ]
 
 
 def whole_axis(call: Call) -> list[Link] | None:

@@ -45,6 +45,7 @@ UFUNC_METHODS = {
     "outer": Family("outer", outer),
 }
 GETITEM = Family("movement", getitem)
+MATMUL = catalog.FAMILIES[np.dot]
 ASTYPE = Family("element-wise", catalog.ELEMENTWISE.rule)
 
 
@@ -211,7 +212,7 @@ def _cells(cells: Any, shape: tuple[int, ...]) -> np.ndarray:
     if arr.dtype == bool and arr.shape == shape:
         return np.argwhere(arr)
     if not shape:
-        return np.zeros((1 if arr.size or arr.ndim < 2 else 0, 0), np.int64)
+        return np.zeros((arr.shape[0] if arr.ndim == 2 else 1, 0), np.int64)
     arr = arr.astype(np.int64).reshape(-1, len(shape))
     bound = np.asarray(shape, np.int64)
     if np.any((arr < 0) | (arr >= bound)):
@@ -340,7 +341,7 @@ class TrackedArray(Tracked, NDArrayOperatorsMixin):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if "out" in kwargs or "where" in kwargs:
             raise UnsupportedArrayOperationError(f"numpy.{ufunc.__name__}: out= and where= are not tracked")
-        family = UFUNC_METHODS.get(method)
+        family = UFUNC_METHODS.get(method) if ufunc.signature is None else MATMUL if ufunc is np.matmul else BRUTE
         if family is None:
             raise UnsupportedArrayOperationError(f"numpy.{ufunc.__name__}.{method} on tracked arrays")
         if method in ("reduce", "accumulate"):
