@@ -81,8 +81,10 @@ METADATA = frozenset(
 )
 
 
-def _ravel_first(func: Callable[..., Any]) -> Callable[..., Any]:
-    def run(x: Any, axis: Any = None, *args: Any, **kwargs: Any) -> Any:
+def _ravel_first(func: Callable[..., Any], default: int | None = None) -> Callable[..., Any]:
+    """With axis=None, numpy works on the flattened array: so does the lineage."""
+
+    def run(x: Any, axis: Any = default, *args: Any, **kwargs: Any) -> Any:
         if axis is not None or np.ndim(x) <= 1:
             return None
         return func(np.ravel(x), 0, *args, **kwargs)
@@ -124,8 +126,8 @@ COMPOSITES: dict[Callable[..., Any], Callable[..., Any]] = {
     np.cumprod: _ravel_first(np.cumprod),
     np.nancumsum: _ravel_first(np.nancumsum),
     np.nancumprod: _ravel_first(np.nancumprod),
-    np.sort: _ravel_first(np.sort),
-    np.argsort: _ravel_first(np.argsort),
+    np.sort: _ravel_first(np.sort, -1),
+    np.argsort: _ravel_first(np.argsort, -1),
     np.trace: _trace,
     np.cov: _cov,
     np.corrcoef: _cov,
