@@ -77,7 +77,15 @@ _add(Family("movement", movement(Data((1,)))), np.compress)
 
 # functions that only read shapes or types: answered on the values, nothing to track
 METADATA = frozenset(
-    {np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj, np.may_share_memory, np.shares_memory}
+    {
+        np.shape,
+        np.ndim,
+        np.size,
+        np.iscomplexobj,
+        np.isrealobj,
+        np.may_share_memory,
+        np.shares_memory,
+    }
 )
 
 

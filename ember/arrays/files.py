@@ -48,10 +48,15 @@ def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
             "ember": __version__,
             "arrays": [{"name": n.name, "shape": list(n.shape)} for n in wf.nodes],
             "ops": [
-                {"name": op.name, "how": op.how, "inputs": list(op.inputs), "outputs": list(op.outputs),
-                 "reused": op.reused}
+                {
+                    "name": op.name,
+                    "how": op.how,
+                    "inputs": list(op.inputs),
+                    "outputs": list(op.outputs),
+                    "reused": op.reused,
+                }
                 for op in wf.ops
-            ],  # fmt: skip
+            ],
             "tables": tables,
             "files": files,
         }
@@ -79,12 +84,16 @@ def load(path: str) -> Workflow:
         wf = Workflow()
         wf.nodes = [Node(a["name"], tuple(a["shape"])) for a in manifest["arrays"]]
         wf.ops = [
-            Op(o["name"], o["how"], tuple(o["inputs"]), tuple(o["outputs"]), o["reused"]) for o in manifest["ops"]
+            Op(o["name"], o["how"], tuple(o["inputs"]), tuple(o["outputs"]), o["reused"])
+            for o in manifest["ops"]
         ]
         for t in manifest["tables"]:
             blob = _blob(root, path, t, manifest["files"])
             table = decode(blob)
-            if table.in_shape != wf.nodes[t["src"]].shape or table.out_shape != wf.nodes[t["dst"]].shape:
+            if (
+                table.in_shape != wf.nodes[t["src"]].shape
+                or table.out_shape != wf.nodes[t["dst"]].shape
+            ):
                 raise StoreError(f"{path}: {t['file']} does not match the shapes of its arrays")
             wf.edges.append(Edge(t["op"], t["src"], t["dst"], table))
     except (KeyError, TypeError, IndexError) as e:
@@ -118,7 +127,9 @@ def _blob(root: str, path: str, table: dict[str, Any], files: dict[str, int]) ->
         raise StoreError(f"{path}: {name} is missing")
     size = os.path.getsize(full)
     if size != files.get(name):
-        raise StoreError(f"{path}: {name} has {size} bytes, the manifest says {files.get(name)} (truncated or replaced)")
+        raise StoreError(
+            f"{path}: {name} has {size} bytes, the manifest says {files.get(name)} (truncated or replaced)"
+        )
     try:
         blob = np.load(full, allow_pickle=False).tobytes()
     except (OSError, ValueError) as e:

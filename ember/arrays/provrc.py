@@ -46,7 +46,9 @@ class Relation:
     in_shape: tuple[int, ...]
 
     @staticmethod
-    def pairs(out: np.ndarray, inp: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> Relation:
+    def pairs(
+        out: np.ndarray, inp: np.ndarray, out_shape: tuple[int, ...], in_shape: tuple[int, ...]
+    ) -> Relation:
         """A raw relation: one (output cell, input cell) pair per row."""
         out, inp = np.asarray(out, np.int64), np.asarray(inp, np.int64)
         out = out.reshape(len(out) if out.ndim == 2 else -1, len(out_shape))
@@ -111,8 +113,7 @@ class Table:
             and self.out_shape == other.out_shape
             and self.in_shape == other.in_shape
             and all(
-                np.array_equal(a, b)
-                for a, b in zip(self._columns(), other._columns(), strict=True)
+                np.array_equal(a, b) for a, b in zip(self._columns(), other._columns(), strict=True)
             )
         )
 
@@ -185,7 +186,9 @@ def order(cols: list[np.ndarray]) -> np.ndarray:
     words.append(word)
     if len(words) == 1:
         w = words[0]
-        return np.arange(n) if n < 2 or bool(np.all(w[1:] >= w[:-1])) else np.argsort(w, kind="stable")
+        return (
+            np.arange(n) if n < 2 or bool(np.all(w[1:] >= w[:-1])) else np.argsort(w, kind="stable")
+        )
     return np.lexsort(words[::-1])
 
 
@@ -229,7 +232,9 @@ def _provrc(
     return _encode_key(key, lo, hi)
 
 
-def _encode_value(key: np.ndarray, lo: np.ndarray, hi: np.ndarray, i: int) -> tuple[np.ndarray, ...]:
+def _encode_value(
+    key: np.ndarray, lo: np.ndarray, hi: np.ndarray, i: int
+) -> tuple[np.ndarray, ...]:
     """Step 1 for value attribute i: merge rows contiguous on it and equal elsewhere."""
     others = [c for c in range(lo.shape[1]) if c != i]
     o = order([*key.T, *lo[:, others].T, *hi[:, others].T, lo[:, i]])
@@ -264,7 +269,7 @@ def _encode_key(
 def _encode_key_attr(
     klo: np.ndarray, khi: np.ndarray, rlo: np.ndarray, rhi: np.ndarray, valid: np.ndarray, j: int
 ) -> tuple[np.ndarray, ...]:
-    n, v, r = rlo.shape
+    n = len(rlo)
     others = [c for c in range(klo.shape[1]) if c != j]
     # the k-th box of one key cell lines up with the k-th box of the next key cell
     o = order([*klo.T, *khi.T, *rlo[:, :, 0].T, *rhi[:, :, 0].T])
@@ -334,8 +339,9 @@ def decode(blob: bytes) -> Table:
         for meta in header["cols"]:
             col, offset = unpack(payload, offset, n, meta)
             cols.append(col)
-        k, v = len(header["out" if header["form"] == "backward" else "in"]), len(
-            header["in" if header["form"] == "backward" else "out"]
+        k, v = (
+            len(header["out" if header["form"] == "backward" else "in"]),
+            len(header["in" if header["form"] == "backward" else "out"]),
         )
         if len(cols) != 2 * k + 3 * v:
             raise ValueError("column count does not match the shapes")
@@ -349,7 +355,14 @@ def decode(blob: bytes) -> Table:
     val_lo, val_w = stack(cols[2 * k : 2 * k + v], v), stack(cols[2 * k + v : 2 * k + 2 * v], v)
     ref = stack(cols[2 * k + 2 * v :], v)
     return Table(
-        header["form"], tuple(header["out"]), tuple(header["in"]), key_lo, key_lo + key_w, val_lo, val_lo + val_w, ref
+        header["form"],
+        tuple(header["out"]),
+        tuple(header["in"]),
+        key_lo,
+        key_lo + key_w,
+        val_lo,
+        val_lo + val_w,
+        ref,
     )
 
 
@@ -366,7 +379,13 @@ def pack(col: np.ndarray) -> tuple[list[int], bytes]:
         width = dl_span.bit_length()
         head = int(col[0])
     else:
-        mode, base, values, width, head = 0, int(col.min()), col - col.min(), fr_span.bit_length(), 0
+        mode, base, values, width, head = (
+            0,
+            int(col.min()),
+            col - col.min(),
+            fr_span.bit_length(),
+            0,
+        )
     if width == 0:
         return [mode, 0, base, head], b""
     u = values.astype(np.uint64)

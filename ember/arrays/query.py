@@ -77,14 +77,16 @@ class Boxes:
         return Boxes(lo, hi)
 
 
-def _candidates(qlo: np.ndarray, qhi: np.ndarray, rlo: np.ndarray, rhi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _candidates(
+    qlo: np.ndarray, qhi: np.ndarray, rlo: np.ndarray, rhi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (query box, table row) whose boxes overlap on every axis: an interval join on
     the first axis via a sorted start column, then the remaining axes checked."""
     if len(qlo) == 0 or len(rlo) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     if rlo.shape[1] == 0:
-        q, r = np.meshgrid(np.arange(len(qlo)), np.arange(len(rlo)), indexing="ij")
-        return q.ravel(), r.ravel()
+        every = np.arange(len(qlo) * len(rlo))
+        return every // len(rlo), every % len(rlo)
     o = np.argsort(rlo[:, 0], kind="stable")
     starts = rlo[o, 0]
     width = int((rhi[:, 0] - rlo[:, 0]).max())
@@ -92,7 +94,9 @@ def _candidates(qlo: np.ndarray, qhi: np.ndarray, rlo: np.ndarray, rhi: np.ndarr
     end = np.searchsorted(starts, qhi[:, 0], side="right")
     counts = np.maximum(end - begin, 0)
     q = np.repeat(np.arange(len(qlo)), counts)
-    pos = np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(begin, counts)
+    pos = (
+        np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(begin, counts)
+    )
     r = o[pos]
     keep = np.all((np.maximum(qlo[q], rlo[r]) <= np.minimum(qhi[q], rhi[r])), axis=1)
     return q[keep], r[keep]

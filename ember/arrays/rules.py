@@ -61,7 +61,7 @@ class Call:
         except (TypeError, ValueError):
             return self.kwargs.get(name, default)
         value = bound.arguments.get(name, default)
-        return default if value is np._NoValue else value  # type: ignore[attr-defined]
+        return default if value is getattr(np, "_NoValue", None) else value
 
     def index(self, x: Any) -> int:
         return next(k for k, t in enumerate(self.inputs) if t is x)
@@ -117,12 +117,20 @@ def from_ids(out_ids: np.ndarray, base: int, in_shape: tuple[int, ...]) -> Relat
     mask = (out_ids > base) & (out_ids <= base + int(np.prod(in_shape)))
     out = np.argwhere(mask)
     flat = out_ids[mask] - base - 1
-    inp = np.stack(np.unravel_index(flat, in_shape), axis=1) if in_shape else np.zeros((len(flat), 0), np.int64)
+    inp = (
+        np.stack(np.unravel_index(flat, in_shape), axis=1)
+        if in_shape
+        else np.zeros((len(flat), 0), np.int64)
+    )
     return Relation.pairs(out, inp, out_ids.shape, in_shape)
 
 
 def _outputs(result: Any) -> list[np.ndarray]:
-    return [np.asarray(r) for r in result] if isinstance(result, list | tuple) else [np.asarray(result)]
+    return (
+        [np.asarray(r) for r in result]
+        if isinstance(result, list | tuple)
+        else [np.asarray(result)]
+    )
 
 
 # --- movement ------------------------------------------------------------------------
@@ -137,7 +145,7 @@ class Data:
     zero: tuple[str, ...] = ()  # keyword fill values that would otherwise look like ids
 
 
-def movement(data: Data) -> Rule:
+def movement(data: Data) -> Callable[[Call], list[Link]]:
     def rule(call: Call) -> list[Link]:
         bases = np.cumsum([0, *(int(np.prod(x.shape)) for x in call.inputs)])
         base = {id(x): int(b) for x, b in zip(call.inputs, bases, strict=False)}
@@ -184,7 +192,9 @@ def getitem(call: Call) -> list[Link]:
     rel = from_ids(ids(x.shape, 0)[plain], 0, x.shape)
     links = [(0, call.index(x), rel)]
     if mask is not None and mask is not x:
-        links.append((0, call.index(mask), rel))  # a cell came through because its mask cell was set
+        links.append(
+            (0, call.index(mask), rel)
+        )  # a cell came through because its mask cell was set
     return links
 
 
@@ -261,7 +271,12 @@ def reduction(call: Call) -> list[Link]:
     return [(0, 0, Relation(out[live], lo[live], hi[live], out_shape, in_shape))]
 
 
-def along(x_shape: tuple[int, ...], out_shape: tuple[int, ...], axis: int, window: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]) -> Relation:
+def along(
+    x_shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    axis: int,
+    window: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+) -> Relation:
     """Output cell b reads the input cells equal to b except along `axis`, where
     `window(b[axis], n)` gives the inclusive input range."""
     out = grid(out_shape)
@@ -317,7 +332,18 @@ def whole_axis(call: Call) -> list[Link] | None:
     if call.arg("axis", -1) is None:
         return None
     axis = _axis(call, -1)
-    return [(0, 0, along(x.shape, call.outputs[0].shape, axis, lambda k, n: (np.zeros_like(k), np.full_like(k, n - 1))))]
+    return [
+        (
+            0,
+            0,
+            along(
+                x.shape,
+                call.outputs[0].shape,
+                axis,
+                lambda k, n: (np.zeros_like(k), np.full_like(k, n - 1)),
+            ),
+        )
+    ]
 
 
 def sort(call: Call) -> list[Link] | None:
@@ -337,7 +363,13 @@ def unique(call: Call) -> list[Link] | None:
     if len(call.args) > 1 or call.kwargs:
         return None
     _, inverse = np.unique(x._value, return_inverse=True)
-    return [(0, 0, Relation.pairs(inverse.reshape(-1, 1), grid(x.shape), call.outputs[0].shape, x.shape))]
+    return [
+        (
+            0,
+            0,
+            Relation.pairs(inverse.reshape(-1, 1), grid(x.shape), call.outputs[0].shape, x.shape),
+        )
+    ]
 
 
 # --- products and convolutions ----------------------------------------------------------
@@ -345,7 +377,12 @@ def unique(call: Call) -> list[Link] | None:
 
 def matmul(call: Call) -> list[Link] | None:
     a, b = (np.asarray(v._value if isinstance(v, Tracked) else v) for v in call.args[:2])
-    if a.ndim == 0 or b.ndim == 0 or len(call.args) > 2 or (call.name == "dot" and max(a.ndim, b.ndim) > 2):
+    if (
+        a.ndim == 0
+        or b.ndim == 0
+        or len(call.args) > 2
+        or (call.name == "dot" and max(a.ndim, b.ndim) > 2)
+    ):
         return None
     a2 = a.shape if a.ndim > 1 else (1, *a.shape)
     b2 = b.shape if b.ndim > 1 else (*b.shape, 1)
@@ -409,7 +446,9 @@ def convolve(call: Call) -> list[Link] | None:
         lo, hi = np.maximum(0, full - other + 1), np.minimum(size - 1, full)
         if flip:
             lo, hi = size - 1 - hi, size - 1 - lo
-        links.append((0, call.index(x), Relation(out, lo[:, None], hi[:, None], out_shape, (size,))))
+        links.append(
+            (0, call.index(x), Relation(out, lo[:, None], hi[:, None], out_shape, (size,)))
+        )
     return links
 
 
@@ -436,19 +475,35 @@ def brute_force(call: Call) -> list[Link]:
         found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in base]
         for cell in grid(x.shape):
             changed = [np.zeros(o.shape, bool) for o in base]
-            for probe in _probes(x._value, tuple(cell)):
-                args, kwargs = tree_map((call.args, call.kwargs), lambda t, x=x, probe=probe: probe if t is x else t._value)
+            for probe in _probes(x._value, tuple(int(i) for i in cell)):
+
+                def value(t: Tracked, x: Tracked = x, probe: np.ndarray = probe) -> np.ndarray:
+                    return probe if t is x else t._value
+
+                args, kwargs = tree_map((call.args, call.kwargs), value)
                 outs = _outputs(call.func(*args, **kwargs))
-                if len(outs) != len(base) or any(o.shape != b.shape for o, b in zip(outs, base, strict=True)):
-                    raise call.fail("the output shape depends on the values; perturbation cannot capture it")
-                for c, o, b in zip(changed, outs, base, strict=True):
-                    c |= ~_same(o, b)
+                if len(outs) != len(base) or any(
+                    o.shape != b.shape for o, b in zip(outs, base, strict=True)
+                ):
+                    raise call.fail(
+                        "the output shape depends on the values; perturbation cannot capture it"
+                    )
+                for c, new, old in zip(changed, outs, base, strict=True):
+                    c |= ~_same(new, old)
             for o, c in enumerate(changed):
                 hit = np.argwhere(c)
                 found[o].append((hit, np.repeat(cell[None, :], len(hit), axis=0)))
         for o, parts in enumerate(found):
-            out = np.concatenate([p[0] for p in parts]) if parts else np.empty((0, base[o].ndim), np.int64)
-            inp = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, len(x.shape)), np.int64)
+            out = (
+                np.concatenate([p[0] for p in parts])
+                if parts
+                else np.empty((0, base[o].ndim), np.int64)
+            )
+            inp = (
+                np.concatenate([p[1] for p in parts])
+                if parts
+                else np.empty((0, len(x.shape)), np.int64)
+            )
             links.append((o, k, Relation.pairs(out, inp, base[o].shape, x.shape)))
     return links
 
@@ -456,9 +511,7 @@ def brute_force(call: Call) -> list[Link]:
 def _probes(value: np.ndarray, cell: tuple[int, ...]) -> list[np.ndarray]:
     probes = []
     kind = value.dtype.kind
-    shifts: Sequence[Any] = (
-        (np.nan, 1.0) if kind in "fc" else (True,) if kind == "b" else (1,)
-    )
+    shifts: Sequence[Any] = (np.nan, 1.0) if kind in "fc" else (True,) if kind == "b" else (1,)
     for shift in shifts:
         p = value.copy()
         if kind == "b":
@@ -477,4 +530,3 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "fc":
         same |= np.isnan(a) & np.isnan(b)
     return np.asarray(same)
-

@@ -148,11 +148,15 @@ class Workflow:
 
     # --- queries --------------------------------------------------------------------
 
-    def backward(self, array: TrackedArray | str | int, cells: Any, to: TrackedArray | str | int) -> np.ndarray:
+    def backward(
+        self, array: TrackedArray | str | int, cells: Any, to: TrackedArray | str | int
+    ) -> np.ndarray:
         """The cells of `to` that the given cells of `array` were computed from."""
         return self._query(self.node(array), cells, self.node(to), backward=True)
 
-    def forward(self, array: TrackedArray | str | int, cells: Any, to: TrackedArray | str | int) -> np.ndarray:
+    def forward(
+        self, array: TrackedArray | str | int, cells: Any, to: TrackedArray | str | int
+    ) -> np.ndarray:
         """The cells of `to` that the given cells of `array` contributed to."""
         return self._query(self.node(array), cells, self.node(to), backward=False)
 
@@ -246,7 +250,9 @@ def _signature(call: Call, family: Family) -> Any:
         if isinstance(obj, Tracked):
             return ("tracked", call.index(obj))
         if isinstance(obj, np.ndarray):
-            digest = hashlib.blake2b(np.ascontiguousarray(obj).tobytes()).hexdigest() if values else ""
+            digest = (
+                hashlib.blake2b(np.ascontiguousarray(obj).tobytes()).hexdigest() if values else ""
+            )
             return ("array", obj.shape, obj.dtype.str, digest)
         if isinstance(obj, list | tuple):
             return (type(obj).__name__, *(fp(x) for x in obj))
@@ -254,7 +260,12 @@ def _signature(call: Call, family: Family) -> Any:
             return ("slice", obj.start, obj.stop, obj.step)
         return repr(obj)
 
-    return family.name, call.name, fp(call.args), tuple(sorted((k, fp(v)) for k, v in call.kwargs.items()))
+    return (
+        family.name,
+        call.name,
+        fp(call.args),
+        tuple(sorted((k, fp(v)) for k, v in call.kwargs.items())),
+    )
 
 
 # --- dispatch -----------------------------------------------------------------------
@@ -274,7 +285,13 @@ def _distinct(objs: list[Tracked]) -> tuple[Tracked, ...]:
     return tuple(seen.values())
 
 
-def dispatch(name: str, family: Family | None, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def dispatch(
+    name: str,
+    family: Family | None,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
     inputs = _distinct(tracked_in((args, tuple(kwargs.values()))))
     wf = _workflow(list(inputs))
     plain_args, plain_kwargs = tree_map((args, kwargs), lambda t: t._value)
@@ -340,28 +357,42 @@ class TrackedArray(Tracked, NDArrayOperatorsMixin):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if "out" in kwargs or "where" in kwargs:
-            raise UnsupportedArrayOperationError(f"numpy.{ufunc.__name__}: out= and where= are not tracked")
-        family = UFUNC_METHODS.get(method) if ufunc.signature is None else MATMUL if ufunc is np.matmul else BRUTE
+            raise UnsupportedArrayOperationError(
+                f"numpy.{ufunc.__name__}: out= and where= are not tracked"
+            )
+        family = (
+            UFUNC_METHODS.get(method)
+            if ufunc.signature is None
+            else MATMUL
+            if ufunc is np.matmul
+            else BRUTE
+        )
         if family is None:
-            raise UnsupportedArrayOperationError(f"numpy.{ufunc.__name__}.{method} on tracked arrays")
+            raise UnsupportedArrayOperationError(
+                f"numpy.{ufunc.__name__}.{method} on tracked arrays"
+            )
         if method in ("reduce", "accumulate"):
             inputs, kwargs = (inputs[0],), {"axis": inputs[1] if len(inputs) > 1 else 0} | kwargs
         func = ufunc if method == "__call__" else getattr(ufunc, method)
         name = ufunc.__name__ if method == "__call__" else f"{ufunc.__name__}.{method}"
         return dispatch(name, family, func, inputs, kwargs)
 
-    def __array_function__(self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def __array_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         return dispatch(_name(func), catalog.FAMILIES.get(func), func, args, kwargs)
 
     def __getitem__(self, key: Any) -> TrackedArray:
         family = GETITEM if not tracked_in(key) else Family("movement", getitem, reusable=False)
-        return dispatch("getitem", family, operator.getitem, (self, key), {})  # type: ignore[no-any-return]
+        return dispatch("getitem", family, operator.getitem, (self, key), {})
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        raise TypeError("tracked arrays are immutable: build a new array (np.where, np.concatenate, ...)")
+        raise TypeError(
+            "tracked arrays are immutable: build a new array (np.where, np.concatenate, ...)"
+        )
 
     def astype(self, dtype: Any) -> TrackedArray:
-        return dispatch("astype", ASTYPE, lambda v, d: v.astype(d), (self, dtype), {})  # type: ignore[no-any-return]
+        return dispatch("astype", ASTYPE, lambda v, d: v.astype(d), (self, dtype), {})
 
     def reshape(self, *shape: Any, **kwargs: Any) -> TrackedArray:
         return np.reshape(self, shape[0] if len(shape) == 1 else shape, **kwargs)  # type: ignore[return-value]
@@ -370,7 +401,7 @@ class TrackedArray(Tracked, NDArrayOperatorsMixin):
         return np.transpose(self, (axes[0] if len(axes) == 1 else axes) or None)  # type: ignore[return-value]
 
     def flatten(self) -> TrackedArray:
-        return np.ravel(self).copy()  # type: ignore[no-any-return]
+        return np.copy(np.ravel(self))  # type: ignore[return-value]
 
     def __getattr__(self, name: str) -> Any:
         func = METHODS.get(name)

@@ -16,7 +16,9 @@ def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return ~((a == b) | (np.isnan(a) & np.isnan(b)))
 
 
-def pairs(f: Callable[..., np.ndarray], xs: list[np.ndarray], k: int) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
+def pairs(
+    f: Callable[..., np.ndarray], xs: list[np.ndarray], k: int
+) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
     """{(output cell, input cell)} between f's output and its k-th argument."""
     base = np.asarray(f(*xs), float)
     found = set()
@@ -30,14 +32,20 @@ def pairs(f: Callable[..., np.ndarray], xs: list[np.ndarray], k: int) -> set[tup
 
 
 def as_pairs(out: np.ndarray, inp: np.ndarray) -> set[tuple[tuple[int, ...], tuple[int, ...]]]:
-    return {(tuple(int(i) for i in o), tuple(int(i) for i in a)) for o, a in zip(out, inp, strict=True)}
+    return {
+        (tuple(int(i) for i in o), tuple(int(i) for i in a)) for o, a in zip(out, inp, strict=True)
+    }
 
 
-def backward(rel: set[tuple[tuple[int, ...], tuple[int, ...]]], cells: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+def backward(
+    rel: set[tuple[tuple[int, ...], tuple[int, ...]]], cells: set[tuple[int, ...]]
+) -> list[tuple[int, ...]]:
     return sorted({a for b, a in rel if b in cells})
 
 
-def forward(rel: set[tuple[tuple[int, ...], tuple[int, ...]]], cells: set[tuple[int, ...]]) -> list[tuple[int, ...]]:
+def forward(
+    rel: set[tuple[tuple[int, ...], tuple[int, ...]]], cells: set[tuple[int, ...]]
+) -> list[tuple[int, ...]]:
     return sorted({b for b, a in rel if a in cells})
 
 

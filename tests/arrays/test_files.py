@@ -28,8 +28,12 @@ def test_round_trip(tmp_path: Path) -> None:
     assert loaded.lineage_bytes() == wf.lineage_bytes()
     assert [n.shape for n in loaded.nodes] == [n.shape for n in wf.nodes]
     for cells in ([(4, 2)], [(19, 9), (0, 0)]):
-        np.testing.assert_array_equal(loaded.backward(c.name, cells, to="a"), wf.backward(c, cells, to=a))
-        np.testing.assert_array_equal(loaded.forward("a", cells, to=c.name), wf.forward(a, cells, to=c))
+        np.testing.assert_array_equal(
+            loaded.backward(c.name, cells, to="a"), wf.backward(c, cells, to=a)
+        )
+        np.testing.assert_array_equal(
+            loaded.forward("a", cells, to=c.name), wf.forward(a, cells, to=c)
+        )
     manifest = json.loads((tmp_path / "lin" / "manifest.json").read_text())
     assert manifest["format"] == "ember-array-lineage" and manifest["version"] == 1
     assert [x["name"] for x in manifest["arrays"][:2]] == ["a", "w"]

@@ -56,7 +56,11 @@ def test_hops_equal_brute_force(rel: Relation, form: str, data: st.DataObject) -
     truth = as_pairs(*rel.raw())
     for to_input, shape in ((True, rel.out_shape), (False, rel.in_shape)):
         cells = data.draw(st.lists(st.tuples(*(st.integers(0, s - 1) for s in shape)), max_size=4))
-        got = hop(table, Boxes.of_cells(np.array(cells, np.int64).reshape(len(cells), len(shape))), to_input)
+        got = hop(
+            table,
+            Boxes.of_cells(np.array(cells, np.int64).reshape(len(cells), len(shape))),
+            to_input,
+        )
         want = (backward if to_input else forward)(truth, set(cells))
         assert rows(got.cells()) == want
 
@@ -81,7 +85,9 @@ def test_structured_relations_are_one_row() -> None:
     assert transposed.rows == 1
     window = np.arange(8)[:, None]
     assert compress(Relation(window, window, window + 2, (8,), (10,))).rows == 1  # E8
-    diagonal = compress(Relation.pairs(np.arange(3)[:, None], np.repeat(np.arange(3)[:, None], 2, 1), (3,), (3, 3)))
+    diagonal = compress(
+        Relation.pairs(np.arange(3)[:, None], np.repeat(np.arange(3)[:, None], 2, 1), (3,), (3, 3))
+    )
     assert diagonal.rows == 1
     got = hop(diagonal, Boxes.of_cells(np.array([[0], [1]])), True).cells()
     assert got.tolist() == [[0, 0], [1, 1]]  # exact, not the bounding box
@@ -91,7 +97,9 @@ def test_permutation_stays_small_on_disk() -> None:
     perm = np.random.default_rng(0).permutation(100_000)
     table = compress(Relation.pairs(np.arange(100_000), perm, (100_000,), (100_000,)))
     assert table.nbytes < 100_000 * 2.2  # 17 bits a row, packed
-    assert as_pairs(*decode(encode(table)).decompress()) == as_pairs(np.arange(100_000)[:, None], perm[:, None])
+    assert as_pairs(*decode(encode(table)).decompress()) == as_pairs(
+        np.arange(100_000)[:, None], perm[:, None]
+    )
 
 
 @given(st.lists(st.integers(-(2**40), 2**40), max_size=50))

@@ -29,8 +29,15 @@ STEPS: list[tuple[str, Step]] = [
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.sampled_from(range(len(STEPS))), min_size=1, max_size=5), st.integers(2, 4), st.integers(2, 4), st.data())
-def test_pipelines_equal_end_to_end_perturbation(picks: list[int], n: int, m: int, data: st.DataObject) -> None:
+@given(
+    st.lists(st.sampled_from(range(len(STEPS))), min_size=1, max_size=5),
+    st.integers(2, 4),
+    st.integers(2, 4),
+    st.data(),
+)
+def test_pipelines_equal_end_to_end_perturbation(
+    picks: list[int], n: int, m: int, data: st.DataObject
+) -> None:
     def pipeline(x: np.ndarray) -> np.ndarray:
         for i in picks:
             x = STEPS[i][1](x)
@@ -43,7 +50,9 @@ def test_pipelines_equal_end_to_end_perturbation(picks: list[int], n: int, m: in
     np.testing.assert_array_equal(np.asarray(b), pipeline(x))
     truth = pairs(pipeline, [x], 0)
     out_cells = data.draw(st.sets(st.tuples(*(st.integers(0, s - 1) for s in b.shape)), max_size=3))
-    in_cells = data.draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)), max_size=3))
+    in_cells = data.draw(
+        st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, m - 1)), max_size=3)
+    )
     got_back = wf.backward(b, sorted(out_cells), to=a)
     got_fwd = wf.forward(a, sorted(in_cells), to=b)
     assert got_back.dtype == np.int64 and got_back.shape[1] == 2

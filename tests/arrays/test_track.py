@@ -21,8 +21,16 @@ Pairs = set[tuple[tuple[int, ...], tuple[int, ...]]]
 def captured(wf: arrays.Workflow, out: TrackedArray, x: TrackedArray) -> Pairs:
     """Lineage pairs from x to out, by forward queries (through composite steps too) and
     by backward queries, which must agree."""
-    fwd = {(tuple(b), cell) for cell in np.ndindex(x.shape) for b in wf.forward(x, [cell], to=out).tolist()}
-    back = {(cell, tuple(a)) for cell in np.ndindex(out.shape) for a in wf.backward(out, [cell], to=x).tolist()}
+    fwd = {
+        (tuple(b), cell)
+        for cell in np.ndindex(x.shape)
+        for b in wf.forward(x, [cell], to=out).tolist()
+    }
+    back = {
+        (cell, tuple(a))
+        for cell in np.ndindex(out.shape)
+        for a in wf.backward(out, [cell], to=x).tolist()
+    }
     assert fwd == back
     return fwd
 
@@ -93,7 +101,9 @@ CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
 
 
 @pytest.mark.parametrize(("name", "f", "shapes"), CASES, ids=[c[0] for c in CASES])
-def test_lineage_equals_perturbation(name: str, f: Callable[..., Any], shapes: list[tuple[int, ...]]) -> None:
+def test_lineage_equals_perturbation(
+    name: str, f: Callable[..., Any], shapes: list[tuple[int, ...]]
+) -> None:
     check(f, *shapes)
 
 
