@@ -75,7 +75,7 @@ _add(Family("movement", movement(Data((0, 2), keywords=("values",)))), np.insert
 _add(Family("movement", movement(Data((0, 1), keywords=("values",)))), np.append)
 _add(Family("movement", movement(Data((1,)))), np.compress)
 
-# functions that only read shapes or types: answered on the values, nothing to track
+# functions that only read shapes or types: their results carry no lineage
 METADATA = frozenset(
     {
         np.shape,
