@@ -6,8 +6,8 @@
     the same as a .npy file, Parquet (pyarrow defaults), Parquet+gzip, and ember
     (ProvRC tables through its codec). The raw relation of every captured op is read
     back from ember's tables (tests prove that equals the relation).
-(b) Forward queries from a random 10×10 block through 20 random 5-step and 20 random
-    10-step workflows on a 250×400 array: ember in situ vs the same lineage as Parquet
+(b) Forward queries from a random 10x10 block through 20 random 5-step and 20 random
+    10-step workflows on a 250x400 array: ember in situ vs the same lineage as Parquet
     tables joined hop by hop in DuckDB.
 (c) Capture: the tracked workflow vs plain numpy, first run and with reuse warm.
 Writes docs/benchmarks/arrays.md.
@@ -68,7 +68,7 @@ def captured(f: Callable[..., arrays.TrackedArray], *values: np.ndarray) -> list
 
 
 def filter_relation(n: int) -> Relation:
-    """3×3 zero-padded filter: output pixel ← the clipped 3×3 window around it."""
+    """3x3 zero-padded filter: output pixel ← the clipped 3x3 window around it."""
     out = np.indices((n, n)).reshape(2, -1).T
     return Relation(out, np.maximum(out - 1, 0), np.minimum(out + 1, n - 1), (n, n), (n, n))
 
@@ -95,11 +95,11 @@ def storage() -> list[tuple[str, dict[str, int]]]:
         ("Negative", lambda: captured(lambda x: -x, a)),
         ("Addition", lambda: captured(lambda x, y: x + y, a, b)),
         ("Aggregate (sum axis=1)", lambda: captured(lambda x: np.sum(x, axis=1), a)),
-        ("Repetition (tile 1×2)", lambda: captured(lambda x: np.tile(x, (1, 2)), a)),
-        ("Matrix·Vector", lambda: captured(lambda x, v: x @ v, a, b[0])),
-        ("Matrix·Matrix (100×100)", lambda: captured(lambda x, y: x @ y, m, m.T.copy())),
+        ("Repetition (tile 1x2)", lambda: captured(lambda x: np.tile(x, (1, 2)), a)),
+        ("Matrix*Vector", lambda: captured(lambda x, v: x @ v, a, b[0])),
+        ("Matrix*Matrix (100x100)", lambda: captured(lambda x, y: x @ y, m, m.T.copy())),
         ("Sort (1-D, 10^6)", lambda: captured(np.sort, a.ravel())),
-        ("ImgFilter (3×3, 1000²)", lambda: [compress(filter_relation(1000))]),
+        ("ImgFilter (3x3, 1000²)", lambda: [compress(filter_relation(1000))]),
         ("Group By (10^6 rows, 1000 keys)", lambda: [compress(groupby_relation(10**6, 1000))]),
         ("Inner Join (10^6 ⋈ 10^4)", lambda: [compress(r) for r in join_relations(10**6, 10**4)]),
     ]
@@ -142,7 +142,14 @@ def workflow(picks: list[int], x: np.ndarray, track: bool) -> tuple[object, floa
     return result, seconds
 
 
-def duckdb_forward(con: duckdb.DuckDBPyConnection, folder: Path, wf: arrays.Workflow, start: int, target: int, cells: np.ndarray) -> None:
+def duckdb_forward(
+    con: duckdb.DuckDBPyConnection,
+    folder: Path,
+    wf: arrays.Workflow,
+    start: int,
+    target: int,
+    cells: np.ndarray,
+) -> None:
     """Hop-by-hop joins of the query cells with each edge's Parquet table, in node order."""
     con.register("q", pa.table({"c0": cells[:, 0], "c1": cells[:, 1]}))
     con.execute(f"create or replace temp table n{start} as select * from q")
@@ -155,15 +162,25 @@ def duckdb_forward(con: duckdb.DuckDBPyConnection, folder: Path, wf: arrays.Work
             dst = len(wf.nodes[e.dst].shape)
             on = " and ".join(f"t.s{k} = p.c{k}" for k in range(src))
             cols = ", ".join(f"t.d{k} as c{k}" for k in range(dst))
-            parts.append(f"select {cols} from read_parquet('{folder}/{i}.parquet') t join n{e.src} p on {on}")
+            parts.append(
+                f"select {cols} from read_parquet('{folder}/{i}.parquet') t join n{e.src} p on {on}"
+            )
         if parts:
-            con.execute(f"create or replace temp table n{n} as select distinct * from ({' union all '.join(parts)})")
+            con.execute(
+                f"create or replace temp table n{n} as select distinct * from ({' union all '.join(parts)})"
+            )
         else:
             con.execute(f"create or replace temp table n{n} as select 0 as c0, 0 as c1 where false")
 
 
 def queries(steps: int, count: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {"ember": [], "duckdb": [], "capture": [], "capture_warm": [], "numpy": []}
+    times: dict[str, list[float]] = {
+        "ember": [],
+        "duckdb": [],
+        "capture": [],
+        "capture_warm": [],
+        "numpy": [],
+    }
     x = RNG.random((250, 400))
     for _ in range(count):
         picks = [int(p) for p in RNG.integers(0, len(STEPS), steps)]
@@ -175,17 +192,23 @@ def queries(steps: int, count: int) -> dict[str, list[float]]:
         times["capture_warm"].append(warm)
         r, c = int(RNG.integers(0, 240)), int(RNG.integers(0, 390))
         block = np.array([(i, j) for i in range(r, r + 10) for j in range(c, c + 10)])
-        got_seconds, got = timed(lambda: wf.forward(a, block, to=y))
+        got_seconds, got = timed(lambda wf=wf, a=a, y=y, block=block: wf.forward(a, block, to=y))
         times["ember"].append(got_seconds)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             for i, e in enumerate(wf.edges):
                 out, inp = e.table.decompress()
-                cols = {f"s{k}": inp[:, k] for k in range(inp.shape[1])} | {f"d{k}": out[:, k] for k in range(out.shape[1])}
+                cols = {f"s{k}": inp[:, k] for k in range(inp.shape[1])} | {
+                    f"d{k}": out[:, k] for k in range(out.shape[1])
+                }
                 pq.write_table(pa.table(cols), folder / f"{i}.parquet")
             con = duckdb.connect()
             con.execute("set threads to 2")
-            seconds, _ = timed(lambda: duckdb_forward(con, folder, wf, a._node, y._node, block))
+            seconds, _ = timed(
+                lambda con=con, folder=folder, wf=wf, a=a, y=y, block=block: duckdb_forward(
+                    con, folder, wf, a._node, y._node, block
+                )
+            )
             want = con.execute(f"select * from n{y._node} order by all").fetchnumpy()
             con.close()
         times["duckdb"].append(seconds)
@@ -217,18 +240,18 @@ def main() -> None:
         lines.append(
             f"| {name} | {rows:,} values | {s['raw'] / 1e6:.2f} MB | {s['npy'] / 1e6:.2f} MB ({pct['npy']:.0f}%) "
             f"| {s['parquet'] / 1e6:.3f} MB ({pct['parquet']:.2f}%) | {s['parquet_gzip'] / 1e6:.3f} MB ({pct['parquet_gzip']:.3f}%) "
-            f"| {s['ember']:,} B ({pct['ember']:.4f}%) | {s['rows']:,} | {s['parquet_gzip'] / s['ember']:.1f}× smaller |"
+            f"| {s['ember']:,} B ({pct['ember']:.4f}%) | {s['rows']:,} | {s['parquet_gzip'] / s['ember']:.1f}x smaller |"
         )
         print(lines[-1], flush=True)
     lines += [
         "",
         "## (b) Forward queries and (c) capture overhead",
         "",
-        "20 random workflows each over a 250×400 (100,000-cell) array, steps drawn from: "
+        "20 random workflows each over a 250x400 (100,000-cell) array, steps drawn from: "
         "negative, exp, tanh, sqrt(abs), affine, x + roll(x), transpose, flip, "
         "row-sum minus x, row difference (slices), rotate columns (concatenate of slices). "
-        "Query: forward from a random 10×10 block to the last array. DuckDB: each edge's raw "
-        "lineage as a Parquet file, joined hop by hop (2 threads). Medians (min–max).",
+        "Query: forward from a random 10x10 block to the last array. DuckDB: each edge's raw "
+        "lineage as a Parquet file, joined hop by hop (2 threads). Medians (min-max).",
         "",
         "| workflows | ember query | DuckDB query | speed-up | plain numpy | tracked, first run | tracked, reuse warm |",
         "|---|---|---|---|---|---|---|",
@@ -237,11 +260,11 @@ def main() -> None:
         t = queries(steps, 20)
 
         def fmt(v: list[float]) -> str:
-            return f"{statistics.median(v) * 1000:.1f} ms ({min(v) * 1000:.1f}–{max(v) * 1000:.1f})"
+            return f"{statistics.median(v) * 1000:.1f} ms ({min(v) * 1000:.1f}-{max(v) * 1000:.1f})"
 
         speed = statistics.median(d / e for d, e in zip(t["duckdb"], t["ember"], strict=True))
         lines.append(
-            f"| {steps} steps | {fmt(t['ember'])} | {fmt(t['duckdb'])} | {speed:.0f}× (median of ratios) "
+            f"| {steps} steps | {fmt(t['ember'])} | {fmt(t['duckdb'])} | {speed:.0f}x (median of ratios) "
             f"| {fmt(t['numpy'])} | {fmt(t['capture'])} | {fmt(t['capture_warm'])} |"
         )
         print(lines[-1], flush=True)

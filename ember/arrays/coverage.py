@@ -26,6 +26,13 @@ SHAPES = [(6, 4), (6, 4), (4, 6), (8, 4)]  # first capture, dim reuse, gen confi
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
 
 
+def _against_constant(u: np.ufunc) -> Callable[[Any], Any]:
+    def run(x: Any) -> Any:
+        return u(x, np.linspace(0.5, 1.5, np.size(x)).reshape(np.shape(x)))
+
+    return run
+
+
 def _ufuncs() -> dict[str, Callable[[Any], Any]]:
     found: dict[str, Callable[[Any], Any]] = {}
     seen: set[int] = set()
@@ -36,7 +43,7 @@ def _ufuncs() -> dict[str, Callable[[Any], Any]]:
         if "d->d" in u.types:
             found[name] = u
         elif "dd->d" in u.types:
-            found[name] = lambda x, u=u: u(x, np.linspace(0.5, 1.5, x.size).reshape(x.shape))
+            found[name] = _against_constant(u)
         else:
             continue
         seen.add(id(u))
