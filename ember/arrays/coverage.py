@@ -79,7 +79,7 @@ OTHERS: dict[str, Callable[[Any], Any]] = {
             "nanmedian",
             "trapezoid",
         )
-    },  # fmt: skip
+    },
     "sum axis=0": lambda x: np.sum(x, axis=0),
     "mean axis=1 keepdims": lambda x: np.mean(x, axis=1, keepdims=True),
     "percentile": lambda x: np.percentile(x, 30, axis=0),
@@ -116,7 +116,7 @@ OTHERS: dict[str, Callable[[Any], Any]] = {
             "copy",
             "matrix_transpose",
         )
-    },  # fmt: skip
+    },
     "reshape": lambda x: np.reshape(x, (-1, 2)),
     "flip": lambda x: np.flip(x, axis=0),
     "roll": lambda x: np.roll(x, 2),
