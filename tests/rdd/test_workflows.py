@@ -1,0 +1,168 @@
+"""Titian's debugging workflows on a generated log, each checked against plain Python over
+the same lines (regexes and counters), never against ember's own output."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from ember.rdd import CulpritError, LineageContext, ddmin
+from tests.rdd.logs import DSCR, Log, counts_of, errors_of, program, reports_of, write_log
+
+PARTITIONS = 4
+
+
+@pytest.fixture
+def lc(spark: SparkSession) -> Iterator[LineageContext]:
+    context = LineageContext(spark.sparkContext)
+    yield context
+    context.clear()
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Log:
+    return write_log(tmp_path / "log.txt")
+
+
+def code_lines(log: Log, code: str) -> list[str]:
+    return [line for line in log.lines if re.match(rf"ERROR\t{code}\t", line)]
+
+
+def oracle_reports(lines: list[str]) -> list[tuple[str, int]]:
+    codes = Counter(m.group(1) for line in lines if (m := re.match(r"ERROR\t(\d)\t", line)))
+    return sorted((DSCR[c], n) for c, n in codes.items())
+
+
+def test_results_are_unchanged(lc: LineageContext, log: Log) -> None:
+    assert sorted(program(lc.textFile(str(log.path), PARTITIONS)).collect()) == oracle_reports(log.lines)
+
+
+def test_s1_most_frequent_error_goes_back_to_exactly_its_lines(lc: LineageContext, log: Log) -> None:
+    reports = program(lc.textFile(str(log.path), PARTITIONS))
+    top = reports.sortBy(lambda kv: kv[1], ascending=False).take(1)[0]
+    trace = reports.filter(lambda kv: kv == top).getLineage().goBackAll()
+    code = next(c for c, d in DSCR.items() if d == top[0])
+    assert code == Counter(re.findall(r"^ERROR\t(\d)", "\n".join(log.lines), re.M)).most_common(1)[0][0]
+    lines = trace.collect()
+    assert sorted(lines) == sorted(code_lines(log, code))
+    assert len(lines) == top[1]
+
+
+def test_input_ids_are_byte_offsets_that_reread_the_line(lc: LineageContext, log: Log) -> None:
+    reports = program(lc.textFile(str(log.path), PARTITIONS))
+    reports.collect()
+    traced = reports.filter(lambda kv: kv[0] == "Disk").getLineage().goBackAll().collectWithIds()
+    by_offset = dict(zip(log.offsets, log.lines, strict=True))
+    assert {off for (_, _, off), _ in traced} == {by_offset_k for by_offset_k in by_offset if by_offset[by_offset_k] in code_lines(log, "3")}
+    assert all(by_offset[off] == line for (_, _, off), line in traced)
+    assert len({pid for (_, pid, _), _ in traced}) == PARTITIONS  # every split holds Disk lines
+
+
+def test_s2_forward_from_keyword_lines_reaches_their_reports(lc: LineageContext, log: Log) -> None:
+    errors = errors_of(lc.textFile(str(log.path), PARTITIONS))
+    reports = reports_of(counts_of(errors))
+    reports.collect()
+    forward = errors.filter(lambda line: "Zookeeper" in line and "\t4\t" in line).getLineage()
+    reached = forward.goNextAll().collect()
+    wanted = {m.group(1) for line in log.lines if (m := re.match(r"ERROR\t(4)\tZookeeper", line))}
+    assert wanted == {"4"}
+    assert sorted(reached) == [r for r in oracle_reports(log.lines) if r[0] in {DSCR[c] for c in wanted}]
+    network = errors.filter(lambda line: "NETWORK" in line).getLineage().goNextAll(target=reports)
+    codes = {m.group(1) for line in log.lines if (m := re.match(r"ERROR\t(\d)\tNETWORK", line))}
+    assert sorted(network.collect()) == [r for r in oracle_reports(log.lines) if r[0] in {DSCR[c] for c in codes}]
+
+
+def test_s3_replay_without_guest_lines(lc: LineageContext, log: Log) -> None:
+    reports = program(lc.textFile(str(log.path), PARTITIONS))
+    reports.collect()
+    kept = reports.getLineage().goBackAll().filter(lambda line: "Guest" not in line)
+    replayed = sorted(program(kept).collect())
+    assert replayed == oracle_reports([line for line in log.lines if "Guest" not in line])
+    assert replayed != oracle_reports(log.lines)
+
+
+def test_s4_step_by_step_through_reducer_combiner_and_input(
+    lc: LineageContext, log: Log, spark: SparkSession
+) -> None:
+    reports = program(lc.textFile(str(log.path), PARTITIONS))
+    reports.collect()
+    failure = reports.filter(lambda kv: kv[0] == "Failure").getLineage()
+    truth = code_lines(log, "4")
+    splits = spark.sparkContext.textFile(str(log.path), PARTITIONS).glom().collect()
+    per_split = [sum(line in truth for line in split) for split in splits]
+
+    assert failure.collect() == [("Failure", len(truth))]
+    reducer = failure.goBack()
+    assert reducer.collect() == [("4", len(truth))]
+    combiner = reducer.goBack()
+    combined = combiner.collectWithIds()
+    assert sorted(rec for _, rec in combined) == sorted(("4", n) for n in per_split if n)
+    assert sorted(pid for (_, pid, _), _ in combined) == [p for p, n in enumerate(per_split) if n]
+    lines = combiner.goBack()
+    assert sorted(lines.collect()) == sorted(truth)
+    assert lines.goBack().collect() == lines.collect()  # the input is the end of the trace
+    assert sorted(failure.goBackAll().collect()) == sorted(truth)
+
+
+def test_tracing_is_lazy(lc: LineageContext, log: Log, spark: SparkSession) -> None:
+    reports = program(lc.textFile(str(log.path), PARTITIONS))
+    reports.collect()
+    sc = spark.sparkContext
+    sc.setJobGroup("ember-lazy", "trace")
+    try:
+        back = reports.getLineage().goBack().goBack().goBackAll()
+        errors_of(lc.textFile(str(log.path), PARTITIONS)).getLineage().goNext(target=reports).goNextAll(target=reports)
+        assert list(sc.statusTracker().getJobIdsForGroup("ember-lazy")) == []
+        assert back.count() == len([line for line in log.lines if line.startswith("ERROR")])
+        assert list(sc.statusTracker().getJobIdsForGroup("ember-lazy"))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def test_s7_crash_culprit_and_skip(lc: LineageContext, tmp_path: Path) -> None:
+    bad = "ERROR malformed line without a code"
+    log = write_log(tmp_path / "log.txt", extra=(bad,))
+    with pytest.raises(CulpritError) as caught:
+        program(lc.textFile(str(log.path), PARTITIONS)).collect()
+    offset = log.offsets[log.lines.index(bad)]
+    assert caught.value.record == bad
+    assert caught.value.lineage_id[2] == offset
+    assert caught.value.inputs == [(caught.value.lineage_id, bad)]
+    assert "IndexError" in caught.value.cause
+
+    lc.skip_failing_records()
+    assert sorted(program(lc.textFile(str(log.path), PARTITIONS)).collect()) == oracle_reports(log.lines)
+    assert [(rec, ref[2]) for rec, ref in lc.skipped_records()] == [(bad, offset)]
+
+
+def word_count(lines: object) -> object:
+    return lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_s8_word_count_outlier_and_delta_debugging(
+    lc: LineageContext, tmp_path: Path, spark: SparkSession
+) -> None:
+    token = "zzbogus"
+    bad = " ".join([token] * 60)
+    normal = (f"served {token} once", f"{token} seen in cache", f"retry {token}")
+    log = write_log(tmp_path / "log.txt", n=1500, extra=(*normal, bad))
+    counts = word_count(lc.textFile(str(log.path), PARTITIONS))
+    suspicious = counts.filter(lambda kv: kv[0] == token)  # type: ignore[attr-defined]
+    assert suspicious.collect() == [(token, 63)]
+    seed = suspicious.getLineage().goBackAll().collect()
+    assert sorted(seed) == sorted(line for line in log.lines if re.search(rf"\b{token}\b", line))
+
+    sc = spark.sparkContext
+
+    def fails(lines: list[str]) -> bool:
+        return any(n > 10 for w, n in word_count(sc.parallelize(lines, 2)).collect() if w == token)  # type: ignore[attr-defined]
+
+    assert ddmin(seed, fails) == [bad]
+    replay = dict(word_count(sc.parallelize([line for line in seed if line != bad], 2)).collect())  # type: ignore[attr-defined]
+    assert replay[token] == 3
