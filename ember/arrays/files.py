@@ -32,16 +32,24 @@ def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
     tmp = f"{root}.ember-tmp-{uuid.uuid4().hex[:8]}"
     os.makedirs(f"{tmp}/tables")
     try:
-        tables, files = [], {}
+        edges, files = [], {}
         for i, e in enumerate(wf.edges):
-            name = f"tables/{i}.npy"
-            blob = encode(e.table)
-            np.save(f"{tmp}/{name}", np.frombuffer(blob, np.uint8))
-            files[name] = os.path.getsize(f"{tmp}/{name}")
-            tables.append(
-                {"file": name, "op": e.op, "src": e.src, "dst": e.dst, "form": e.table.form,
-                 "rows": e.table.rows, "bytes": len(blob), "crc32": zlib.crc32(blob)}
-            )  # fmt: skip
+            tables = []
+            for table in e.tables:
+                name = f"tables/{i}.{table.form}.npy"
+                blob = encode(table)
+                np.save(f"{tmp}/{name}", np.frombuffer(blob, np.uint8))
+                files[name] = os.path.getsize(f"{tmp}/{name}")
+                tables.append(
+                    {
+                        "file": name,
+                        "form": table.form,
+                        "rows": table.rows,
+                        "bytes": len(blob),
+                        "crc32": zlib.crc32(blob),
+                    }
+                )
+            edges.append({"op": e.op, "src": e.src, "dst": e.dst, "tables": tables})
         manifest = {
             "format": FORMAT,
             "version": VERSION,
@@ -57,7 +65,7 @@ def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
                 }
                 for op in wf.ops
             ],
-            "tables": tables,
+            "edges": edges,
             "files": files,
         }
         with open(f"{tmp}/{MANIFEST}", "w") as f:
@@ -87,15 +95,17 @@ def load(path: str) -> Workflow:
             Op(o["name"], o["how"], tuple(o["inputs"]), tuple(o["outputs"]), o["reused"])
             for o in manifest["ops"]
         ]
-        for t in manifest["tables"]:
-            blob = _blob(root, path, t, manifest["files"])
-            table = decode(blob)
-            if (
-                table.in_shape != wf.nodes[t["src"]].shape
-                or table.out_shape != wf.nodes[t["dst"]].shape
-            ):
-                raise StoreError(f"{path}: {t['file']} does not match the shapes of its arrays")
-            wf.edges.append(Edge(t["op"], t["src"], t["dst"], table))
+        for e in manifest["edges"]:
+            forms = {}
+            for t in e["tables"]:
+                table = decode(_blob(root, path, t, manifest["files"]))
+                src, dst = wf.nodes[e["src"]].shape, wf.nodes[e["dst"]].shape
+                if table.in_shape != src or table.out_shape != dst or table.form != t["form"]:
+                    raise StoreError(f"{path}: {t['file']} does not match its arrays or form")
+                forms[table.form] = table
+            wf.edges.append(
+                Edge(e["op"], e["src"], e["dst"], forms["backward"], forms.get("forward"))
+            )
     except (KeyError, TypeError, IndexError) as e:
         raise StoreError(f"{path}: {MANIFEST} is incomplete ({e!r})") from None
     return wf

@@ -68,20 +68,32 @@ class Op:
 
 @dataclass(frozen=True)
 class Edge:
+    """The lineage between one input and one output of an op: always the backward
+    ProvRC table, and the forward one when the workflow keeps both forms."""
+
     op: int
     src: int  # input node
     dst: int  # output node
     table: Table
+    forward: Table | None = None
+
+    @property
+    def tables(self) -> tuple[Table, ...]:
+        return (self.table,) if self.forward is None else (self.table, self.forward)
 
 
 class Workflow:
     """Arrays, the numpy calls between them, and their lineage tables."""
 
-    def __init__(self, reuse: bool = True, confirm: int = 1) -> None:
+    def __init__(self, reuse: bool = True, confirm: int = 1, forward_tables: bool = False) -> None:
+        """`forward_tables` also stores each table in forward form (inputs absolute), which
+        forward queries then expand instead of narrowing the backward form; DSLog keeps
+        only the backward form, and so does the default."""
         self.nodes: list[Node] = []
         self.ops: list[Op] = []
         self.edges: list[Edge] = []
         self.reuse = Reuse(confirm) if reuse else None
+        self.forward_tables = forward_tables
 
     def track(self, value: Any, name: str | None = None) -> TrackedArray:
         value = np.array(value)
@@ -110,7 +122,7 @@ class Workflow:
 
     def lineage_bytes(self) -> int:
         """Bytes of the stored (ProvRC + codec) lineage tables of the whole workflow."""
-        return sum(e.table.nbytes for e in self.edges)
+        return sum(t.nbytes for e in self.edges for t in e.tables)
 
     # --- capture --------------------------------------------------------------------
 
@@ -132,8 +144,15 @@ class Workflow:
                 self.reuse.learn(sig, shapes, tables)
         op = len(self.ops)
         self.ops.append(Op(call.name, how, tuple(ins), tuple(outs), reused))
-        self.edges += [Edge(op, ins[k], outs[o], t) for o, k, t in tables]
+        self.edges += [self._edge(op, ins[k], outs[o], t) for o, k, t in tables]
         return outs
+
+    def _edge(self, op: int, src: int, dst: int, table: Table) -> Edge:
+        if not self.forward_tables:
+            return Edge(op, src, dst, table)
+        out, inp = table.decompress()
+        forward = compress(Relation.pairs(out, inp, table.out_shape, table.in_shape), "forward")
+        return Edge(op, src, dst, table, forward)
 
     def _link(self, name: str, source: TrackedArray, value: np.ndarray) -> TrackedArray:
         """A node for `value` that copies `source` cell by cell (after a composite)."""
@@ -143,7 +162,7 @@ class Workflow:
         op = len(self.ops)
         self.ops.append(Op(name, "composite", (source._node,), (out,)))
         table = compress(broadcast(value.shape, value.shape))
-        self.edges.append(Edge(op, source._node, out, table))
+        self.edges.append(self._edge(op, source._node, out, table))
         return TrackedArray(value, out, self)
 
     # --- queries --------------------------------------------------------------------
@@ -178,7 +197,8 @@ class Workflow:
             for e in near.get(n, []):
                 nxt = e.src if backward else e.dst
                 if nxt in useful and len(here):
-                    reach.setdefault(nxt, []).append(hop(e.table, here, to_input=backward))
+                    table = e.forward if e.forward is not None and not backward else e.table
+                    reach.setdefault(nxt, []).append(hop(table, here, to_input=backward))
         return np.empty((0, len(self.nodes[target].shape)), np.int64)
 
     def _between(self, start: int, target: int, backward: bool) -> set[int]:

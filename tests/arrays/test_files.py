@@ -13,19 +13,23 @@ from ember import arrays
 from ember.errors import StoreError
 
 
-def workflow() -> tuple[arrays.Workflow, arrays.TrackedArray, arrays.TrackedArray]:
-    wf = arrays.Workflow()
+def workflow(
+    forward_tables: bool = False,
+) -> tuple[arrays.Workflow, arrays.TrackedArray, arrays.TrackedArray]:
+    wf = arrays.Workflow(forward_tables=forward_tables)
     a = wf.track(np.random.default_rng(0).random((20, 10)), name="a")
     b = wf.track(np.ones(10), name="w")
     c = np.sort(np.cumsum(a * b, axis=0), axis=1)
     return wf, a, c
 
 
-def test_round_trip(tmp_path: Path) -> None:
-    wf, a, c = workflow()
+@pytest.mark.parametrize("forward_tables", [False, True])
+def test_round_trip(tmp_path: Path, forward_tables: bool) -> None:
+    wf, a, c = workflow(forward_tables)
     wf.save(str(tmp_path / "lin"))
     loaded = arrays.load(str(tmp_path / "lin"))
     assert loaded.lineage_bytes() == wf.lineage_bytes()
+    assert all((e.forward is not None) == forward_tables for e in loaded.edges)
     assert [n.shape for n in loaded.nodes] == [n.shape for n in wf.nodes]
     for cells in ([(4, 2)], [(19, 9), (0, 0)]):
         np.testing.assert_array_equal(
@@ -60,7 +64,7 @@ def test_newer_version_is_refused(tmp_path: Path) -> None:
 
 def test_truncated_and_corrupted_tables_are_refused(tmp_path: Path) -> None:
     workflow()[0].save(str(tmp_path / "lin"))
-    table = tmp_path / "lin" / "tables" / "0.npy"
+    table = tmp_path / "lin" / "tables" / "0.backward.npy"
     data = table.read_bytes()
     table.write_bytes(data[:-3])
     with pytest.raises(StoreError, match="truncated"):

@@ -44,7 +44,7 @@ def test_pipelines_equal_end_to_end_perturbation(
         return x
 
     x = np.random.default_rng(0).random((n, m)) + 0.5
-    wf = arrays.Workflow()
+    wf = arrays.Workflow(forward_tables=data.draw(st.booleans()))
     a = wf.track(x, name="a")
     b = pipeline(a)
     np.testing.assert_array_equal(np.asarray(b), pipeline(x))
