@@ -20,11 +20,13 @@ from typing import Any
 import numpy as np
 
 from ember.arrays.files import load
+from ember.arrays.reuse import Reuse
 from ember.arrays.rules import LineageWarning, UnsupportedArrayOperationError
 from ember.arrays.track import TrackedArray, Workflow
 
 __all__ = [
     "LineageWarning",
+    "Reuse",
     "TrackedArray",
     "UnsupportedArrayOperationError",
     "Workflow",

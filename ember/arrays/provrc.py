@@ -168,16 +168,17 @@ def dedupe(rows: np.ndarray) -> np.ndarray:
     return rows[np.append(True, ~_equal_rows(rows))]
 
 
-def order(cols: list[np.ndarray]) -> np.ndarray:
-    """Stable lexicographic order over columns (first primary), packing columns into words."""
+def order(cols: list[np.ndarray]) -> np.ndarray | slice:
+    """Stable lexicographic order over columns (first primary), packing columns into words;
+    `slice(None)` when the rows already are in that order (indexing with it copies nothing)."""
     n = len(cols[0]) if cols else 0
-    if not cols:
-        return np.arange(n)
+    if n < 2:
+        return slice(None)
     words: list[np.ndarray] = []
     word, span = np.zeros(n, np.int64), 1
     for c in cols:
-        base = int(c.min()) if n else 0
-        width = (int(c.max()) - base + 1) if n else 1
+        base = int(c.min())
+        width = int(c.max()) - base + 1
         if span * width >= 1 << 62:
             words.append(word)
             word, span = np.zeros(n, np.int64), 1
@@ -186,9 +187,7 @@ def order(cols: list[np.ndarray]) -> np.ndarray:
     words.append(word)
     if len(words) == 1:
         w = words[0]
-        return (
-            np.arange(n) if n < 2 or bool(np.all(w[1:] >= w[:-1])) else np.argsort(w, kind="stable")
-        )
+        return slice(None) if bool(np.all(w[1:] >= w[:-1])) else np.argsort(w, kind="stable")
     return np.lexsort(words[::-1])
 
 
@@ -242,6 +241,8 @@ def _encode_value(
     same = _equal_rows(np.concatenate([key, lo[:, others], hi[:, others]], axis=1))
     start = np.append(True, ~(same & (lo[1:, i] == hi[:-1, i] + 1)))
     first, last = _runs(start)
+    if len(first) == len(key):
+        return key, lo, hi
     hi_i = hi[last, i]
     key, lo, hi = key[first], lo[first], hi[first].copy()
     hi[:, i] = hi_i
@@ -258,8 +259,10 @@ def _encode_key(
     rlo, rhi = lo[:, :, None] - shift, hi[:, :, None] - shift
     valid = np.ones(rlo.shape, bool)
     klo, khi = key.copy(), key.copy()
+    # rows arrive sorted by key: with no key cell twice, boxes never need lining up
+    repeated = bool(len(key) > 1 and _equal_rows(key).any())
     for j in reversed(range(k)):
-        klo, khi, rlo, rhi, valid = _encode_key_attr(klo, khi, rlo, rhi, valid, j)
+        klo, khi, rlo, rhi, valid = _encode_key_attr(klo, khi, rlo, rhi, valid, j, repeated)
     pick = np.argmax(valid, axis=2)[:, :, None]
     val_lo = np.take_along_axis(rlo, pick, axis=2)[:, :, 0]
     val_hi = np.take_along_axis(rhi, pick, axis=2)[:, :, 0]
@@ -267,16 +270,22 @@ def _encode_key(
 
 
 def _encode_key_attr(
-    klo: np.ndarray, khi: np.ndarray, rlo: np.ndarray, rhi: np.ndarray, valid: np.ndarray, j: int
+    klo: np.ndarray,
+    khi: np.ndarray,
+    rlo: np.ndarray,
+    rhi: np.ndarray,
+    valid: np.ndarray,
+    j: int,
+    repeated: bool,
 ) -> tuple[np.ndarray, ...]:
     n = len(rlo)
     others = [c for c in range(klo.shape[1]) if c != j]
-    # the k-th box of one key cell lines up with the k-th box of the next key cell
-    o = order([*klo.T, *khi.T, *rlo[:, :, 0].T, *rhi[:, :, 0].T])
-    same_key = np.append(False, _equal_rows(np.concatenate([klo, khi], axis=1)[o]))
-    group_start = np.maximum.accumulate(np.where(same_key, 0, np.arange(n)))
-    rank = np.empty(n, np.int64)
-    rank[o] = np.arange(n) - group_start
+    rank = np.zeros(n, np.int64)
+    if repeated:  # the k-th box of one key cell lines up with the k-th box of the next one
+        o = order([*klo.T, *khi.T, *rlo[:, :, 0].T, *rhi[:, :, 0].T])
+        same_key = np.append(False, _equal_rows(np.concatenate([klo, khi], axis=1)[o]))
+        group_start = np.maximum.accumulate(np.where(same_key, 0, np.arange(n)))
+        rank[o] = np.arange(n) - group_start
     o = order([*klo[:, others].T, *khi[:, others].T, rank, klo[:, j]])
     klo, khi, rlo, rhi, valid, rank = klo[o], khi[o], rlo[o], rhi[o], valid[o], rank[o]
     same = _equal_rows(np.concatenate([klo[:, others], khi[:, others], rank[:, None]], axis=1))
@@ -286,6 +295,8 @@ def _encode_key_attr(
     changed = np.append(False, np.any(eq[1:] != eq[:-1], axis=(1, 2)))
     brk = ~join | (np.append(False, join[:-1]) & changed)
     first, last = _runs(np.append(True, brk))
+    if len(first) == n:
+        return klo, khi, rlo, rhi, valid
     hi_j = khi[last, j]
     merged = last > first
     klo, khi, rlo, rhi, valid = klo[first], khi[first].copy(), rlo[first], rhi[first], valid[first]

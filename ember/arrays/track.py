@@ -85,14 +85,18 @@ class Edge:
 class Workflow:
     """Arrays, the numpy calls between them, and their lineage tables."""
 
-    def __init__(self, reuse: bool = True, confirm: int = 1, forward_tables: bool = False) -> None:
-        """`forward_tables` also stores each table in forward form (inputs absolute), which
+    def __init__(
+        self, reuse: bool | Reuse = True, confirm: int = 1, forward_tables: bool = False
+    ) -> None:
+        """`reuse` may be a `Reuse` shared between workflows (lineage reused across runs of
+        the same pipeline); `confirm` is how many shapes a generalized mapping must
+        reproduce before it is trusted. `forward_tables` also stores each table in forward form (inputs absolute), which
         forward queries then expand instead of narrowing the backward form; DSLog keeps
         only the backward form, and so does the default."""
         self.nodes: list[Node] = []
         self.ops: list[Op] = []
         self.edges: list[Edge] = []
-        self.reuse = Reuse(confirm) if reuse else None
+        self.reuse = reuse if isinstance(reuse, Reuse) else Reuse(confirm) if reuse else None
         self.forward_tables = forward_tables
 
     def track(self, value: Any, name: str | None = None) -> TrackedArray:

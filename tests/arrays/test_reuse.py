@@ -62,3 +62,13 @@ def test_reused_capture_does_not_run_the_rule(monkeypatch: pytest.MonkeyPatch) -
     assert wf.backward(b, [(1, 2)], to=x).tolist() == [[1, 2]]
     with pytest.raises(AssertionError, match="captured again"):
         -wf.track(np.zeros((2, 2)))
+
+
+def test_a_shared_cache_serves_a_second_workflow() -> None:
+    cache = arrays.Reuse()
+    first, second = arrays.Workflow(reuse=cache), arrays.Workflow(reuse=cache)
+    np.sum(first.track(np.ones((4, 3))), axis=0)
+    b = second.track(np.zeros((4, 3)), name="b")
+    s = np.sum(b, axis=0)
+    assert second.ops[-1].reused == "dim"
+    assert second.backward(s, [(2,)], to=b).tolist() == [[i, 2] for i in range(4)]
