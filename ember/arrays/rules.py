@@ -88,6 +88,8 @@ def tree_map(obj: Any, fn: Callable[[Tracked], Any]) -> Any:
         return fn(obj)
     if isinstance(obj, list | tuple):
         return type(obj)(tree_map(x, fn) for x in obj)
+    if isinstance(obj, dict):
+        return {k: tree_map(v, fn) for k, v in obj.items()}
     return obj
 
 
@@ -472,40 +474,50 @@ def brute_force(call: Call) -> list[Link]:
     base = [np.asarray(o) for o in call.outputs]
     links: list[Link] = []
     for k, x in enumerate(call.inputs):
-        found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in base]
+        outs: list[list[np.ndarray]] = [[] for _ in base]
+        ins: list[list[np.ndarray]] = [[] for _ in base]
         for cell in grid(x.shape):
-            changed = [np.zeros(o.shape, bool) for o in base]
-            for probe in _probes(x._value, tuple(int(i) for i in cell)):
-
-                def value(t: Tracked, x: Tracked = x, probe: np.ndarray = probe) -> np.ndarray:
-                    return probe if t is x else t._value
-
-                args, kwargs = tree_map((call.args, call.kwargs), value)
-                outs = _outputs(call.func(*args, **kwargs))
-                if len(outs) != len(base) or any(
-                    o.shape != b.shape for o, b in zip(outs, base, strict=True)
-                ):
-                    raise call.fail(
-                        "the output shape depends on the values; perturbation cannot capture it"
-                    )
-                for c, new, old in zip(changed, outs, base, strict=True):
-                    c |= ~_same(new, old)
-            for o, c in enumerate(changed):
-                hit = np.argwhere(c)
-                found[o].append((hit, np.repeat(cell[None, :], len(hit), axis=0)))
-        for o, parts in enumerate(found):
-            out = (
-                np.concatenate([p[0] for p in parts])
-                if parts
-                else np.empty((0, base[o].ndim), np.int64)
+            for o, changed in enumerate(_changes(call, x, tuple(int(i) for i in cell), base)):
+                hit = np.argwhere(changed)
+                outs[o].append(hit)
+                ins[o].append(np.repeat(cell[None, :], len(hit), axis=0))
+        links += [
+            (
+                o,
+                k,
+                Relation.pairs(np.concatenate(outs[o]), np.concatenate(ins[o]), b.shape, x.shape),
             )
-            inp = (
-                np.concatenate([p[1] for p in parts])
-                if parts
-                else np.empty((0, len(x.shape)), np.int64)
-            )
-            links.append((o, k, Relation.pairs(out, inp, base[o].shape, x.shape)))
+            for o, b in enumerate(base)
+        ]
     return links
+
+
+def _changes(
+    call: Call, x: Tracked, cell: tuple[int, ...], base: list[np.ndarray]
+) -> list[np.ndarray]:
+    """Output cells that change when the input cell is probed."""
+    changed = [np.zeros(b.shape, bool) for b in base]
+    answered = False
+    for probe in _probes(x._value, cell):
+
+        def value(t: Tracked, probe: np.ndarray = probe) -> np.ndarray:
+            return probe if t is x else t._value
+
+        args, kwargs = tree_map((call.args, call.kwargs), value)
+        try:
+            outs = _outputs(call.func(*args, **kwargs))
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+            continue  # this probe is outside the function's domain; another one decides
+        if [o.shape for o in outs] != [b.shape for b in base]:
+            raise call.fail(
+                "the output shape depends on the values; perturbation cannot capture it"
+            )
+        for c, new, old in zip(changed, outs, base, strict=True):
+            c |= ~_same(new, old)
+        answered = True
+    if not answered:
+        raise call.fail(f"every perturbation of input cell {cell} made the function fail")
+    return changed
 
 
 def _probes(value: np.ndarray, cell: tuple[int, ...]) -> list[np.ndarray]:

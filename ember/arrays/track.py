@@ -90,9 +90,9 @@ class Workflow:
     ) -> None:
         """`reuse` may be a `Reuse` shared between workflows (lineage reused across runs of
         the same pipeline); `confirm` is how many shapes a generalized mapping must
-        reproduce before it is trusted. `forward_tables` also stores each table in forward form (inputs absolute), which
-        forward queries then expand instead of narrowing the backward form; DSLog keeps
-        only the backward form, and so does the default."""
+        reproduce before it is trusted. `forward_tables` also stores each table in forward
+        form (inputs absolute), which forward queries then expand instead of narrowing the
+        backward form; DSLog keeps only the backward form, and so does the default."""
         self.nodes: list[Node] = []
         self.ops: list[Op] = []
         self.edges: list[Edge] = []
@@ -105,6 +105,8 @@ class Workflow:
 
     def _node(self, shape: tuple[int, ...], name: str | None) -> int:
         n = len(self.nodes)
+        if name is not None and name.startswith("#"):
+            raise ValueError("names starting with '#' are kept for unnamed arrays")
         if name is not None and any(node.name == name for node in self.nodes):
             raise ValueError(f"an array named {name!r} is already tracked in this workflow")
         self.nodes.append(Node(name if name is not None else f"#{n}", tuple(shape)))
@@ -329,10 +331,14 @@ def dispatch(
             return wf._link(name, lineage, np.asarray(result))
     seq = isinstance(result, list | tuple)
     values = tuple(np.asarray(r) for r in result) if seq else (np.asarray(result),)
+    if result is None or any(v.dtype.kind not in "biufc" for v in values):
+        return result  # files written, strings, objects: no cells to trace
     call = Call(name, func, args, kwargs, inputs, values)
     nodes = wf._capture(call, family or BRUTE)
     wrapped = [TrackedArray(v, n, wf) for v, n in zip(values, nodes, strict=True)]
-    return type(result)(wrapped) if seq else wrapped[0]
+    if not seq:
+        return wrapped[0]
+    return type(result)(*wrapped) if hasattr(result, "_fields") else type(result)(wrapped)
 
 
 def _name(func: Any) -> str:

@@ -181,3 +181,17 @@ def test_module_level_track_uses_one_workflow() -> None:
     c = a + b
     assert c.workflow is a.workflow is b.workflow
     assert c.workflow.backward(c, [(1, 0)], to=b).tolist() == [[1, 0]]
+
+
+def test_tracked_keyword_arguments_and_non_numeric_results(tmp_path: object) -> None:
+    wf = arrays.Workflow()
+    t = wf.track(np.arange(4.0), name="t")
+    v = wf.track(np.array([9.0]), name="v")
+    out = np.insert(t, 1, values=v)
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 9.0, 1.0, 2.0, 3.0])
+    assert wf.backward(out, [(1,)], to=v).tolist() == [[0]]
+    assert wf.backward(out, [(2,)], to=t).tolist() == [[1]]
+    assert np.array2string(t) == np.array2string(np.arange(4.0))
+    with pytest.warns(arrays.LineageWarning, match="eig"):
+        eig = np.linalg.eig(wf.track(np.eye(2)))
+    assert isinstance(eig.eigenvalues, TrackedArray)
