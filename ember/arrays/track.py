@@ -269,16 +269,17 @@ def _compress(links: list[tuple[int, int, Relation]]) -> Tables:
 
 
 def _signature(call: Call, family: Family) -> Any:
-    """What the lineage may depend on besides shapes: the function and plain arguments."""
-    values = family.name != catalog.ELEMENTWISE.name
+    """What the lineage may depend on besides shapes: the function and plain arguments.
+    Element-wise lineage depends on no plain argument (the output shape is in the key)."""
+    elementwise = family.name == catalog.ELEMENTWISE.name
 
     def fp(obj: Any) -> Any:
         if isinstance(obj, Tracked):
             return ("tracked", call.index(obj))
+        if elementwise and not isinstance(obj, list | tuple):
+            return "plain"
         if isinstance(obj, np.ndarray):
-            digest = (
-                hashlib.blake2b(np.ascontiguousarray(obj).tobytes()).hexdigest() if values else ""
-            )
+            digest = hashlib.blake2b(np.ascontiguousarray(obj).tobytes()).hexdigest()
             return ("array", obj.shape, obj.dtype.str, digest)
         if isinstance(obj, list | tuple):
             return (type(obj).__name__, *(fp(x) for x in obj))
