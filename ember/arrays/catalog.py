@@ -85,6 +85,10 @@ METADATA = frozenset(
         np.isrealobj,
         np.may_share_memory,
         np.shares_memory,
+        np.zeros_like,
+        np.ones_like,
+        np.empty_like,
+        np.full_like,
     }
 )
 
