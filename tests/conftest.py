@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
 from ember import tpch as tpch_data
+from tests.oracle.tpch_lineage import oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 TPCH_SCALE = 0.01
@@ -42,3 +46,31 @@ def tpch(spark: SparkSession, tpch_dir: Path) -> Path:
     """Registers the eight TPC-H tables as temp views named after the tables."""
     tpch_data.register(spark, tpch_dir)
     return tpch_dir
+
+
+@pytest.fixture(scope="session")
+def lineage_duck() -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect()
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="session")
+def tpch_oracle(lineage_duck: duckdb.DuckDBPyConnection, tpch: Path) -> Callable[[int], pa.Table]:
+    """Query number → the oracle's table (computed once per session)."""
+    cache: dict[int, pa.Table] = {}
+
+    def get(n: int) -> pa.Table:
+        if n not in cache:
+            cache[n] = oracle(lineage_duck, tpch, n)
+        return cache[n]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def table_rows(tpch: Path) -> dict[str, int]:
+    return {
+        t: pq.ParquetFile(tpch / f"{t}.parquet").metadata.num_rows
+        for t in ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
+    }

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 import duckdb
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
 
 from ember.capture.annotate import annotate
 from ember.capture.capture import run_annotated
@@ -16,7 +15,8 @@ from ember.fetch.rows import check_unchanged
 from ember.infer import spark
 from ember.infer.match import matches
 from ember.infer.pushdown import Inference, ScanPlan
-from ember.infer.refine import refine
+from ember.infer.refine import cuts, refine
+from ember.infer.refine import needed as needed_columns
 from ember.lineage import choose, chosen_rids
 from ember.plan import ir
 from ember.plan.jvm import Jvm
@@ -120,23 +120,28 @@ class InferredLineage:
 
     def _superset(self, rows: pa.Table) -> dict[str, np.ndarray]:
         traced = [sp for sp in self.inference.scans if sp.traced]
-        frames = {id(sp.scan): self._scan_rows(sp, rows) for sp in traced}
-        if self.iterative:
-            frames = refine(self._plan, frames)
+        cut_list = cuts(self._plan) if self.iterative else []
+        needed = needed_columns(cut_list)
+        frames: dict[int, pa.Table] = {}
+        for sp in traced:
+            cond = spark.selection(self._jvm, sp, rows, filters=True)
+            if cond is None and id(sp.scan) not in needed:
+                continue  # every row of the scan
+            df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
+            cols = spark.columns(self._jvm, sp.scan)
+            frames[id(sp.scan)] = spark.candidates(df, cols, sorted(needed.get(id(sp.scan), ()), key=_attr_id))
+        usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
+        frames = refine(usable, frames)
         found: dict[str, np.ndarray] = {}
         for sp in traced:
             key = sp.scan.source.key
-            df = frames[id(sp.scan)]
-            ids = np.arange(self._by_key[key].rows, dtype=np.int64) if df is None else spark.rids(df)
+            table = frames.get(id(sp.scan))
+            if table is None:
+                ids = np.arange(self._by_key[key].rows, dtype=np.int64)
+            else:
+                ids = np.unique(table.column(spark.RID).to_numpy().astype(np.int64))
             found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
         return found
-
-    def _scan_rows(self, sp: ScanPlan, rows: pa.Table) -> DataFrame | None:
-        """The scan's rows the predicates allow (None: all of them)."""
-        cond = spark.selection(self._jvm, sp, rows, filters=True)
-        if cond is None and not self.iterative:
-            return None
-        return spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
 
     def _candidates(self, src: Source, rids: np.ndarray) -> np.ndarray:
         """Output rows whose inferred predicates the chosen source rows satisfy (a superset)."""
@@ -155,6 +160,10 @@ class InferredLineage:
     def __repr__(self) -> str:
         kind = "exact" if self.exact else "superset"
         return f"<ember inferred lineage ({kind}): {self._user.num_rows} output rows from {', '.join(self.sources)}>"
+
+
+def _attr_id(a: ir.Attr) -> int:
+    return a.id
 
 
 def _pinned(output: pa.Table, sp: ScanPlan, rows: pa.Table) -> np.ndarray:

@@ -166,7 +166,9 @@ def _only(cons: Cons, attrs: tuple[ir.Attr, ...]) -> Cons:
 
 
 def _add(cons: Cons, attr: int, values: frozenset[tuple[int, bool]]) -> None:
-    cons[attr] = cons.get(attr, frozenset()) | values
+    """Adds constraints; a padded one is redundant next to the same unpadded one."""
+    merged = cons.get(attr, frozenset()) | values
+    cons[attr] = frozenset((col, padded) for col, padded in merged if not (padded and (col, False) in merged))
 
 
 def _padded(cons: Cons) -> Cons:
@@ -177,11 +179,9 @@ def _carry(src: Cons, sid: int, dst: Cons, did: int) -> bool:
     """An equi-join never pairs nulls, so a carried value says nothing when null."""
     if sid not in src:
         return False
-    carried = frozenset((col, True) for col, _ in src[sid])
-    if carried <= dst.get(did, frozenset()):
-        return False
-    _add(dst, did, carried)
-    return True
+    before = dst.get(did, frozenset())
+    _add(dst, did, frozenset((col, True) for col, _ in src[sid]))
+    return dst[did] != before
 
 
 def lift_limits(plan: ir.Node) -> ir.Node:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ember.infer.pushdown import origins
-from ember.infer.spark import column_of_frame
 from ember.plan import ir
 from ember.plan.ir import walk
 
@@ -52,33 +52,30 @@ def cuts(plan: ir.Node) -> list[Cut]:
     return found
 
 
-def refine(plan: ir.Node, frames: dict[int, DataFrame | None]) -> dict[int, DataFrame | None]:
-    """Cuts the scans' candidate rows until a fixpoint (or `MAX_ROUNDS`)."""
-    usable = [c for c in cuts(plan) if all(frames.get(s) is not None for s in (c.target, *(b for b, _ in c.by)))]
-    if not usable:
-        return frames
+def needed(cut_list: list[Cut]) -> dict[int, set[ir.Attr]]:
+    """Per scan, the columns the cuts read or cut on."""
+    out: dict[int, set[ir.Attr]] = {}
+    for c in cut_list:
+        out.setdefault(c.target, set()).add(c.column)
+        for scan, col in c.by:
+            out.setdefault(scan, set()).add(col)
+    return out
+
+
+def refine(cut_list: list[Cut], frames: dict[int, pa.Table]) -> dict[int, pa.Table]:
+    """Cuts the scans' candidate rows (tables with a column `a<attr id>` per needed column)
+    until nothing changes (or `MAX_ROUNDS`), in-process: only key columns travel."""
     frames = dict(frames)
-    sizes = {k: _settle(df) for k, df in frames.items() if df is not None}
     for _ in range(MAX_ROUNDS):
-        for cut in usable:
+        before = {k: t.num_rows for k, t in frames.items()}
+        for cut in cut_list:
+            values = pa.chunked_array(
+                [chunk for scan, col in cut.by for chunk in frames[scan].column(f"a{col.id}").chunks],
+                type=frames[cut.target].schema.field(f"a{cut.column.id}").type,
+            )
             target = frames[cut.target]
-            assert target is not None
-            values = None
-            for scan, col in cut.by:
-                df = frames[scan]
-                assert df is not None
-                part = df.select(column_of_frame(df, col).alias("v"))
-                values = part if values is None else values.unionByName(part)
-            assert values is not None
-            key = column_of_frame(target, cut.column)
-            frames[cut.target] = target.join(values.distinct(), key == values["v"], "left_semi")
-        new = {k: _settle(df) for k, df in frames.items() if df is not None}
-        if new == sizes:
+            keep = pc.is_in(target.column(f"a{cut.column.id}"), value_set=pc.unique(values))
+            frames[cut.target] = target.filter(keep)
+        if before == {k: t.num_rows for k, t in frames.items()}:
             break
-        sizes = new
     return frames
-
-
-def _settle(df: DataFrame) -> int:
-    df.cache()
-    return df.count()

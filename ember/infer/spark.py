@@ -11,7 +11,6 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -129,15 +128,7 @@ def scan_rows(jvm: Jvm, sources: dict[str, Source], scan: ir.Scan, cond: Column 
     return df if cond is None else df.filter(cond)
 
 
-def rids(df: DataFrame) -> np.ndarray:
-    table = df.select(RID).toArrow()
-    return np.unique(table.column(0).to_numpy().astype(np.int64))
+def candidates(df: DataFrame, cols: dict[int, Column], attrs: Iterable[ir.Attr]) -> pa.Table:
+    """The rows' rids and the chosen columns (named `a<attr id>`), on the driver."""
+    return df.select(df[RID], *[cols[a.id].alias(f"a{a.id}") for a in attrs]).toArrow()
 
-
-def column_of_frame(df: DataFrame, attr: ir.Attr) -> Column:
-    """The column of `df` that is the scan attribute `attr` (by id, not by name)."""
-    jvm = Jvm(df.sparkSession)
-    for a in iterate(jvm.analyzed(df).output()):
-        if int(a.exprId().id()) == attr.id:
-            return jvm.column(a)
-    raise AssertionError(f"{attr.name}#{attr.id} is not a column of the candidate rows")

@@ -43,7 +43,8 @@ def b() -> list[o.Row]:
 
 
 def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
-    """Oracle values = Spark's values; ember's lineage = oracle's (both strategies); the result is the job's."""
+    """Oracle values = Spark's values; ember's lineage = oracle's (both strategies and lazy
+    inference, exact and superset); the result is the job's."""
     plain = sorted(repr(tuple(r)) for r in df.collect())
     assert plain == sorted(repr(v) for v, _ in expected), "the oracle disagrees with Spark on values"
     for strategy in ("defer", "inject"):
@@ -51,6 +52,8 @@ def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
         got = sorted(repr(v) for v in o.value_rows(lin.output().drop_columns(["ember_oid"])))
         assert got == plain, f"capture ({strategy}) changed the job's result"
         o.assert_same_lineage(lin, expected)
+    for exact in (True, False):
+        o.assert_inferred(ember.infer(df, exact=exact), expected)
     return lin
 
 

@@ -14,13 +14,12 @@ holds the rid. Only ember's public API is used.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -46,34 +45,6 @@ BACKWARD_SAMPLE = 50  # output rows traced backward per query (all when fewer)
 FORWARD_IN_LINEAGE = 15  # source rids per source traced forward, from returned rows' lineage
 FORWARD_OUTSIDE = 5  # ... and from no returned row's lineage
 MULTI_OIDS = 5  # one backward trace over several output rows at once
-
-
-@pytest.fixture(scope="session")
-def lineage_duck() -> Iterator[duckdb.DuckDBPyConnection]:
-    con = duckdb.connect()
-    yield con
-    con.close()
-
-
-@pytest.fixture(scope="session")
-def tpch_oracle(lineage_duck: duckdb.DuckDBPyConnection, tpch: Path) -> Callable[[int], pa.Table]:
-    """Query number → the oracle's table (computed once per session)."""
-    cache: dict[int, pa.Table] = {}
-
-    def get(n: int) -> pa.Table:
-        if n not in cache:
-            cache[n] = oracle(lineage_duck, tpch, n)
-        return cache[n]
-
-    return get
-
-
-@pytest.fixture(scope="session")
-def table_rows(tpch: Path) -> dict[str, int]:
-    return {
-        t: pq.ParquetFile(tpch / f"{t}.parquet").metadata.num_rows
-        for t in ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
-    }
 
 
 def check_lineage(
