@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,10 +193,8 @@ def getitem(call: Call) -> list[Link]:
     plain = mask._value if mask is not None else key
     rel = from_ids(ids(x.shape, 0)[plain], 0, x.shape)
     links = [(0, call.index(x), rel)]
-    if mask is not None and mask is not x:
-        links.append(
-            (0, call.index(mask), rel)
-        )  # a cell came through because its mask cell was set
+    if mask is not None and mask is not x:  # a cell came through because its mask cell was set
+        links.append((0, call.index(mask), rel))
     return links
 
 
@@ -287,15 +285,21 @@ def along(
     return Relation(out, lo, hi, out_shape, x_shape)
 
 
-def _axis(call: Call, default: int | None) -> int:
-    return int(call.arg("axis", default)) % len(call.inputs[0].shape)
+def _axis(call: Call, default: int | None) -> int | None:
+    """The axis argument; None means the flattened array, which (composites rewrite the
+    other cases) only reaches a rule for 1-D input, where it is axis 0. 0-d: no axis."""
+    x = call.inputs[0]
+    if not x.shape:
+        return None
+    axis = call.arg("axis", default)
+    return 0 if axis is None else int(axis) % len(x.shape)
 
 
 def cumulative(call: Call) -> list[Link] | None:
     x = _only_first(call)
-    if call.arg("axis") is None and x._value.ndim > 1 and "accumulate" not in call.name:
-        return None
     axis = _axis(call, 0)
+    if axis is None:
+        return None
     return [(0, 0, along(x.shape, call.outputs[0].shape, axis, lambda k, n: (np.zeros_like(k), k)))]
 
 
@@ -305,6 +309,8 @@ def diff(call: Call) -> list[Link] | None:
         return None
     n = int(call.arg("n", 1))
     axis = _axis(call, -1)
+    if axis is None:
+        return None
     return [(0, 0, along(x.shape, call.outputs[0].shape, axis, lambda k, _: (k, k + n)))]
 
 
@@ -330,29 +336,23 @@ def gradient(call: Call) -> list[Link] | None:
 
 
 def whole_axis(call: Call) -> list[Link] | None:
+    """argsort: each output cell's value depends on every cell along its axis."""
     x = _only_first(call)
-    if call.arg("axis", -1) is None:
-        return None
     axis = _axis(call, -1)
-    return [
-        (
-            0,
-            0,
-            along(
-                x.shape,
-                call.outputs[0].shape,
-                axis,
-                lambda k, n: (np.zeros_like(k), np.full_like(k, n - 1)),
-            ),
-        )
-    ]
+    if axis is None:
+        return None
+
+    def everything(k: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros_like(k), np.full_like(k, n - 1)
+
+    return [(0, 0, along(x.shape, call.outputs[0].shape, axis, everything))]
 
 
 def sort(call: Call) -> list[Link] | None:
     x = _only_first(call)
-    if call.arg("axis", -1) is None:
-        return None
     axis = _axis(call, -1)
+    if axis is None:
+        return None
     order = np.argsort(x._value, axis=axis, kind="stable")
     out = grid(x.shape)
     inp = out.copy()
@@ -361,17 +361,13 @@ def sort(call: Call) -> list[Link] | None:
 
 
 def unique(call: Call) -> list[Link] | None:
+    """Each distinct value comes from all the cells holding it (a group-by)."""
     x = _only_first(call)
     if len(call.args) > 1 or call.kwargs:
         return None
-    _, inverse = np.unique(x._value, return_inverse=True)
-    return [
-        (
-            0,
-            0,
-            Relation.pairs(inverse.reshape(-1, 1), grid(x.shape), call.outputs[0].shape, x.shape),
-        )
-    ]
+    _, group = np.unique(x._value, return_inverse=True)
+    rel = Relation.pairs(group.reshape(-1, 1), grid(x.shape), call.outputs[0].shape, x.shape)
+    return [(0, 0, rel)]
 
 
 # --- products and convolutions ----------------------------------------------------------
@@ -521,19 +517,20 @@ def _changes(
 
 
 def _probes(value: np.ndarray, cell: tuple[int, ...]) -> list[np.ndarray]:
-    probes = []
-    kind = value.dtype.kind
-    shifts: Sequence[Any] = (np.nan, 1.0) if kind in "fc" else (True,) if kind == "b" else (1,)
-    for shift in shifts:
+    """NaN (reaches almost every output that reads the cell) and a shift (for functions
+    that skip NaN) for floats; a flip for booleans; +1 for integers."""
+
+    def probe(v: Any) -> np.ndarray:
         p = value.copy()
-        if kind == "b":
-            p[cell] = not p[cell]
-        elif shift is np.nan:
-            p[cell] = np.nan
-        else:
-            p[cell] = p[cell] + shift + abs(p[cell])
-        probes.append(p)
-    return probes
+        p[cell] = v
+        return p
+
+    old = value[cell]
+    if value.dtype.kind == "b":
+        return [probe(not old)]
+    if value.dtype.kind in "fc":
+        return [probe(np.nan), probe(old + 1 + abs(old))]
+    return [probe(old + 1)]
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
