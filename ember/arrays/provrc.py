@@ -8,6 +8,8 @@ A lineage relation pairs output cells with input cells. Rules hand it over in *b
 - Step 2 range-encodes the key side. Each value attribute keeps every representation that
   stays constant over a run: absolute, or relative to one key attribute (`a_i - b_j`).
   Element-wise, broadcast, aggregate, shift and window lineage all collapse to a few rows.
+  Beyond DSLog, a *mirrored* representation (`a_i + b_j`) covers reversed axes (flip,
+  rot90), which plain ProvRC keeps as one row per index.
 
 The *backward* form keeps output attributes absolute (the key) and input attributes
 possibly relative; the *forward* form swaps the roles. Both hold the same relation.
@@ -32,6 +34,7 @@ from ember.errors import StoreError
 
 Form = Literal["backward", "forward"]
 ABSOLUTE = -1  # val_ref of an attribute stored as an absolute interval
+# val_ref j >= 0: relative, a = b_j + [lo, hi]; val_ref -2 - j: mirrored, a = [lo, hi] - b_j
 MAGIC = b"EPRC"
 
 
@@ -68,8 +71,8 @@ class Relation:
 
 @dataclass(frozen=True)
 class Table:
-    """One ProvRC table. Key intervals are absolute; a value interval is absolute when its
-    ref is ABSOLUTE, otherwise it is an offset from the key attribute `ref` (`a - b_ref`)."""
+    """One ProvRC table. Key intervals are absolute; a value interval is absolute, relative
+    to a key attribute or mirrored on one, as `val_ref` says (see ABSOLUTE)."""
 
     form: Form
     out_shape: tuple[int, ...]
@@ -95,12 +98,8 @@ class Table:
     @cached_property
     def val_bound(self) -> tuple[np.ndarray, np.ndarray]:
         """Absolute bounding box of each row's value side (for pruning joins on it)."""
-        lo, hi = self.val_lo.copy(), self.val_hi.copy()
-        for j in range(self.key_lo.shape[1]):
-            rel = self.val_ref == j
-            lo += np.where(rel, self.key_lo[:, [j]], 0)
-            hi += np.where(rel, self.key_hi[:, [j]], 0)
-        return lo, hi
+        lo, hi = shifts(self.key_lo, self.key_hi, self.val_ref)
+        return self.val_lo + lo, self.val_hi + hi
 
     @cached_property
     def nbytes(self) -> int:
@@ -124,8 +123,8 @@ class Table:
         """The raw (output cell, input cell) pairs, sorted and unique. For tests and
         baselines only: queries never call this."""
         rows, key = expand_boxes(self.key_lo, self.key_hi)
-        base = offsets(key, self.val_ref[rows])
-        sub, val = expand_boxes(self.val_lo[rows] + base, self.val_hi[rows] + base)
+        lo, hi = shifts(key, key, self.val_ref[rows])
+        sub, val = expand_boxes(self.val_lo[rows] + lo, self.val_hi[rows] + hi)
         key = key[sub]
         return unique_pairs(key, val) if self.form == "backward" else unique_pairs(val, key)
 
@@ -133,11 +132,24 @@ class Table:
 # --- boxes and raw pairs --------------------------------------------------------
 
 
-def offsets(key: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """What each value attribute is relative to: key[ref], or 0 where absolute."""
-    if key.shape[1] == 0:
-        return np.zeros(ref.shape, np.int64)
-    return np.where(ref == ABSOLUTE, 0, np.take_along_axis(key, np.maximum(ref, 0), axis=1))
+def key_of(ref: np.ndarray) -> np.ndarray:
+    """The key attribute a value attribute is relative to or mirrored on (-1: absolute)."""
+    return np.where(ref >= 0, ref, np.where(ref == ABSOLUTE, -1, -2 - ref))
+
+
+def shifts(klo: np.ndarray, khi: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What to add to stored value intervals [lo, hi] to get the values reached from the
+    key box [klo, khi]: [lo + klo_j, hi + khi_j] when relative, [lo - khi_j, hi - klo_j]
+    when mirrored, nothing when absolute."""
+    if klo.shape[1] == 0:
+        zero = np.zeros(ref.shape, np.int64)
+        return zero, zero
+    j = np.maximum(key_of(ref), 0)
+    at_lo, at_hi = np.take_along_axis(klo, j, axis=1), np.take_along_axis(khi, j, axis=1)
+    rel, mirrored = ref >= 0, ref <= -2
+    lo = np.where(rel, at_lo, np.where(mirrored, -at_hi, 0))
+    hi = np.where(rel, at_hi, np.where(mirrored, -at_lo, 0))
+    return lo, hi
 
 
 def expand_boxes(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -254,8 +266,8 @@ def _encode_key(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Step 2: relative representations, then range-encode each key attribute."""
     k = key.shape[1]
-    # representation 0 is absolute, 1 + j is relative to key attribute j
-    shift = np.concatenate([np.zeros((len(key), 1), np.int64), key], axis=1)[:, None, :]
+    # representation 0 is absolute, 1 + j relative to key attribute j, 1 + k + j mirrored
+    shift = np.concatenate([np.zeros((len(key), 1), np.int64), key, -key], axis=1)[:, None, :]
     rlo, rhi = lo[:, :, None] - shift, hi[:, :, None] - shift
     valid = np.ones(rlo.shape, bool)
     klo, khi = key.copy(), key.copy()
@@ -266,7 +278,9 @@ def _encode_key(
     pick = np.argmax(valid, axis=2)[:, :, None]
     val_lo = np.take_along_axis(rlo, pick, axis=2)[:, :, 0]
     val_hi = np.take_along_axis(rhi, pick, axis=2)[:, :, 0]
-    return klo, khi, val_lo, val_hi, pick[:, :, 0].astype(np.int64) - 1
+    rep = pick[:, :, 0].astype(np.int64)
+    ref = np.where(rep <= k, rep - 1, -2 - (rep - 1 - k))
+    return klo, khi, val_lo, val_hi, ref
 
 
 def _encode_key_attr(

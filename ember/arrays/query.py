@@ -4,9 +4,11 @@ Cells travel between arrays as unions of boxes. One hop joins the query boxes wi
 table's rows on overlapping intervals and then either
 
 - *expands* (query on the key side): a relative value attribute `a = b_j + [dl, du]`
-  becomes `[b_lo + dl, b_hi + du]` over the joined `b_j` interval, or
+  becomes `[b_lo + dl, b_hi + du]` over the joined `b_j` interval (a mirrored one,
+  `a = [dl, du] - b_j`, becomes `[dl - b_hi, du - b_lo]`), or
 - *restricts* (query on the value side): the key interval `b_j` shrinks to the values
-  whose shifted value interval meets the query, `b_j ∩ [q_lo - du, q_hi - dl]`.
+  whose shifted value interval meets the query, `b_j ∩ [q_lo - du, q_hi - dl]`
+  (mirrored: `b_j ∩ [dl - q_hi, du - q_lo]`).
 
 Both are exact. The one case where expanding would over-approximate, two value
 attributes relative to the same key attribute (a diagonal), splits that key interval
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ember.arrays.provrc import ABSOLUTE, Table, expand_boxes, offsets, order
+from ember.arrays.provrc import ABSOLUTE, Table, expand_boxes, key_of, order, shifts
 
 
 @dataclass(frozen=True)
@@ -109,21 +111,23 @@ def expand(table: Table, query: Boxes) -> Boxes:
     khi = np.minimum(query.hi[q], table.key_hi[r])
     ref = table.val_ref[r]
     klo, khi, ref, r = _split_diagonals(klo, khi, ref, r)
-    return Boxes(table.val_lo[r] + offsets(klo, ref), table.val_hi[r] + offsets(khi, ref))
+    lo, hi = shifts(klo, khi, ref)
+    return Boxes(table.val_lo[r] + lo, table.val_hi[r] + hi)
 
 
 def _split_diagonals(
     klo: np.ndarray, khi: np.ndarray, ref: np.ndarray, r: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Split key intervals that two value attributes are relative to into single values."""
+    keys = key_of(ref)
     for j in range(klo.shape[1]):
-        shared = ((ref == j).sum(axis=1) > 1) & (khi[:, j] > klo[:, j])
+        shared = ((keys == j).sum(axis=1) > 1) & (khi[:, j] > klo[:, j])
         if not shared.any():
             continue
         counts = np.where(shared, khi[:, j] - klo[:, j] + 1, 1)
         rows = np.repeat(np.arange(len(klo)), counts)
         step = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-        klo, khi, ref, r = klo[rows].copy(), khi[rows].copy(), ref[rows], r[rows]
+        klo, khi, ref, r, keys = klo[rows].copy(), khi[rows].copy(), ref[rows], r[rows], keys[rows]
         split = shared[rows]
         klo[split, j] += step[split]
         khi[split, j] = klo[split, j]
@@ -138,12 +142,16 @@ def restrict(table: Table, query: Boxes) -> Boxes:
     qlo, qhi = query.lo[q], query.hi[q]
     ref, dlo, dhi = table.val_ref[r], table.val_lo[r], table.val_hi[r]
     rows = np.arange(len(r))
+    keys = key_of(ref)
     for i in range(ref.shape[1]):
-        rel = ref[:, i] != ABSOLUTE
-        j = ref[rel, i]
-        sub = rows[rel]
-        klo[sub, j] = np.maximum(klo[sub, j], qlo[rel, i] - dhi[rel, i])
-        khi[sub, j] = np.minimum(khi[sub, j], qhi[rel, i] - dlo[rel, i])
+        rel, on = ref[:, i] >= 0, ref[:, i] != ABSOLUTE
+        # relative a = b + [lo, hi] meets [qlo, qhi] for b in [qlo - hi, qhi - lo];
+        # mirrored a = [lo, hi] - b does for b in [lo - qhi, hi - qlo]
+        low = np.where(rel, qlo[:, i] - dhi[:, i], dlo[:, i] - qhi[:, i])
+        high = np.where(rel, qhi[:, i] - dlo[:, i], dhi[:, i] - qlo[:, i])
+        sub, j = rows[on], keys[on, i]
+        klo[sub, j] = np.maximum(klo[sub, j], low[on])
+        khi[sub, j] = np.minimum(khi[sub, j], high[on])
     keep = np.all(klo <= khi, axis=1)
     return Boxes(klo[keep], khi[keep])
 
