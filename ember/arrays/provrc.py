@@ -354,9 +354,14 @@ def decode(blob: bytes) -> Table:
             raise ValueError("not a ProvRC table")
         (size,) = struct.unpack("<I", blob[4:8])
         header = json.loads(blob[8 : 8 + size])
-        body = blob[8 + size :]
+        form, out_shape, in_shape = header["form"], tuple(header["out"]), tuple(header["in"])
+        if form not in ("backward", "forward"):
+            raise ValueError(f"unknown form {form!r}")
+        k, v = (len(out_shape), len(in_shape))[:: 1 if form == "backward" else -1]
+        if len(header["cols"]) != 2 * k + 3 * v:
+            raise ValueError("column count does not match the shapes")
         payload = (
-            pa.decompress(body, decompressed_size=header["size"], codec="zstd", asbytes=True)
+            pa.decompress(blob[8 + size :], header["size"], codec="zstd", asbytes=True)
             if header["size"]
             else b""
         )
@@ -364,31 +369,17 @@ def decode(blob: bytes) -> Table:
         for meta in header["cols"]:
             col, offset = unpack(payload, offset, n, meta)
             cols.append(col)
-        k, v = (
-            len(header["out" if header["form"] == "backward" else "in"]),
-            len(header["in" if header["form"] == "backward" else "out"]),
-        )
-        if len(cols) != 2 * k + 3 * v:
-            raise ValueError("column count does not match the shapes")
     except (ValueError, KeyError, TypeError, struct.error, pa.ArrowException) as e:
         raise StoreError(f"damaged lineage table ({e})") from None
+    columns = iter(cols)
 
-    def stack(c: list[np.ndarray], d: int) -> np.ndarray:
-        return np.stack(c, axis=1) if c else np.empty((n, d), np.int64)
+    def take(d: int) -> np.ndarray:
+        return (
+            np.stack([next(columns) for _ in range(d)], axis=1) if d else np.empty((n, 0), np.int64)
+        )
 
-    key_lo, key_w = stack(cols[:k], k), stack(cols[k : 2 * k], k)
-    val_lo, val_w = stack(cols[2 * k : 2 * k + v], v), stack(cols[2 * k + v : 2 * k + 2 * v], v)
-    ref = stack(cols[2 * k + 2 * v :], v)
-    return Table(
-        header["form"],
-        tuple(header["out"]),
-        tuple(header["in"]),
-        key_lo,
-        key_lo + key_w,
-        val_lo,
-        val_lo + val_w,
-        ref,
-    )
+    key_lo, key_w, val_lo, val_w, ref = take(k), take(k), take(v), take(v), take(v)
+    return Table(form, out_shape, in_shape, key_lo, key_lo + key_w, val_lo, val_lo + val_w, ref)
 
 
 def pack(col: np.ndarray) -> tuple[list[int], bytes]:
