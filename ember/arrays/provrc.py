@@ -383,28 +383,20 @@ def decode(blob: bytes) -> Table:
 
 
 def pack(col: np.ndarray) -> tuple[list[int], bytes]:
-    """[mode, width, base] and the bit-packed bytes of one int64 column."""
+    """[mode, width, base, head] and the bit-packed bytes of one int64 column. Mode 0 packs
+    `col - base`; mode 1 (when narrower: sorted or stepped columns) packs the deltas after
+    the first value `head`, minus `base`."""
     col = np.asarray(col, np.int64)
-    if len(col) == 0:
-        return [0, 0, 0, 0], b""
-    delta = np.diff(col)
-    fr_span = int(col.max()) - int(col.min())
-    dl_span = int(delta.max()) - int(delta.min()) if len(delta) else 0
-    if len(delta) and dl_span < fr_span:
-        mode, base, values = 1, int(delta.min()), np.append(0, delta - delta.min())
-        width = dl_span.bit_length()
-        head = int(col[0])
-    else:
-        mode, base, values, width, head = (
-            0,
-            int(col.min()),
-            col - col.min(),
-            fr_span.bit_length(),
-            0,
-        )
+    mode, head, values = 0, 0, col
+    if len(col) > 1:
+        delta = np.diff(col)
+        if np.ptp(delta) < np.ptp(col):
+            mode, head, values = 1, int(col[0]), np.append(delta.min(), delta)
+    base = int(values.min()) if len(values) else 0
+    width = (int(values.max()) - base).bit_length() if len(values) else 0
     if width == 0:
         return [mode, 0, base, head], b""
-    u = values.astype(np.uint64)
+    u = (values - base).astype(np.uint64)
     bits = np.empty((len(u), width), np.uint8)
     for b in range(width):
         bits[:, b] = (u >> np.uint64(b)) & np.uint64(1)
