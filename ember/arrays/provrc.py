@@ -323,11 +323,14 @@ def _encode_key_attr(
 
 
 def encode(table: Table) -> bytes:
-    """Frame-of-reference or delta per column, bit-packed, zstd over the lot."""
+    """Frame-of-reference or delta per column, bit-packed, zstd over the lot. Value
+    intervals are stored as the cells reached from the key box's low corner (array
+    coordinates, narrow) rather than as offsets (which span twice the range)."""
+    corner, _ = shifts(table.key_lo, table.key_lo, table.val_ref)
     cols = [
         *table.key_lo.T,
         *(table.key_hi - table.key_lo).T,
-        *table.val_lo.T,
+        *(table.val_lo + corner).T,
         *(table.val_hi - table.val_lo).T,
         *table.val_ref.T,
     ]
@@ -378,7 +381,8 @@ def decode(blob: bytes) -> Table:
             np.stack([next(columns) for _ in range(d)], axis=1) if d else np.empty((n, 0), np.int64)
         )
 
-    key_lo, key_w, val_lo, val_w, ref = take(k), take(k), take(v), take(v), take(v)
+    key_lo, key_w, val_at, val_w, ref = take(k), take(k), take(v), take(v), take(v)
+    val_lo = val_at - shifts(key_lo, key_lo, ref)[0]
     return Table(form, out_shape, in_shape, key_lo, key_lo + key_w, val_lo, val_lo + val_w, ref)
 
 
