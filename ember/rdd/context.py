@@ -74,13 +74,16 @@ class LineageContext:
             if found is None:
                 raise
             record, ref, cause = found
-            inputs = self._trace(ref).goBackAll().collectWithIds()
+            inputs = self.lineage([ref]).goBackAll().collectWithIds()
             raise CulpritError(record, ref, cause, inputs) from None
 
-    def _trace(self, ref: tuple[int, int, int]) -> LineageRDD:
+    def lineage(self, ids: Iterable[tuple[int, int, int]]) -> LineageRDD:
+        """A trace that starts from lineage ids (a culprit's, a saved trace's) directly."""
         from ember.rdd.lineage_rdd import LineageRDD
 
-        return LineageRDD(self, (self._points[ref[0]],), lambda: self.sc.parallelize([ref], 1))
+        refs = sorted(set(ids))
+        points = tuple(dict.fromkeys(self._points[ref[0]] for ref in refs))
+        return LineageRDD(self, points, lambda: self.sc.parallelize(refs, 1))
 
     def _children(self, point: Point) -> list[Point]:
         return [p for p in self._points if point in p.parents]

@@ -1,0 +1,73 @@
+"""Run by test_storage.py in its own process, on master local[2,4] (4 attempts per task):
+the log program once cleanly and once with tasks that fail on their first attempt, in
+the map-side (combiner) stage and in the reduce-side (reducer) stage. Prints, as JSON,
+each report's trace at every step for both runs.
+
+    python -m tests.rdd.retry_job LOG MARKER_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+
+from ember.rdd import LineageContext
+from tests.rdd.logs import DSCR, errors_of
+
+
+class FailOnce:
+    """Raises on the first attempt of one partition's task, leaving a marker file."""
+
+    def __init__(self, marker: Path, partition: int) -> None:
+        self.marker = marker
+        self.partition = partition
+
+    def __call__(self, value: Any) -> Any:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0 and ctx.partitionId() == self.partition:
+            self.marker.touch()
+            raise RuntimeError("injected failure of a first attempt")
+        return value
+
+
+def traces(lc: LineageContext, path: str, flaky: Path | None) -> dict[str, list[Any]]:
+    map_side = FailOnce(flaky / "map", 1) if flaky else (lambda v: v)
+    reduce_side = FailOnce(flaky / "reduce", 0) if flaky else (lambda v: v)
+    counts = errors_of(lc.textFile(path, 4)).map(lambda line: (line.split("\t")[1], 1))
+    counts = counts.mapValues(map_side).reduceByKey(lambda a, b: a + b)
+    reports = counts.map(reduce_side).map(lambda kv: (DSCR[kv[0]], kv[1]))
+    out = {}
+    for report in sorted(reports.collect()):
+        lineage = reports.filter(lambda kv, r=report: kv == r).getLineage()
+        steps = []
+        for _ in range(3):
+            lineage = lineage.goBack()
+            steps.append(sorted(lineage.collectWithIds()))
+        out[repr(report)] = steps
+    lc.clear()
+    return out
+
+
+def main(path: str, markers: Path) -> None:
+    spark = (
+        SparkSession.builder.master("local[2,4]")
+        .appName("ember-rdd-retry")
+        .config("spark.ui.enabled", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("FATAL")
+    lc = LineageContext(spark.sparkContext)
+    clean = traces(lc, path, None)
+    retried = traces(lc, path, markers)
+    print(json.dumps({"clean": clean, "retried": retried}))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))

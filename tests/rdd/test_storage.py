@@ -1,0 +1,71 @@
+"""Where lineage lives and what a trace moves: tables stay with the partitions that made
+them, only successful task attempts leave tables, and traces ship only the traced ids."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+
+from ember.rdd import LineageContext
+from ember.rdd.points import Captured, directed
+from tests.conftest import ROOT
+from tests.rdd.logs import DSCR, program, write_log
+
+
+@pytest.fixture
+def lc(spark: SparkSession) -> Iterator[LineageContext]:
+    context = LineageContext(spark.sparkContext)
+    yield context
+    context.clear()
+
+
+def test_tables_stay_with_their_partitions_and_ids_move_to_theirs(lc: LineageContext, tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.txt", n=1500)
+    reports = program(lc.textFile(str(log.path), 4))
+    reports.collect()
+    combiner = reports.getLineage().goBack().goBack()
+    (point,) = combiner.points
+    assert isinstance(point, Captured) and point.kind == "combiner"
+    assert point.stored.is_cached and point.stored.getStorageLevel() == StorageLevel.MEMORY_AND_DISK
+    assert point.tables.count() == point.partitions  # one table per task
+    ids = combiner.ids()
+    for pid, moved in enumerate(directed(ids, point.partitions).glom().collect()):
+        assert moved and {p for p, _ in moved} == {pid}
+    # every combiner row names only lines of its own input split
+    for table_pid, tables in enumerate(point.tables.glom().collect()):
+        (blobs,) = tables
+        rows = [row for blob in blobs for row in pickle.loads(blob)]
+        assert rows and all(pid == table_pid for row in rows for _, pid, _ in row)
+
+
+@pytest.mark.slow
+def test_retried_tasks_leave_the_same_lineage(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "log.txt", n=1500)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.rdd.retry_job", str(log.path), str(markers)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert sorted(p.name for p in markers.iterdir()) == ["map", "reduce"]
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs["retried"] == runs["clean"]
+    for report, (_, _, lines) in runs["clean"].items():
+        name = ast.literal_eval(report)[0]
+        code = next(c for c, d in DSCR.items() if d == name)
+        assert sorted(line for _, line in lines) == sorted(
+            line for line in log.lines if re.match(rf"ERROR\t{code}\t", line)
+        )
