@@ -113,22 +113,33 @@ def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
 
 
 def run_annotated(
-    jvm: Jvm, annotated: Annotated, names: list[str], sources: dict[str, Source], staging: str | None = None
+    jvm: Jvm,
+    annotated: Annotated,
+    names: list[str],
+    sources: dict[str, Source],
+    staging: str | None = None,
+    small: bool = False,
 ) -> tuple[pa.Table, LineageIndex]:
-    """Runs an annotated plan over numbered sources: its output rows and their lineage index."""
-    result, side_data = _run(jvm, annotated, sources, staging)
+    """Runs an annotated plan over numbered sources: its output rows and their lineage index.
+
+    `small` side tables (a re-run over a few rows) come back through the driver, which
+    costs less than a committed Parquet write when they hold a handful of rows.
+    """
+    result, side_data = _run(jvm, annotated, sources, None if small else staging, small)
     user = pa.table(result.columns[: len(names)], names=names)
     return user, build_index(result, annotated.slots, annotated.tables, side_data)
 
 
 def _run(
-    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None
+    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, small: bool = False
 ) -> tuple[pa.Table, list[pa.Table]]:
     """The rewritten job's rows (its columns, then the slots) and each side table's rows."""
     builder = Builder(jvm, sources)
     main = builder.dataframe(annotated.plan)
     sides = [builder.dataframe(t.plan) for t in annotated.tables]
     try:
+        if small:
+            return main.toArrow(), [side.toArrow() for side in sides]
         return main.toArrow(), _side_tables(sides, staging)
     finally:
         builder.release()

@@ -112,7 +112,7 @@ class InferredLineage:
                 conds[id(sp.scan)] = spark.catalyst(self._jvm, sp.scan, cond)
         plan = spark.restricted(self._plan, conds)
         names = [a.name for a in plan.output]
-        out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key)
+        out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key, small=True)
         _, seen = matches(out, rows)
         if np.unique(seen).size != rows.num_rows:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")

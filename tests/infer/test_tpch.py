@@ -1,8 +1,8 @@
 """TPC-H through `ember.infer`: exact traces equal the DuckDB oracle, superset traces contain it.
 
-All 22 queries in Spark SQL at the test scale. Per query, two sampled output rows are
+All 22 queries in Spark SQL at the test scale. Per query, a sampled output row is
 traced backward in exact mode, iterative superset mode and naive superset mode, and one
-lineage row per source is traced forward in exact mode. (TPC-H output rows are
+lineage row of one source (a different one per query) is traced forward in exact mode. (TPC-H output rows are
 distinct, so set semantics does not merge any two of them.)
 """
 
@@ -24,7 +24,7 @@ from tests.oracle.tpch_lineage import KEYS, SOURCES
 from tests.tpch.queries_sql import tpch_sql
 
 SEED = 20261123
-TRACED = 2  # output rows traced backward per query
+TRACED = 1  # output rows traced backward per query (each lazy trace re-reads the sources)
 
 
 @pytest.mark.parametrize("n", sorted(QUERIES), ids=[f"q{n:02d}" for n in sorted(QUERIES)])
@@ -50,10 +50,9 @@ def test_inferred_lineage_matches_the_oracle(
             for mode in ("iterative", "naive"):
                 missing = np.setdiff1d(want, traces[mode].ids(source))
                 assert missing.size == 0, f"{mode} superset misses {missing[:5]} of {source} for oid {oid}"
-    for source in sources:
-        index = forward_index(expected, mapping, source)
-        lineage_rids = sorted(index)
-        if lineage_rids:
-            rid = rng.choice(lineage_rids)
-            got = exact.forward(source, ids=[rid]).ids()
-            assert np.array_equal(got, expected_forward(index, rid)), f"forward {source} rid {rid}"
+    source = sources[n % len(sources)]
+    index = forward_index(expected, mapping, source)
+    if index:
+        rid = rng.choice(sorted(index))
+        got = exact.forward(source, ids=[rid]).ids()
+        assert np.array_equal(got, expected_forward(index, rid)), f"forward {source} rid {rid}"
