@@ -19,7 +19,13 @@ from pyspark.sql import SparkSession
 
 import ember
 from ember.tpch import QUERIES
-from tests.oracle.compare import expected_backward, expected_forward, forward_index, match_rows, sample_oids
+from tests.oracle.compare import (
+    expected_backward,
+    expected_forward,
+    forward_index,
+    match_rows,
+    sample_oids,
+)
 from tests.oracle.tpch_lineage import KEYS, SOURCES
 from tests.tpch.queries_sql import tpch_sql
 
