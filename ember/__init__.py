@@ -11,6 +11,7 @@
     lin_b.backward(oids=[0], through=[lin_a])   # across jobs: lin_a = capture(df_a, write_to=...)
     lin = ember.infer(df)                    # lazy: nothing captured, traces re-run restricted
     lin = ember.infer(df, exact=False)       # lazy superset: no re-run, never misses a row
+    lin = ember.lineage(df, traces=2)        # eager or lazy, from the expected number of traces
 
 Everything else in the package is private.
 """
@@ -32,6 +33,7 @@ from ember.errors import (
 )
 from ember.infer import InferredLineage, infer
 from ember.lineage import Lineage, load
+from ember.modes import lineage
 from ember.plan.jvm import Jvm
 from ember.plan.spark_import import SOURCE_NAMES, leaves, source_key
 from ember.query.trace import ForwardTrace, Trace
@@ -65,6 +67,7 @@ __all__ = [
     "Workload",
     "capture",
     "infer",
+    "lineage",
     "load",
     "source",
 ]
