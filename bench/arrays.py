@@ -1,6 +1,6 @@
 """ember.arrays: lineage storage (DSLog Table VII), forward query latency, capture overhead.
 
-    .venv/bin/python -m bench.arrays            # about 5 minutes on 2 cores
+    .venv/bin/python -m bench.arrays            # about 6 minutes on 2 cores
 
 (a) Storage of one operation's lineage on ~10^6-cell arrays: raw int64 coordinate rows,
     the same as a .npy file, Parquet (pyarrow defaults), Parquet+gzip, and ember
@@ -224,12 +224,13 @@ def queries(steps: int, count: int) -> dict[str, list[float]]:
 
 def main() -> None:
     warnings.simplefilter("ignore", arrays.LineageWarning)
+    np.seterr(all="ignore")  # random workflows overflow exp; lineage does not care
     lines = [
         "# ember.arrays benchmarks",
         "",
         f"Run {date.today()} on {platform.node() or 'a VM'} ({os.cpu_count()} cores, shared with other work), "
         f"Python {platform.python_version()}, numpy {np.__version__}. Reproduce: "
-        "`.venv/bin/python -m bench.arrays` (about 5 minutes).",
+        "`.venv/bin/python -m bench.arrays` (about 6 minutes).",
         "",
         "## (a) Lineage storage (DSLog Table VII operations)",
         "",
