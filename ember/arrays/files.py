@@ -1,19 +1,32 @@
-"""Saving and loading array workflows' lineage: a folder with a JSON manifest and one
-`.npy` file per ProvRC table, written atomically like the row-lineage store."""
+"""Saving and loading array workflows' lineage.
+
+A store is a folder (local, or any URI pyarrow reaches, like the row-lineage store):
+
+    manifest.json              format, version, ember version, arrays (names, shapes),
+                               ops, edges with their tables (form, rows, bytes, CRC-32),
+                               every file's size
+    tables/<edge>.<form>.npy   one encoded ProvRC table each, as a uint8 array
+
+It is written into `<path>.ember-tmp-<random>` and renamed into place, so a crash
+mid-save leaves nothing that loads. Reading checks the format and version, every
+file's size and checksum, and that each table fits the arrays it links.
+"""
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import shutil
 import uuid
 import zlib
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
 
-from ember.arrays.provrc import decode, encode
+from ember.arrays.provrc import Table, decode, encode
 from ember.errors import StoreError
+from ember.store.files import filesystem
 
 if TYPE_CHECKING:
     from ember.arrays.track import Workflow
@@ -24,70 +37,83 @@ MANIFEST = "manifest.json"
 
 
 def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
-    from ember import __version__
-
-    root = os.path.abspath(path).rstrip("/")
-    if os.path.exists(root) and not overwrite:
+    fs, root = filesystem(path)
+    exists = fs.get_file_info(root).type != pafs.FileType.NotFound
+    if exists and not overwrite:
         raise StoreError(f"{path} exists; pass overwrite=True to replace it")
     tmp = f"{root}.ember-tmp-{uuid.uuid4().hex[:8]}"
-    os.makedirs(f"{tmp}/tables")
+    fs.create_dir(f"{tmp}/tables")
     try:
-        edges, files = [], {}
-        for i, e in enumerate(wf.edges):
-            tables = []
-            for table in e.tables:
-                name = f"tables/{i}.{table.form}.npy"
-                blob = encode(table)
-                np.save(f"{tmp}/{name}", np.frombuffer(blob, np.uint8))
-                files[name] = os.path.getsize(f"{tmp}/{name}")
-                tables.append(
-                    {
-                        "file": name,
-                        "form": table.form,
-                        "rows": table.rows,
-                        "bytes": len(blob),
-                        "crc32": zlib.crc32(blob),
-                    }
-                )
-            edges.append({"op": e.op, "src": e.src, "dst": e.dst, "tables": tables})
-        manifest = {
-            "format": FORMAT,
-            "version": VERSION,
-            "ember": __version__,
-            "arrays": [{"name": n.name, "shape": list(n.shape)} for n in wf.nodes],
-            "ops": [
-                {
-                    "name": op.name,
-                    "how": op.how,
-                    "inputs": list(op.inputs),
-                    "outputs": list(op.outputs),
-                    "reused": op.reused,
-                }
-                for op in wf.ops
-            ],
-            "edges": edges,
-            "files": files,
-        }
-        with open(f"{tmp}/{MANIFEST}", "w") as f:
-            json.dump(manifest, f, indent=1)
-        if os.path.exists(root):
+        files: dict[str, int] = {}
+
+        def table_entry(i: int, table: Table) -> dict[str, Any]:
+            name = f"tables/{i}.{table.form}.npy"
+            blob = encode(table)
+            buf = io.BytesIO()
+            np.save(buf, np.frombuffer(blob, np.uint8))
+            with fs.open_output_stream(f"{tmp}/{name}") as out:
+                out.write(buf.getvalue())
+            files[name] = buf.getbuffer().nbytes
+            return {
+                "file": name,
+                "form": table.form,
+                "rows": table.rows,
+                "bytes": len(blob),
+                "crc32": zlib.crc32(blob),
+            }
+
+        edges = [
+            {
+                "op": e.op,
+                "src": e.src,
+                "dst": e.dst,
+                "tables": [table_entry(i, t) for t in e.tables],
+            }
+            for i, e in enumerate(wf.edges)
+        ]
+        with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
+            out.write(json.dumps(_manifest(wf, edges, files), indent=1).encode())
+        if exists:
             old = f"{root}.ember-old-{uuid.uuid4().hex[:8]}"
-            os.replace(root, old)
-            os.replace(tmp, root)
-            shutil.rmtree(old)
+            fs.move(root, old)
+            fs.move(tmp, root)
+            fs.delete_dir(old)
         else:
-            os.replace(tmp, root)
+            fs.move(tmp, root)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        fs.delete_dir(tmp)
         raise
+
+
+def _manifest(wf: Workflow, edges: list[dict[str, Any]], files: dict[str, int]) -> dict[str, Any]:
+    from ember import __version__
+
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "ember": __version__,
+        "arrays": [{"name": n.name, "shape": list(n.shape)} for n in wf.nodes],
+        "ops": [
+            {
+                "name": op.name,
+                "how": op.how,
+                "inputs": list(op.inputs),
+                "outputs": list(op.outputs),
+                "reused": op.reused,
+            }
+            for op in wf.ops
+        ],
+        "edges": edges,
+        "files": files,
+    }
 
 
 def load(path: str) -> Workflow:
     """A workflow with the saved arrays' names and shapes and their lineage (no values)."""
     from ember.arrays.track import Edge, Node, Op, Workflow
 
-    root = os.path.abspath(path).rstrip("/")
-    manifest = _manifest(root, path)
+    fs, root = filesystem(path)
+    manifest = _read_manifest(fs, root, path)
     try:
         wf = Workflow()
         wf.nodes = [Node(a["name"], tuple(a["shape"])) for a in manifest["arrays"]]
@@ -98,7 +124,7 @@ def load(path: str) -> Workflow:
         for e in manifest["edges"]:
             forms = {}
             for t in e["tables"]:
-                table = decode(_blob(root, path, t, manifest["files"]))
+                table = decode(_blob(fs, root, path, t, manifest["files"]))
                 src, dst = wf.nodes[e["src"]].shape, wf.nodes[e["dst"]].shape
                 if table.in_shape != src or table.out_shape != dst or table.form != t["form"]:
                     raise StoreError(f"{path}: {t['file']} does not match its arrays or form")
@@ -111,10 +137,10 @@ def load(path: str) -> Workflow:
     return wf
 
 
-def _manifest(root: str, path: str) -> dict[str, Any]:
+def _read_manifest(fs: pafs.FileSystem, root: str, path: str) -> dict[str, Any]:
     try:
-        with open(f"{root}/{MANIFEST}") as f:
-            manifest = json.load(f)
+        with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
+            manifest = json.loads(f.read().decode())
     except FileNotFoundError:
         raise StoreError(f"{path} is not an ember array lineage store (no {MANIFEST})") from None
     except (ValueError, UnicodeDecodeError) as e:
@@ -130,19 +156,22 @@ def _manifest(root: str, path: str) -> dict[str, Any]:
     return manifest
 
 
-def _blob(root: str, path: str, table: dict[str, Any], files: dict[str, int]) -> bytes:
+def _blob(
+    fs: pafs.FileSystem, root: str, path: str, table: dict[str, Any], files: dict[str, int]
+) -> bytes:
     name = table["file"]
-    full = f"{root}/{name}"
-    if not os.path.exists(full):
+    info = fs.get_file_info(f"{root}/{name}")
+    if info.type == pafs.FileType.NotFound:
         raise StoreError(f"{path}: {name} is missing")
-    size = os.path.getsize(full)
-    if size != files.get(name):
+    if info.size != files.get(name):
         raise StoreError(
-            f"{path}: {name} has {size} bytes, the manifest says {files.get(name)} (truncated or replaced)"
+            f"{path}: {name} has {info.size} bytes, the manifest says {files.get(name)} "
+            "(truncated or replaced)"
         )
     try:
-        blob = np.load(full, allow_pickle=False).tobytes()
-    except (OSError, ValueError) as e:
+        with fs.open_input_stream(f"{root}/{name}") as f:
+            blob = np.load(io.BytesIO(f.read()), allow_pickle=False).tobytes()
+    except (OSError, ValueError, pa.ArrowException) as e:
         raise StoreError(f"{path}: {name} is damaged ({e})") from None
     if len(blob) != table["bytes"] or zlib.crc32(blob) != table["crc32"]:
         raise StoreError(f"{path}: {name} is damaged (checksum mismatch)")

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from ember import arrays
+from ember.arrays import files
+from ember.arrays.provrc import encode
 from ember.errors import StoreError
 
 
@@ -77,3 +79,28 @@ def test_truncated_and_corrupted_tables_are_refused(tmp_path: Path) -> None:
         arrays.load(str(tmp_path / "lin"))
     with pytest.raises(StoreError, match="no manifest"):
         arrays.load(str(tmp_path / "nothing"))
+
+
+def test_uri_paths_like_the_row_store(tmp_path: Path) -> None:
+    wf, a, c = workflow()
+    wf.save(f"file://{tmp_path}/lin")
+    loaded = arrays.load(f"file://{tmp_path}/lin")
+    np.testing.assert_array_equal(
+        loaded.backward(c.name, [(3, 3)], to="a"), wf.backward(c, [(3, 3)], to=a)
+    )
+
+
+def test_a_failed_save_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wf, _, _ = workflow()
+    calls = []
+
+    def fail_late(table: object) -> bytes:
+        calls.append(table)
+        if len(calls) > 2:
+            raise OSError("disk full")
+        return encode(table)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files, "encode", fail_late)
+    with pytest.raises(OSError, match="disk full"):
+        wf.save(str(tmp_path / "lin"))
+    assert os.listdir(tmp_path) == []
