@@ -70,6 +70,24 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class Index:
+    """Boxes sorted by their start on the first axis, for interval joins."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    order: np.ndarray
+    starts: np.ndarray  # lo[order, 0]
+    width: int  # widest interval on the first axis
+
+    @staticmethod
+    def of(lo: np.ndarray, hi: np.ndarray) -> Index:
+        if lo.shape[1] == 0 or len(lo) == 0:
+            return Index(lo, hi, np.arange(len(lo)), np.empty(0, np.int64), 0)
+        o = np.argsort(lo[:, 0], kind="stable")
+        return Index(lo, hi, o, lo[o, 0], int((hi[:, 0] - lo[:, 0]).max()))
+
+
+@dataclass(frozen=True)
 class Table:
     """One ProvRC table. Key intervals are absolute; a value interval is absolute, relative
     to a key attribute or mirrored on one, as `val_ref` says (see ABSOLUTE)."""
@@ -96,10 +114,14 @@ class Table:
         return self.in_shape if self.form == "backward" else self.out_shape
 
     @cached_property
-    def val_bound(self) -> tuple[np.ndarray, np.ndarray]:
-        """Absolute bounding box of each row's value side (for pruning joins on it)."""
+    def key_index(self) -> Index:
+        return Index.of(self.key_lo, self.key_hi)
+
+    @cached_property
+    def val_index(self) -> Index:
+        """Each row's value side as an absolute bounding box (for pruning joins on it)."""
         lo, hi = shifts(self.key_lo, self.key_hi, self.val_ref)
-        return self.val_lo + lo, self.val_hi + hi
+        return Index.of(self.val_lo + lo, self.val_hi + hi)
 
     @cached_property
     def nbytes(self) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ember.arrays.provrc import ABSOLUTE, Table, expand_boxes, key_of, order, shifts
+from ember.arrays.provrc import ABSOLUTE, Index, Table, expand_boxes, key_of, order, shifts
 
 
 @dataclass(frozen=True)
@@ -79,34 +79,30 @@ class Boxes:
         return Boxes(lo, hi)
 
 
-def _candidates(
-    qlo: np.ndarray, qhi: np.ndarray, rlo: np.ndarray, rhi: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _candidates(qlo: np.ndarray, qhi: np.ndarray, index: Index) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (query box, table row) whose boxes overlap on every axis: an interval join on
-    the first axis via a sorted start column, then the remaining axes checked."""
+    the first axis via the index's sorted starts, then the remaining axes checked."""
+    rlo, rhi = index.lo, index.hi
     if len(qlo) == 0 or len(rlo) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     if rlo.shape[1] == 0:
         every = np.arange(len(qlo) * len(rlo))
         return every // len(rlo), every % len(rlo)
-    o = np.argsort(rlo[:, 0], kind="stable")
-    starts = rlo[o, 0]
-    width = int((rhi[:, 0] - rlo[:, 0]).max())
-    begin = np.searchsorted(starts, qlo[:, 0] - width, side="left")
-    end = np.searchsorted(starts, qhi[:, 0], side="right")
+    begin = np.searchsorted(index.starts, qlo[:, 0] - index.width, side="left")
+    end = np.searchsorted(index.starts, qhi[:, 0], side="right")
     counts = np.maximum(end - begin, 0)
     q = np.repeat(np.arange(len(qlo)), counts)
     pos = (
         np.arange(len(q)) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(begin, counts)
     )
-    r = o[pos]
+    r = index.order[pos]
     keep = np.all((np.maximum(qlo[q], rlo[r]) <= np.minimum(qhi[q], rhi[r])), axis=1)
     return q[keep], r[keep]
 
 
 def expand(table: Table, query: Boxes) -> Boxes:
     """Key-side cells → value-side cells."""
-    q, r = _candidates(query.lo, query.hi, table.key_lo, table.key_hi)
+    q, r = _candidates(query.lo, query.hi, table.key_index)
     klo = np.maximum(query.lo[q], table.key_lo[r])
     khi = np.minimum(query.hi[q], table.key_hi[r])
     ref = table.val_ref[r]
@@ -136,8 +132,7 @@ def _split_diagonals(
 
 def restrict(table: Table, query: Boxes) -> Boxes:
     """Value-side cells → key-side cells."""
-    vlo, vhi = table.val_bound
-    q, r = _candidates(query.lo, query.hi, vlo, vhi)
+    q, r = _candidates(query.lo, query.hi, table.val_index)
     klo, khi = table.key_lo[r].copy(), table.key_hi[r].copy()
     qlo, qhi = query.lo[q], query.hi[q]
     ref, dlo, dhi = table.val_ref[r], table.val_lo[r], table.val_hi[r]
