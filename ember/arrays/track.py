@@ -238,14 +238,25 @@ def _reach(start: int, graph: dict[int, set[int]]) -> set[int]:
 
 
 def _cells(cells: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Cells as a (k, ndim) int64 array, from index tuples or a boolean mask."""
     arr = np.asarray(cells)
-    if arr.dtype == bool and arr.shape == shape:
+    if arr.dtype == bool:
+        if arr.shape != shape:
+            raise ValueError(f"a boolean mask must have the array's shape {shape}, not {arr.shape}")
         return np.argwhere(arr)
-    if not shape:
-        return np.zeros((arr.shape[0] if arr.ndim == 2 else 1, 0), np.int64)
-    arr = arr.astype(np.int64).reshape(-1, len(shape))
-    bound = np.asarray(shape, np.int64)
-    if np.any((arr < 0) | (arr >= bound)):
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"cells are integer index tuples or a boolean mask, not {arr.dtype}")
+    d = len(shape)
+    if arr.ndim == 1 and arr.size == d and d:
+        arr = arr[None, :]  # one cell given as a tuple
+    elif arr.size == 0 and d:
+        arr = arr.reshape(0, d)
+    elif arr.ndim != 2 or arr.shape[1] != d:
+        raise ValueError(
+            f"cells of an array of shape {shape} are {d}-tuples, got shape {arr.shape}"
+        )
+    arr = arr.astype(np.int64)
+    if np.any((arr < 0) | (arr >= np.asarray(shape, np.int64))):
         raise IndexError(f"cells outside an array of shape {shape}")
     return arr
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,3 +93,21 @@ def test_boxes_merge_adjacent_and_overlapping() -> None:
     assert merged.cells().tolist() == cells.tolist()
     overlapping = Boxes(np.array([[0], [2], [9]]), np.array([[5], [7], [9]])).merged()
     assert overlapping.lo.tolist() == [[0], [9]] and overlapping.hi.tolist() == [[7], [9]]
+
+
+def test_bad_cells_are_refused() -> None:
+    wf = arrays.Workflow()
+    a = wf.track(np.ones((3, 4)), name="a")
+    b = -a
+    assert wf.backward(b, (2, 3), to=a).tolist() == [[2, 3]]  # one cell as a tuple
+    assert wf.backward(b, [], to=a).tolist() == []
+    for bad, error in (
+        (np.ones(3, bool), ValueError),  # mask of the wrong shape
+        ([(0.5, 1.0)], TypeError),
+        ([(1, 2, 3)], ValueError),
+        ([(3, 0)], IndexError),
+    ):
+        with pytest.raises(error):
+            wf.backward(b, bad, to=a)
+    s = np.sum(a)
+    assert wf.backward(s, [()], to=a).shape == (12, 2)
