@@ -395,7 +395,9 @@ class TrackedArray(Tracked, NDArrayOperatorsMixin):
         return np.transpose(self)  # type: ignore[return-value]
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return self._value if dtype is None else self._value.astype(dtype)
+        """The values: `np.asarray` shares them, `np.array` (copy=True) copies."""
+        value = self._value if dtype is None else self._value.astype(dtype, copy=False)
+        return value.copy() if copy and value is self._value else value
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if "out" in kwargs or "where" in kwargs:

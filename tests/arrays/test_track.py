@@ -236,3 +236,12 @@ def test_each_table_decompresses_to_the_perturbation_relation(op: int, shape: li
     np.testing.assert_array_equal(np.asarray(out), f(x))
     (edge,) = wf.edges
     assert as_pairs(*edge.table.decompress()) == pairs(f, [x], 0)
+
+
+def test_np_array_copies_and_asarray_shares() -> None:
+    t = arrays.track(np.zeros(3))
+    copied = np.array(t)
+    copied[0] = 1.0
+    assert np.asarray(t)[0] == 0.0
+    assert np.asarray(t) is np.asarray(t)
+    assert np.asarray(t, dtype=np.float32).dtype == np.float32
