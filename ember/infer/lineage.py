@@ -14,7 +14,7 @@ from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import spark
 from ember.infer.match import matches
-from ember.infer.pushdown import Inference, ScanPlan
+from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import cuts, refine
 from ember.infer.refine import needed as needed_columns
 from ember.lineage import choose, chosen_rids
@@ -92,7 +92,7 @@ class InferredLineage:
         names = [a.name for a in self._plan.output]
         lines = []
         for sp in self.inference.scans:
-            pins = ", ".join(f"{b.attr.name} = {names[b.column]}" for b in sp.bindings) or "nothing (reads all rows)"
+            pins = ", ".join(f"{_side(b)} = {names[b.column]}" for b in sp.bindings) or "nothing (reads all rows)"
             state = "" if sp.traced else " [no lineage: inner side of an anti join]"
             lines.append(f"{sp.scan.source.name}: {pins}{state}")
         if self.inference.stops:
@@ -162,6 +162,10 @@ class InferredLineage:
         return f"<ember inferred lineage ({kind}): {self._user.num_rows} output rows from {', '.join(self.sources)}>"
 
 
+def _side(b: Binding) -> str:
+    return b.attr.name if b.attr is not None else (b.expr.sql if b.expr is not None else "?")
+
+
 def _attr_id(a: ir.Attr) -> int:
     return a.id
 
@@ -170,12 +174,14 @@ def _pinned(output: pa.Table, sp: ScanPlan, rows: pa.Table) -> np.ndarray:
     """Output rows whose bound columns equal some row's scan columns."""
     if rows.num_rows == 0:
         return np.empty(0, np.int64)
-    if not sp.bindings:
+    plain = [b for b in sp.bindings if b.attr is not None]  # computed columns are not re-evaluated here
+    if not plain:
         return np.arange(output.num_rows, dtype=np.int64)
     out = output.rename_columns([f"c{j}" for j in range(output.num_columns)])
     out = out.append_column("_oid", pa.array(np.arange(output.num_rows, dtype=np.int64)))
     conds = []
-    for b in sp.bindings:
+    for b in plain:
+        assert b.attr is not None
         same = f"o.c{b.column} IS NOT DISTINCT FROM r.a{b.attr.id}"
         conds.append(f"(o.c{b.column} IS NULL OR {same})" if b.padded else same)
     con = duckdb.connect()

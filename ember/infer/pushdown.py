@@ -29,17 +29,20 @@ from dataclasses import dataclass, field
 from ember.plan import ir
 from ember.plan.ir import column_of
 
-Cons = dict[int, frozenset[tuple[int, bool]]]  # attr id → {(output column, padded)}
+# attr id → {(output column, padded)}; negative ids stand for computed expressions (`_Pusher.exprs`)
+Cons = dict[int, frozenset[tuple[int, bool]]]
 
 
 @dataclass(frozen=True)
 class Binding:
-    """Every lineage row of `scan` has `attr` equal to the traced row's output `column`;
-    `padded` bindings went through an outer join's padded side, where a null means nothing."""
+    """Every lineage row of `scan` has `attr` (or, for a computed column, `expr` evaluated on
+    it) equal to the traced row's output `column`; `padded` bindings went through an outer
+    join's padded side, where a null means nothing."""
 
     column: int
-    attr: ir.Attr
+    attr: ir.Attr | None
     padded: bool = False
+    expr: ir.Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,24 @@ class Inference:
 class _Pusher:
     scans: list[ScanPlan] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)
+    exprs: dict[int, ir.Expr] = field(default_factory=dict)
+
+    def computed(self, node: ir.Node, c: ir.Named, cons: Cons, below: Cons) -> None:
+        """Pushes `expression = value` for a bound computed column: a residual predicate,
+        evaluated where its columns are read (re-evaluated there, never inverted)."""
+        e = c.expr
+        if c.attr.id not in cons:
+            return
+        if isinstance(e, ir.Expr) and e.deterministic and not e.subqueries and e.refs:
+            key = -1 - len(self.exprs)
+            self.exprs[key] = e
+            _add(below, key, cons[c.attr.id])
+        else:
+            self.stop(node, cons, (c.attr,))
+
+    def keep(self, cons: Cons, ids: set[int]) -> Cons:
+        """The computed-column constraints whose columns all pass unchanged (`ids`)."""
+        return {k: v for k, v in cons.items() if k < 0 and self.exprs[k].refs <= ids}
 
     def push(self, node: ir.Node, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...] = ()) -> None:
         for e in node.expressions():
@@ -79,15 +100,20 @@ class _Pusher:
         bindings = tuple(
             Binding(col, a, padded) for a in node.attrs for col, padded in sorted(cons.get(a.id, ()))
         )
+        residual = self.keep(cons, {a.id for a in node.attrs})
+        bindings += tuple(
+            Binding(col, None, padded, self.exprs[k]) for k, v in sorted(residual.items()) for col, padded in sorted(v)
+        )
         self.scans.append(ScanPlan(node, bindings, filters, traced))
 
     def _Filter(self, node: ir.Filter, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
-        self.push(node.child, _only(cons, node.child.output), traced, (*filters, node.cond))
+        below = _only(cons, node.child.output) | self.keep(cons, _ids(node.child.output))
+        self.push(node.child, below, traced, (*filters, node.cond))
 
     def _rows(self, node: ir.Node, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         """Operators that keep each input row's columns as they are (sort, repartition, ...)."""
         assert isinstance(node, ir.Unary), f"no push-down rule for {type(node).__name__}"
-        self.push(node.child, _only(cons, node.child.output), traced)
+        self.push(node.child, _only(cons, node.child.output) | self.keep(cons, _ids(node.child.output)), traced)
 
     def _Limit(self, node: ir.Limit, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         """Which rows a limit keeps depends on all its input: nothing below it is restricted
@@ -96,32 +122,38 @@ class _Pusher:
         self.push(node.child, {}, traced)
 
     def _Project(self, node: ir.Project, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
-        below: Cons = {}
+        below = self.keep(cons, {c.attr.id for c in node.columns if column_of(c.expr) == c.attr.id})
         for c in node.columns:
             col = column_of(c.expr)
             if c.attr.id in cons and col is not None:
                 _add(below, col, cons[c.attr.id])
-        self.stop(node, cons, tuple(c.attr for c in node.columns if column_of(c.expr) is None))
+            elif col is None:
+                self.computed(node, c, cons, below)
         self.push(node.child, below, traced)
 
     def _Aggregate(self, node: ir.Aggregate, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         keys = {column_of(k) for k in node.keys} - {None}
-        below: Cons = {}
+        texts = {k.sql for k in node.keys if isinstance(k, ir.Expr)}
+        below = self.keep(cons, {c.attr.id for c in node.columns if column_of(c.expr) == c.attr.id} & keys)
         for c in node.columns:
             col = column_of(c.expr)
             if c.attr.id in cons and col is not None and col in keys:
                 _add(below, col, cons[c.attr.id])
-        self.stop(node, cons, tuple(c.attr for c in node.columns if column_of(c.expr) not in keys))
+            elif col is None and _is_key(c.expr, texts):
+                self.computed(node, c, cons, below)
+            else:
+                self.stop(node, cons, (c.attr,))
         self.push(node.child, below, traced)
 
     def _Window(self, node: ir.Window, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         keys = {column_of(p) for p in node.partition} - {None}
         self.stop(node, cons, tuple(a for a in node.output if a.id not in keys))
-        self.push(node.child, {k: v for k, v in cons.items() if k in keys}, traced)
+        below = {k: v for k, v in cons.items() if k in keys} | self.keep(cons, {k for k in keys if k is not None})
+        self.push(node.child, below, traced)
 
     def _Generate(self, node: ir.Generate, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         self.stop(node, cons, node.generated)
-        self.push(node.child, _only(cons, node.kept), traced)
+        self.push(node.child, _only(cons, node.kept) | self.keep(cons, _ids(node.kept)), traced)
 
     def _Expand(self, node: ir.Expand, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         below: Cons = {}
@@ -143,7 +175,9 @@ class _Pusher:
             self.push(child, below, traced)
 
     def _Join(self, node: ir.Join, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
-        left, right = _only(cons, node.left.output), _only(cons, node.right.output)
+        lids, rids = _ids(node.left.output), _ids(node.right.output)
+        left = _only(cons, node.left.output) | self.keep(cons, lids)
+        right = _only(cons, node.right.output) | self.keep(cons, rids)
         if node.kind in ("left", "full"):
             right = _padded(right)
         if node.kind in ("right", "full"):
@@ -158,6 +192,15 @@ class _Pusher:
         self.stop(node, cons, (node.exists_attr,) if node.exists_attr is not None else ())
         self.push(node.left, left, traced)
         self.push(node.right, right, traced and node.kind != "anti")
+
+
+def _ids(attrs: tuple[ir.Attr, ...]) -> set[int]:
+    return {a.id for a in attrs}
+
+
+def _is_key(e: ir.AnyExpr, keys: set[str]) -> bool:
+    """Whether an aggregate's output column is (an alias of) one of its grouping expressions."""
+    return isinstance(e, ir.Expr) and any(e.sql == k or e.sql.startswith(k + " AS ") for k in keys)
 
 
 def _only(cons: Cons, attrs: tuple[ir.Attr, ...]) -> Cons:
@@ -210,4 +253,4 @@ def origins(node: ir.Node, attr: int) -> tuple[tuple[int, ir.Attr], ...]:
     `node`'s column `attr`: where a join's key values come from."""
     pusher = _Pusher()
     pusher.push(node, {attr: frozenset({(0, False)})}, True)
-    return tuple((id(sp.scan), b.attr) for sp in pusher.scans if sp.traced for b in sp.bindings)
+    return tuple((id(sp.scan), b.attr) for sp in pusher.scans if sp.traced for b in sp.bindings if b.attr is not None)

@@ -19,7 +19,7 @@ from ember.capture.annotate import FRESH_IDS_FROM
 from ember.capture.spark_build import Builder
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.plan import ir
-from ember.plan.jvm import Jvm, iterate
+from ember.plan.jvm import Jvm, class_name, iterate
 from ember.plan.sources import Source
 
 RID = "__ember_rid"
@@ -43,7 +43,7 @@ def selection(jvm: Jvm, plan: ScanPlan, rows: pa.Table | None, filters: bool) ->
     tuples = None if rows is None else _bound_values(plan.bindings, rows)
     conds: list[Column] = []
     if tuples is not None:
-        conds.append(_match_any(cols, plan.bindings, tuples))
+        conds.append(_match_any([_term(jvm, cols, b) for b in plan.bindings], tuples))
     if filters:
         conds += [jvm.column(f.handle) for f in plan.filters]
     if not conds:
@@ -51,16 +51,25 @@ def selection(jvm: Jvm, plan: ScanPlan, rows: pa.Table | None, filters: bool) ->
     return _all(conds)
 
 
+def _term(jvm: Jvm, cols: dict[int, Column], b: Binding) -> Column:
+    """The scan-side value a binding compares: a column, or a computed column re-evaluated."""
+    if b.attr is not None:
+        return cols[b.attr.id]
+    assert b.expr is not None
+    handle = b.expr.handle
+    return jvm.column(handle.child() if class_name(handle) == "Alias" else handle)
+
+
 def _bound_values(bindings: tuple[Binding, ...], rows: pa.Table) -> list[tuple[tuple[int, Any], ...]] | None:
-    """Per traced row, the (scan attribute, value) pairs it pins; None when some row pins nothing."""
+    """Per traced row, the (binding number, value) pairs it pins; None when some row pins nothing."""
     if not bindings:
         return None
     columns = {j: rows.column(j).to_pylist() for j in {b.column for b in bindings}}
     seen: dict[str, tuple[tuple[int, Any], ...]] = {}
     for i in range(rows.num_rows):
         pinned = tuple(
-            (b.attr.id, columns[b.column][i])
-            for b in bindings
+            (n, columns[b.column][i])
+            for n, b in enumerate(bindings)
             if not (b.padded and columns[b.column][i] is None)
         )
         if not pinned:
@@ -73,17 +82,19 @@ def _equals(col: Column, value: Any) -> Column:
     return col.isNull() if value is None else col == F.lit(value)
 
 
-def _match_any(cols: dict[int, Column], bindings: tuple[Binding, ...], tuples: list[tuple[tuple[int, Any], ...]]) -> Column:
+def _match_any(terms: list[Column], tuples: list[tuple[tuple[int, Any], ...]]) -> Column:
     if not tuples:
         return F.lit(False)
     if len(tuples) <= MAX_DISJUNCTS:
-        return _any([_all([_equals(cols[a], v) for a, v in t]) for t in tuples])
+        return _any([_all([_equals(terms[n], v) for n, v in t]) for t in tuples])
     conds = []
-    for attr in dict.fromkeys(b.attr.id for b in bindings):
-        values = {repr(v): v for t in tuples for a, v in t if a == attr}
+    for n, term in enumerate(terms):
+        values = {repr(v): v for t in tuples for m, v in t if m == n}
+        if not values:
+            continue
         plain = [v for v in values.values() if v is not None]
-        cond = cols[attr].isin(plain) if plain else F.lit(False)
-        conds.append(cond | cols[attr].isNull() if len(plain) < len(values) else cond)
+        cond = term.isin(plain) if plain else F.lit(False)
+        conds.append(cond | term.isNull() if len(plain) < len(values) else cond)
     return _all(conds)
 
 

@@ -33,15 +33,30 @@ def pins(plan: ir.Node) -> dict[str, set[tuple[str, int, bool]]]:
     out: dict[str, set[tuple[str, int, bool]]] = {}
     for sp in infer(plan).scans:
         name = sp.scan.source.name + ("" if sp.traced else "!")
-        out.setdefault(name, set()).update((b.attr.name, b.column, b.padded) for b in sp.bindings)
+        out.setdefault(name, set()).update((_side(b), b.column, b.padded) for b in sp.bindings)
     return out
 
 
-def test_projection_passes_renamed_columns_and_stops_at_computed_ones() -> None:
-    renamed, total = attr(10, "kk"), attr(11, "t")
-    plan = ir.Project(A, columns=(ir.Named(col(K), renamed), ir.Named(computed(K, V), total)))
-    assert pins(plan) == {"a": {("k", 0, False)}}
-    assert infer(plan).stops == ("Project: t",)
+def _side(b: Binding) -> str:
+    return b.attr.name if b.attr is not None else f"expr {b.expr.sql if b.expr else ''}"
+
+
+def test_projection_passes_renamed_columns_and_computed_ones_as_residual_predicates() -> None:
+    renamed, total, noise = attr(10, "kk"), attr(11, "t"), attr(12, "r")
+    rand = ir.Expr("rand()", frozenset({V.id}), deterministic=False)
+    plan = ir.Project(A, columns=(ir.Named(col(K), renamed), ir.Named(computed(K, V), total), ir.Named(rand, noise)))
+    assert pins(plan) == {"a": {("k", 0, False), ("expr f(...)", 1, False)}}
+    assert infer(plan).stops == ("Project: r",)
+
+
+def test_computed_grouping_keys_push_and_residuals_stop_where_their_columns_do() -> None:
+    year, n = attr(20, "y"), attr(21, "n")
+    key = ir.Expr("year(k)", frozenset({K.id}))
+    agg = ir.Aggregate(A, keys=(key,), columns=(ir.Named(ir.Expr("year(k) AS y", key.refs), year), ir.Named(computed(V), n)))
+    assert pins(agg) == {"a": {("expr year(k) AS y", 0, False)}}
+    renamed = attr(22, "k_again")
+    above = ir.Project(ir.Project(A, columns=(ir.Named(col(K), renamed),)), columns=(ir.Named(computed(renamed), year),))
+    assert pins(above) == {"a": set()}  # its column was renamed below: no substitution
 
 
 def test_filter_conditions_stay_with_their_scan() -> None:
