@@ -26,10 +26,15 @@ STEPS: list[tuple[str, Step]] = [
     ("matmul", lambda x: x @ np.ones((x.shape[1], 2))),
     ("window", lambda x: np.diff(x, axis=1) if x.shape[1] > 2 else x),
     ("repeat", lambda x: np.repeat(x, 2, axis=0) if x.shape[0] < 5 else x),
+    ("rot90", np.rot90),
+    ("gram", lambda x: x @ x.T if x.shape[0] < 6 else x),
+    ("tile", lambda x: np.tile(x, (1, 2)) if x.shape[1] < 5 else x),
+    ("reversed slice", lambda x: x[::-1, ::-2]),
+    ("stack and sum", lambda x: np.sum(np.stack([x, np.flip(x, axis=0)]), axis=0)),
 ]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.sampled_from(range(len(STEPS))), min_size=1, max_size=5),
     st.integers(2, 4),
