@@ -45,8 +45,9 @@ def test_pipelines_equal_end_to_end_perturbation(
     picks: list[int], n: int, m: int, data: st.DataObject
 ) -> None:
     def pipeline(x: np.ndarray) -> np.ndarray:
-        for i in picks:
-            x = STEPS[i][1](x)
+        with np.errstate(all="ignore"):  # exp of exp overflows; lineage does not care
+            for i in picks:
+                x = STEPS[i][1](x)
         return x
 
     x = np.random.default_rng(0).random((n, m)) + 0.5
