@@ -27,9 +27,9 @@ from ember.arrays.rules import (
     Family,
     Tracked,
     UnsupportedArrayOperationError,
-    broadcast,
     brute_force,
     cumulative,
+    elementwise,
     getitem,
     outer,
     reduction,
@@ -46,7 +46,8 @@ UFUNC_METHODS = {
 }
 GETITEM = Family("movement", getitem)
 MATMUL = catalog.FAMILIES[np.dot]
-ASTYPE = Family("element-wise", catalog.ELEMENTWISE.rule)
+ASTYPE = Family("element-wise", elementwise)
+COMPOSITE = Family("composite", elementwise)
 
 
 @dataclass(frozen=True)
@@ -143,10 +144,10 @@ class Workflow:
             reused, tables = hit
         else:
             links = family.rule(call)
-            if links is None:
-                how, links = BRUTE.name, brute_force(call)
+            if links is None:  # outside what the rule knows: perturbation, never learned
+                how, links, sig = BRUTE.name, brute_force(call), None
             tables = _compress(links)
-            if sig is not None and self.reuse is not None and how == family.name:
+            if sig is not None and self.reuse is not None:
                 self.reuse.learn(sig, shapes, tables)
         op = len(self.ops)
         self.ops.append(Op(call.name, how, tuple(ins), tuple(outs), reused))
@@ -161,14 +162,13 @@ class Workflow:
         return Edge(op, src, dst, table, forward)
 
     def _link(self, name: str, source: TrackedArray, value: np.ndarray) -> TrackedArray:
-        """A node for `value` that copies `source` cell by cell (after a composite)."""
+        """A node for `value` (numpy's own result) that copies `source`, the composite's
+        tracked result, cell by cell."""
         if source.shape != value.shape:
             source = np.reshape(source, value.shape)  # type: ignore[assignment]
-        out = self._node(value.shape, None)
-        op = len(self.ops)
-        self.ops.append(Op(name, "composite", (source._node,), (out,)))
-        table = compress(broadcast(value.shape, value.shape))
-        self.edges.append(self._edge(op, source._node, out, table))
+        (out,) = self._capture(
+            Call(name, np.asarray, (source,), {}, (source,), (value,)), COMPOSITE
+        )
         return TrackedArray(value, out, self)
 
     # --- queries --------------------------------------------------------------------
