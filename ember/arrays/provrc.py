@@ -58,11 +58,6 @@ class Relation:
         inp = inp.reshape(len(inp) if inp.ndim == 2 else -1, len(in_shape))
         return Relation(out, inp, inp, out_shape, in_shape)
 
-    @property
-    def cells(self) -> int:
-        """Rows of the raw relation this stands for."""
-        return int(np.prod(self.hi - self.lo + 1, axis=1).sum()) if len(self.out) else 0
-
     def raw(self) -> tuple[np.ndarray, np.ndarray]:
         """The raw (output cell, input cell) pairs, sorted and unique."""
         rows, inp = expand_boxes(self.lo, self.hi)

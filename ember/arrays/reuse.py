@@ -102,10 +102,3 @@ class Reuse:
                 general.confirmed += 1
             else:
                 general.retired = True
-
-    def status(self, sig: Any, shapes: Shapes) -> tuple[bool, bool]:
-        """(dim reuse available, generalized reuse confirmed) for a signature."""
-        general = self.gen.get(self._gen_key(sig, shapes))
-        return (sig, shapes) in self.dim, bool(
-            general and not general.retired and general.confirmed >= self.confirm
-        )
