@@ -3,7 +3,8 @@
 - *dim_sig*: a value-independent call with the same function, arguments and input
   shapes has the same lineage, so its tables are reused at once, with no capture.
 - *gen_sig*: the same call on other shapes. Every interval that spans a whole axis is
-  made symbolic ([0, N-1]) and instantiated for the new shapes. Like DSLog's automatic
+  made symbolic ([0, N-1]), as is the N-1 of a mirrored axis (flip), and instantiated
+  for the new shapes. Like DSLog's automatic
   prediction, the generalized mapping is only trusted after it reproduced a fresh
   capture on a different shape `confirm` times; one mismatch retires it for good
   (cumsum, tile: their row counts or offsets depend on the shape).
@@ -25,18 +26,23 @@ How = Literal["dim", "gen"]
 
 @dataclass(frozen=True)
 class _Symbolic:
+    """A table whose marked entries stand for "the last index of that axis"."""
+
     table: Table
-    key_full: np.ndarray  # key_hi entries that are "the axis' last index"
-    val_full: np.ndarray
+    key_hi: np.ndarray  # marks on key_hi
+    val_lo: np.ndarray  # marks on val_lo (mirrored values: a = (N - 1) - b)
+    val_hi: np.ndarray  # marks on val_hi (absolute or mirrored)
 
     @staticmethod
     def of(table: Table) -> _Symbolic:
         key_last = np.asarray(table.key_shape, np.int64) - 1
         val_last = np.asarray(table.val_shape, np.int64) - 1
+        absolute, mirrored = table.val_ref == ABSOLUTE, table.val_ref <= -2
         return _Symbolic(
             table,
             table.key_hi == key_last,
-            (table.val_ref == ABSOLUTE) & (table.val_hi == val_last),
+            mirrored & (table.val_lo == val_last),
+            (absolute | mirrored) & (table.val_hi == val_last),
         )
 
     def on(self, out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> Table:
@@ -45,8 +51,9 @@ class _Symbolic:
         val_last = np.asarray(t.val_shape, np.int64) - 1
         return replace(
             t,
-            key_hi=np.where(self.key_full, key_last, t.key_hi),
-            val_hi=np.where(self.val_full, val_last, t.val_hi),
+            key_hi=np.where(self.key_hi, key_last, t.key_hi),
+            val_lo=np.where(self.val_lo, val_last, t.val_lo),
+            val_hi=np.where(self.val_hi, val_last, t.val_hi),
         )
 
 

@@ -38,6 +38,8 @@ def reused_equals_fresh(op: Op, shapes: list[tuple[int, ...]]) -> list[str]:
         (lambda a: -a, ["", "dim", "", "gen"]),
         (lambda a: a * np.arange(a.shape[-1]), ["", "dim", "", "gen"]),  # plain operand
         (lambda a: np.sum(a, axis=1), ["", "dim", "", "gen"]),
+        (lambda a: np.flip(a, axis=1), ["", "dim", "", "gen"]),  # mirrored: a = (N - 1) - b
+        (np.rot90, ["", "dim", "", "gen"]),
         (lambda a: np.tile(a, 2), ["", "dim", "", ""]),  # offsets depend on the shape
         (lambda a: np.cumsum(a, axis=1), ["", "dim", "", ""]),  # one row per output column
         (np.sort, ["", "", "", ""]),  # value-dependent: never reused
