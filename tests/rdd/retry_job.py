@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyspark import TaskContext
+from pyspark import SparkContext, TaskContext
 from pyspark.sql import SparkSession
 
 from ember.rdd import LineageContext
@@ -35,7 +35,8 @@ class FailOnce:
         return value
 
 
-def traces(lc: LineageContext, path: str, flaky: Path | None) -> dict[str, list[Any]]:
+def traces(sc: SparkContext, path: str, flaky: Path | None) -> dict[str, list[Any]]:
+    lc = LineageContext(sc)  # a fresh context numbers its capture points from 0 again
     map_side = FailOnce(flaky / "map", 1) if flaky else (lambda v: v)
     reduce_side = FailOnce(flaky / "reduce", 0) if flaky else (lambda v: v)
     counts = errors_of(lc.textFile(path, 4)).map(lambda line: (line.split("\t")[1], 1))
@@ -62,9 +63,8 @@ def main(path: str, markers: Path) -> None:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("FATAL")
-    lc = LineageContext(spark.sparkContext)
-    clean = traces(lc, path, None)
-    retried = traces(lc, path, markers)
+    clean = traces(spark.sparkContext, path, None)
+    retried = traces(spark.sparkContext, path, markers)
     print(json.dumps({"clean": clean, "retried": retried}))
     spark.stop()
 

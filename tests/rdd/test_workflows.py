@@ -57,8 +57,9 @@ def test_input_ids_are_byte_offsets_that_reread_the_line(lc: LineageContext, log
     reports = program(lc.textFile(str(log.path), PARTITIONS))
     reports.collect()
     traced = reports.filter(lambda kv: kv[0] == "Disk").getLineage().goBackAll().collectWithIds()
+    disk = set(code_lines(log, "3"))
     by_offset = dict(zip(log.offsets, log.lines, strict=True))
-    assert {off for (_, _, off), _ in traced} == {by_offset_k for by_offset_k in by_offset if by_offset[by_offset_k] in code_lines(log, "3")}
+    assert {off for (_, _, off), _ in traced} == {off for off, line in by_offset.items() if line in disk}
     assert all(by_offset[off] == line for (_, _, off), line in traced)
     assert len({pid for (_, pid, _), _ in traced}) == PARTITIONS  # every split holds Disk lines
 
