@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ember.arrays.provrc import Relation
+from ember.arrays.provrc import ABSOLUTE, Relation, Table
 from ember.errors import UnsupportedOperatorError
 
 BRUTE_FORCE_LIMIT = 2048  # input cells a perturbation capture may probe
-Link = tuple[int, int, Relation]  # (output index, tracked input index, relation)
+# (output index, tracked input index, relation), or the ProvRC table itself when a rule
+# knows it without compressing anything
+Link = tuple[int, int, Relation | Table]
 
 
 class UnsupportedArrayOperationError(UnsupportedOperatorError):
@@ -192,7 +194,7 @@ def getitem(call: Call) -> list[Link]:
         raise call.fail("tracked arrays inside an index tuple are not supported")
     plain = mask._value if mask is not None else key
     rel = from_ids(ids(x.shape, 0)[plain], 0, x.shape)
-    links = [(0, call.index(x), rel)]
+    links: list[Link] = [(0, call.index(x), rel)]
     if mask is not None and mask is not x:  # a cell came through because its mask cell was set
         links.append((0, call.index(mask), rel))
     return links
@@ -214,19 +216,30 @@ def where(call: Call) -> list[Link] | None:
 # --- element-wise ---------------------------------------------------------------------
 
 
-def broadcast(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Relation:
-    out = grid(out_shape)
+def broadcast(in_shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Table:
+    """The ProvRC table of broadcasting, built directly rather than compressed from one
+    pair per output cell (a test checks they agree): one row over the whole output,
+    input axes of length 1 absolute at 0, every other one equal to its output axis."""
+    rows = 0 if 0 in out_shape else 1
     lead = len(out_shape) - len(in_shape)
-    inp = np.zeros((len(out), len(in_shape)), np.int64)
-    for i, n in enumerate(in_shape):
-        if n != 1:
-            inp[:, i] = out[:, lead + i]
-    return Relation.pairs(out, inp, out_shape, in_shape)
+    ref = [ABSOLUTE if n == 1 else lead + i for i, n in enumerate(in_shape)]
+    key_hi = np.asarray(out_shape, np.int64).reshape(1, -1) - 1
+    zero = np.zeros((rows, len(in_shape)), np.int64)
+    return Table(
+        "backward",
+        out_shape,
+        in_shape,
+        np.zeros((rows, len(out_shape)), np.int64),
+        np.repeat(key_hi, rows, axis=0),
+        zero,
+        zero,
+        np.array([ref] * rows, np.int64).reshape(rows, len(in_shape)),
+    )
 
 
 def elementwise(call: Call) -> list[Link]:
     shape = call.outputs[0].shape
-    links = []
+    links: list[Link] = []
     for x in call.inputs:
         if not any(a is x for a in (*call.args, *call.kwargs.values())):
             raise call.fail("a tracked array nested inside an argument is not supported")
@@ -405,7 +418,7 @@ def matmul(call: Call) -> list[Link] | None:
         hi[:, contracted] = k - 1
         return Relation(out, lo, hi, call.outputs[0].shape, shape)
 
-    links = []
+    links: list[Link] = []
     if isinstance(call.args[0], Tracked):
         links.append((0, call.index(call.args[0]), operand(a.shape, True)))
     if isinstance(call.args[1], Tracked):
@@ -419,7 +432,7 @@ def outer(call: Call) -> list[Link]:
     out_shape = call.outputs[0].shape
     out = grid(out_shape)
     na = np.ndim(a._value if isinstance(a, Tracked) else a)
-    links = []
+    links: list[Link] = []
     for x, cols in ((a, slice(0, na)), (b, slice(na, None))):
         if isinstance(x, Tracked):
             links.append((0, call.index(x), Relation.pairs(out, out[:, cols], out_shape, x.shape)))
@@ -437,7 +450,7 @@ def convolve(call: Call) -> list[Link] | None:
     flipped = call.name == "correlate"
     if flipped and m > n:
         return None
-    links = []
+    links: list[Link] = []
     for x, size, other, flip in ((a, n, m, False), (v, m, n, flipped)):
         if not isinstance(x, Tracked):
             continue

@@ -25,6 +25,7 @@ from ember.arrays.reuse import Reuse, Shapes, Tables
 from ember.arrays.rules import (
     Call,
     Family,
+    Link,
     Tracked,
     UnsupportedArrayOperationError,
     brute_force,
@@ -157,9 +158,7 @@ class Workflow:
     def _edge(self, op: int, src: int, dst: int, table: Table) -> Edge:
         if not self.forward_tables:
             return Edge(op, src, dst, table)
-        out, inp = table.decompress()
-        forward = compress(Relation.pairs(out, inp, table.out_shape, table.in_shape), "forward")
-        return Edge(op, src, dst, table, forward)
+        return Edge(op, src, dst, table, compress(_relation(table), "forward"))
 
     def _link(self, name: str, source: TrackedArray, value: np.ndarray) -> TrackedArray:
         """A node for `value` (numpy's own result) that copies `source`, the composite's
@@ -261,12 +260,16 @@ def _cells(cells: Any, shape: tuple[int, ...]) -> np.ndarray:
     return arr
 
 
-def _compress(links: list[tuple[int, int, Relation]]) -> Tables:
-    grouped: dict[tuple[int, int], list[Relation]] = {}
+def _compress(links: list[Link]) -> Tables:
+    grouped: dict[tuple[int, int], list[Relation | Table]] = {}
     for o, k, rel in links:
         grouped.setdefault((o, k), []).append(rel)
     tables = []
-    for (o, k), rels in sorted(grouped.items()):
+    for (o, k), parts in sorted(grouped.items()):
+        if len(parts) == 1 and isinstance(parts[0], Table):
+            tables.append((o, k, parts[0]))
+            continue
+        rels = [p if isinstance(p, Relation) else _relation(p) for p in parts]
         first = rels[0]
         rel = Relation(
             np.concatenate([r.out for r in rels]),
@@ -277,6 +280,11 @@ def _compress(links: list[tuple[int, int, Relation]]) -> Tables:
         )
         tables.append((o, k, compress(rel)))
     return tuple(tables)
+
+
+def _relation(table: Table) -> Relation:
+    out, inp = table.decompress()
+    return Relation.pairs(out, inp, table.out_shape, table.in_shape)
 
 
 def _signature(call: Call, family: Family) -> Any:

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ember.arrays.provrc import Relation, compress, decode, encode, pack, unpack
 from ember.arrays.query import Boxes, hop
+from ember.arrays.rules import broadcast
 from ember.errors import StoreError
 from tests.arrays.oracle import as_pairs, backward, forward, rows
 
@@ -159,3 +160,24 @@ def test_reversed_and_permuted_axes(
         cells = {tuple(int(i) for i in c) for c in query.cells()}
         want = (backward if to_input else forward)(truth, cells)
         assert rows(hop(table, query, to_input).cells()) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), max_size=3), st.lists(st.booleans(), max_size=3), st.integers(0, 1)
+)
+def test_broadcast_table_is_what_provrc_makes(
+    shape: list[int], ones: list[bool], lead: int
+) -> None:
+    """Element-wise rules build their table directly; it must equal ProvRC of the raw
+    broadcast relation (cell ids pushed through np.broadcast_to)."""
+    in_shape = tuple(1 if o else n for n, o in zip(shape, ones + [False] * 3, strict=False))
+    out_shape = (2,) * lead + tuple(shape)
+    ids = np.broadcast_to(np.arange(int(np.prod(in_shape))).reshape(in_shape), out_shape)
+    out = np.array(list(np.ndindex(out_shape)), np.int64).reshape(ids.size, len(out_shape))
+    inp = np.zeros((ids.size, 0), np.int64)
+    if in_shape:
+        inp = np.stack(np.unravel_index(ids.ravel(), in_shape), axis=1)
+    assert broadcast(in_shape, out_shape).same(
+        compress(Relation.pairs(out, inp, out_shape, in_shape))
+    )
