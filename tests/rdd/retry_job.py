@@ -1,7 +1,8 @@
 """Run by test_storage.py in its own process, on master local[2,4] (4 attempts per task):
 the log program once cleanly and once with tasks that fail on their first attempt, in
 the map-side (combiner) stage and in the reduce-side (reducer) stage. Prints, as JSON,
-each report's trace at every step for both runs.
+for both runs: the results, the ids and records at every step back, and the input lines
+of two reports.
 
     python -m tests.rdd.retry_job LOG MARKER_DIR
 """
@@ -35,21 +36,21 @@ class FailOnce:
         return value
 
 
-def traces(sc: SparkContext, path: str, flaky: Path | None) -> dict[str, list[Any]]:
+def traces(sc: SparkContext, path: str, flaky: Path | None) -> dict[str, Any]:
     lc = LineageContext(sc)  # a fresh context numbers its capture points from 0 again
     map_side = FailOnce(flaky / "map", 1) if flaky else (lambda v: v)
     reduce_side = FailOnce(flaky / "reduce", 0) if flaky else (lambda v: v)
     counts = errors_of(lc.textFile(path, 4)).map(lambda line: (line.split("\t")[1], 1))
     counts = counts.mapValues(map_side).reduceByKey(lambda a, b: a + b)
     reports = counts.map(reduce_side).map(lambda kv: (DSCR[kv[0]], kv[1]))
-    out = {}
-    for report in sorted(reports.collect()):
-        lineage = reports.filter(lambda kv, r=report: kv == r).getLineage()
-        steps = []
-        for _ in range(3):
-            lineage = lineage.goBack()
-            steps.append(sorted(lineage.collectWithIds()))
-        out[repr(report)] = steps
+    out: dict[str, list[Any]] = {"results": sorted(reports.collect())}
+    lineage = reports.getLineage()
+    for level in ("reducer", "combiner", "input"):
+        lineage = lineage.goBack()
+        out[level] = sorted(lineage.collectWithIds())
+    for report in out["results"][:2]:
+        trace = reports.filter(lambda kv, r=report: kv == r).getLineage().goBackAll()
+        out[repr(report)] = sorted(trace.collect())
     lc.clear()
     return out
 

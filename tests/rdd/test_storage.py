@@ -3,7 +3,6 @@ them, only successful task attempts leave tables, and traces ship only the trace
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import pickle
@@ -57,15 +56,15 @@ def test_retried_tasks_leave_the_same_lineage(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(
         [sys.executable, "-m", "tests.rdd.retry_job", str(log.path), str(markers)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     assert sorted(p.name for p in markers.iterdir()) == ["map", "reduce"]
     runs = json.loads(done.stdout.strip().splitlines()[-1])
     assert runs["retried"] == runs["clean"]
-    for report, (_, _, lines) in runs["clean"].items():
-        name = ast.literal_eval(report)[0]
+    clean = runs["clean"]
+    assert sorted(line for _, line in clean["input"]) == sorted(line for line in log.lines if line.startswith("ERROR"))
+    for name, n in clean["results"][:2]:
         code = next(c for c, d in DSCR.items() if d == name)
-        assert sorted(line for _, line in lines) == sorted(
-            line for line in log.lines if re.match(rf"ERROR\t{code}\t", line)
-        )
+        lines = [line for line in log.lines if re.match(rf"ERROR\t{code}\t", line)]
+        assert clean[repr((name, n))] == sorted(lines) and len(lines) == n
