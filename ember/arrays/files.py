@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from ember.arrays.provrc import Table, decode, encode
 from ember.errors import StoreError
-from ember.store.files import filesystem
+from ember.store.files import filesystem, read_manifest
 
 if TYPE_CHECKING:
     from ember.arrays.track import Workflow
@@ -113,7 +113,7 @@ def load(path: str) -> Workflow:
     from ember.arrays.track import Edge, Node, Op, Workflow
 
     fs, root = filesystem(path)
-    manifest = _read_manifest(fs, root, path)
+    manifest = read_manifest(fs, root, path, FORMAT, VERSION, "array lineage store")
     try:
         wf = Workflow()
         wf.nodes = [Node(a["name"], tuple(a["shape"])) for a in manifest["arrays"]]
@@ -135,25 +135,6 @@ def load(path: str) -> Workflow:
     except (KeyError, TypeError, IndexError) as e:
         raise StoreError(f"{path}: {MANIFEST} is incomplete ({e!r})") from None
     return wf
-
-
-def _read_manifest(fs: pafs.FileSystem, root: str, path: str) -> dict[str, Any]:
-    try:
-        with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
-            manifest = json.loads(f.read().decode())
-    except FileNotFoundError:
-        raise StoreError(f"{path} is not an ember array lineage store (no {MANIFEST})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise StoreError(f"{path}: {MANIFEST} is damaged ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise StoreError(f"{path}: {MANIFEST} is not an ember array lineage manifest")
-    version = manifest.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise StoreError(
-            f"{path} was written by a newer ember (array lineage format {version}, made by ember "
-            f"{manifest.get('ember')}); this ember reads format {VERSION} and older: upgrade ember"
-        )
-    return manifest
 
 
 def _blob(

@@ -181,21 +181,24 @@ def read_store(path: str) -> Stored:
     return Stored(output, index, sources, manifest.get("info", {}))
 
 
-def read_manifest(fs: pafs.FileSystem, root: str, path: str) -> dict[str, Any]:
+def read_manifest(
+    fs: pafs.FileSystem, root: str, path: str, fmt: str = FORMAT, version: int = VERSION, kind: str = "lineage store"
+) -> dict[str, Any]:
+    """The manifest of a store of format `fmt`; refuses other formats and newer versions."""
     try:
         with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
             manifest = json.loads(f.read().decode())
     except FileNotFoundError:
-        raise StoreError(f"{path} is not an ember lineage store (no {MANIFEST})") from None
+        raise StoreError(f"{path} is not an ember {kind} (no {MANIFEST})") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise StoreError(f"{path}: {MANIFEST} is damaged ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise StoreError(f"{path}: {MANIFEST} is not an ember lineage store manifest")
-    version = manifest.get("version")
-    if not isinstance(version, int) or version > VERSION:
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        raise StoreError(f"{path}: {MANIFEST} is not an ember {kind} manifest")
+    found = manifest.get("version")
+    if not isinstance(found, int) or found > version:
         raise StoreError(
-            f"{path} was written by a newer ember (store format {version}, made by ember "
-            f"{manifest.get('ember')}); this ember reads format {VERSION} and older: upgrade ember"
+            f"{path} was written by a newer ember ({kind} format {found}, made by ember "
+            f"{manifest.get('ember')}); this ember reads format {version} and older: upgrade ember"
         )
     return manifest
 
