@@ -13,6 +13,10 @@
     lin = ember.infer(df, exact=False)       # lazy superset: no re-run, never misses a row
     lin = ember.lineage(df, traces=2)        # eager or lazy, from the expected number of traces
 
+    from ember import arrays                 # cell lineage for numpy pipelines (DSLog)
+    wf = arrays.Workflow(); a = wf.track(x, name="a"); b = np.sum(-a + 1, axis=1)
+    wf.backward(b, [(5,)], to=a)             # cells of a behind b[5]
+
 Everything else in the package is private.
 """
 
