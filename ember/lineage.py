@@ -19,6 +19,7 @@ from ember.fetch.rows import RID, check_unchanged
 from ember.plan.sources import Source, SourceFile, local_path
 from ember.query import distributed
 from ember.query.distributed import SparkTrace
+from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
@@ -209,6 +210,10 @@ class Lineage:
         fs, target = filesystem(path)
         with fs.open_output_stream(target) as out:
             out.write(json.dumps(doc).encode())
+
+    def _repr_html_(self) -> str:
+        counts = [(n, s.rows) for n, s in sorted(self._sources.items())]
+        return render(f"ember lineage ({self.mode}) of {self.plan}", counts, [("output", self._output)])
 
     def __repr__(self) -> str:
         return f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"

@@ -21,6 +21,7 @@ from ember.lineage import choose, chosen_rids
 from ember.plan import ir
 from ember.plan.jvm import Jvm
 from ember.plan.sources import Source
+from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.index import LineageIndex
 
@@ -156,6 +157,10 @@ class InferredLineage:
             table = picked.select(*[c.alias(f"a{a}") for a, c in cols.items()]).toArrow()
             hits.append(_pinned(self._user, sp, table))
         return np.unique(np.concatenate(hits)) if hits else np.empty(0, np.int64)
+
+    def _repr_html_(self) -> str:
+        counts = [(n, s.rows) for n, s in sorted(self._named.items())]
+        return render(f"ember inferred lineage ({self.mode})", counts, [("output", self._output)])
 
     def __repr__(self) -> str:
         kind = "exact" if self.exact else "superset"

@@ -11,6 +11,7 @@ import pyarrow as pa
 from ember.errors import UnknownSourceError
 from ember.fetch.rows import read_rows
 from ember.plan.sources import Source
+from ember.query.html import PREVIEW, render
 
 if TYPE_CHECKING:
     from ember.lineage import Lineage
@@ -55,6 +56,11 @@ class Trace:
 
         return consume(sql, self._sources, self.rows)
 
+    def _repr_html_(self) -> str:
+        counts = [(n, int(self._ids[n].size)) for n in self.sources]
+        previews = [(n, read_rows(self._sources[n], self._ids[n][:PREVIEW])) for n in self.sources[:1]]
+        return render(f"ember backward trace{'' if self.exact else ' (superset)'}", counts, previews)
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{n}: {self._ids[n].size}" for n in self.sources) or "no rows"
         return f"<ember backward trace ({counts}){'' if self.exact else ' superset'}>"
@@ -75,6 +81,10 @@ class ForwardTrace:
     def rows(self) -> pa.Table:
         """The output rows reached, with `ember_oid`."""
         return self._output.take(pa.array(self._oids, type=pa.int64()))
+
+    def _repr_html_(self) -> str:
+        title = f"ember forward trace{'' if self.exact else ' (superset)'}"
+        return render(title, [("output", int(self._oids.size))], [("output rows", self.rows())])
 
     def __repr__(self) -> str:
         return f"<ember forward trace ({self._oids.size} output rows){'' if self.exact else ' superset'}>"
