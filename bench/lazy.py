@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.queries:
             progress.update(task, description=f"Q{n}")
             results.append((n, measure(spark, n, args.runs, args.traces)))
+            write_report(args, results)  # after every query, so a long run shows its progress
+            console.log(f"Q{n} done")
             progress.advance(task)
     spark.stop()
-    write_report(args, results)
     console.print(f"wrote {args.out / 'lazy.md'}")
     return 0
 
