@@ -18,6 +18,7 @@ import platform
 import statistics
 from datetime import date
 
+from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.progress import Progress
 
@@ -36,17 +37,21 @@ def fpr(superset: ember.Trace, exact: ember.Trace, sources: list[str]) -> float:
     return extra / total if total else 0.0
 
 
-def measure(spark: object, n: int, runs: int, traces: int) -> dict[str, object]:
-    df = tpch.query(spark, n)  # type: ignore[arg-type]
-    df.toArrow()
+def measure(spark: SparkSession, n: int, runs: int, traces: int) -> dict[str, object]:
+    def fresh() -> DataFrame:
+        """A new DataFrame per run: re-running one would reuse its finished shuffle stages."""
+        return tpch.query(spark, n)
+
+    fresh().toArrow()
     plain, job = [], []
     for _ in range(runs):
-        plain.append(timed(df.toArrow)[0])
-        job.append(timed(lambda: ember.infer(df))[0])
+        plain.append(timed(lambda: fresh().toArrow())[0])
+        job.append(timed(lambda: ember.infer(fresh()))[0])
+    df = fresh()
     exact = ember.infer(df)
     iterative = ember.infer(df, exact=False)
     naive = ember.infer(df, exact=False, iterative=False)
-    rerun, eager = timed(lambda: ember.capture(df, strategy="inject"))
+    rerun, eager = timed(lambda: ember.capture(fresh(), strategy="inject"))
     assert isinstance(eager, ember.Lineage)
     rows = exact.output().num_rows
     oids = sorted({0, rows // 2, rows - 1})[:traces] if rows else []
