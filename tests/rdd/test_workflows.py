@@ -7,6 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -141,8 +142,8 @@ def test_s7_crash_culprit_and_skip(lc: LineageContext, tmp_path: Path) -> None:
     assert [(rec, ref[2]) for rec, ref in lc.skipped_records()] == [(bad, offset)]
 
 
-def word_count(lines: object) -> object:
-    return lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)  # type: ignore[attr-defined]
+def word_count(lines: Any) -> Any:
+    return lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)
 
 
 @pytest.mark.slow
@@ -154,7 +155,7 @@ def test_s8_word_count_outlier_and_delta_debugging(
     normal = (f"served {token} once", f"{token} seen in cache", f"retry {token}")
     log = write_log(tmp_path / "log.txt", n=1500, extra=(*normal, bad))
     counts = word_count(lc.textFile(str(log.path), PARTITIONS))
-    suspicious = counts.filter(lambda kv: kv[0] == token)  # type: ignore[attr-defined]
+    suspicious = counts.filter(lambda kv: kv[0] == token)
     assert suspicious.collect() == [(token, 63)]
     seed = suspicious.getLineage().goBackAll().collect()
     assert sorted(seed) == sorted(line for line in log.lines if re.search(rf"\b{token}\b", line))
@@ -162,8 +163,8 @@ def test_s8_word_count_outlier_and_delta_debugging(
     sc = spark.sparkContext
 
     def fails(lines: list[str]) -> bool:
-        return any(n > 10 for w, n in word_count(sc.parallelize(lines, 2)).collect() if w == token)  # type: ignore[attr-defined]
+        return any(n > 10 for w, n in word_count(sc.parallelize(lines, 2)).collect() if w == token)
 
     assert ddmin(seed, fails) == [bad]
-    replay = dict(word_count(sc.parallelize([line for line in seed if line != bad], 2)).collect())  # type: ignore[attr-defined]
+    replay = dict(word_count(sc.parallelize([line for line in seed if line != bad], 2)).collect())
     assert replay[token] == 3
