@@ -13,6 +13,9 @@
     lin = ember.infer(df, exact=False)       # lazy superset: no re-run, never misses a row
     lin = ember.lineage(df, traces=2)        # eager or lazy, from the expected number of traces
 
+    lc = ember.LineageContext(sc)            # Titian-style lineage for RDD programs (docs/rdd.md)
+    counts.getLineage().goBackAll().collect()   # raw input records behind the chosen records
+
     from ember import arrays                 # cell lineage for numpy pipelines (DSLog)
     wf = arrays.Workflow(); a = wf.track(x, name="a"); b = np.sum(-a + 1, axis=1)
     wf.backward(b, [(5,)], to=a)             # cells of a behind b[5]
@@ -41,6 +44,7 @@ from ember.modes import lineage
 from ember.plan.jvm import Jvm
 from ember.plan.spark_import import SOURCE_NAMES, leaves, source_key
 from ember.query.trace import ForwardTrace, Trace
+from ember.rdd import LineageContext
 
 __version__ = "0.1.0"
 
@@ -63,6 +67,7 @@ __all__ = [
     "InferredLineage",
     "InvalidPredicateError",
     "Lineage",
+    "LineageContext",
     "StaleSourceError",
     "StoreError",
     "Trace",
