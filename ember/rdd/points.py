@@ -14,6 +14,7 @@ that produced it and exists only once that attempt has succeeded.
 from __future__ import annotations
 
 import pickle
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -64,7 +65,7 @@ def _ns(wanted: Iterable[tuple[int, int]]) -> list[int]:
     return sorted({n for _, n in wanted})
 
 
-class Point:
+class Point(ABC):
     """A capture point; `parents` are the points its ids refer to."""
 
     kind = "input"
@@ -75,9 +76,9 @@ class Point:
         self.partitions = partitions
         self.uid = lc._register(self)
 
+    @abstractmethod
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         """`(ref, raw record)` for the given refs of this point (duplicates removed)."""
-        raise NotImplementedError
 
     def unpersist(self) -> None:
         """Input points hold nothing."""
