@@ -80,8 +80,8 @@ class Point(ABC):
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         """`(ref, raw record)` for the given refs of this point (duplicates removed)."""
 
-    def unpersist(self) -> None:
-        """Input points hold nothing."""
+    def unpersist(self) -> None:  # noqa: B027 (a default: input points hold nothing)
+        """Drops the tables this point persisted."""
 
 
 class IndexedInput(Point):
