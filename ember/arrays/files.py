@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ import pyarrow.fs as pafs
 
 from ember.arrays.provrc import Table, decode, encode
 from ember.errors import StoreError
-from ember.store.files import filesystem, read_manifest
+from ember.store.files import atomic_store, filesystem, read_manifest
 
 if TYPE_CHECKING:
     from ember.arrays.track import Workflow
@@ -37,13 +36,7 @@ MANIFEST = "manifest.json"
 
 
 def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
-    fs, root = filesystem(path)
-    exists = fs.get_file_info(root).type != pafs.FileType.NotFound
-    if exists and not overwrite:
-        raise StoreError(f"{path} exists; pass overwrite=True to replace it")
-    tmp = f"{root}.ember-tmp-{uuid.uuid4().hex[:8]}"
-    fs.create_dir(f"{tmp}/tables")
-    try:
+    with atomic_store(path, overwrite, ("tables",)) as (fs, tmp):
         files: dict[str, int] = {}
 
         def table_entry(i: int, table: Table) -> dict[str, Any]:
@@ -73,16 +66,6 @@ def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
         ]
         with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
             out.write(json.dumps(_manifest(wf, edges, files), indent=1).encode())
-        if exists:
-            old = f"{root}.ember-old-{uuid.uuid4().hex[:8]}"
-            fs.move(root, old)
-            fs.move(tmp, root)
-            fs.delete_dir(old)
-        else:
-            fs.move(tmp, root)
-    except BaseException:
-        fs.delete_dir(tmp)
-        raise
 
 
 def _manifest(wf: Workflow, edges: list[dict[str, Any]], files: dict[str, int]) -> dict[str, Any]:

@@ -63,19 +63,20 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
 # --- writing ------------------------------------------------------------------
 
 
-def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
+@contextmanager
+def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterator[tuple[pafs.FileSystem, str]]:
+    """Yields a temporary folder next to `path` to write a store into; on success it takes
+    `path`'s place by renames (the old store, if any, is moved away first), on failure it is
+    deleted, so a crash never leaves a half-written store under `path`."""
     fs, root = filesystem(path)
     exists = fs.get_file_info(root).type != pafs.FileType.NotFound
     if exists and not overwrite:
         raise StoreError(f"{path} exists; pass overwrite=True to replace it")
     tmp = f"{root}.ember-tmp-{uuid.uuid4().hex[:8]}"
-    fs.create_dir(f"{tmp}/index")
-    fs.create_dir(f"{tmp}/sources")
+    for folder in folders:
+        fs.create_dir(f"{tmp}/{folder}")
     try:
-        writer = _Writer(fs, tmp)
-        manifest = writer.manifest(stored)
-        with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
-            out.write(json.dumps(manifest, indent=1).encode())
+        yield fs, tmp
         if exists:
             old = f"{root}.ember-old-{uuid.uuid4().hex[:8]}"
             fs.move(root, old)
@@ -86,6 +87,13 @@ def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
     except BaseException:
         fs.delete_dir(tmp)
         raise
+
+
+def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
+    with atomic_store(path, overwrite, ("index", "sources")) as (fs, tmp):
+        manifest = _Writer(fs, tmp).manifest(stored)
+        with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
+            out.write(json.dumps(manifest, indent=1).encode())
 
 
 class _Writer:
