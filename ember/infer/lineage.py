@@ -70,9 +70,8 @@ class InferredLineage:
         self._check_sources()
         if not self.exact:
             return Trace(self._named, self._superset(rows), exact=False)
-        out, index = self._rerun(rows)
-        found, _ = matches(out, rows)
-        return Trace(self._named, index.backward(np.unique(found)))
+        _, index, found = self._rerun(rows)
+        return Trace(self._named, index.backward(found))
 
     def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
         """Output rows whose lineage holds the chosen rows of `source`."""
@@ -83,7 +82,7 @@ class InferredLineage:
         if not self.exact or candidates.size == 0:
             return ForwardTrace(self._output, candidates, exact=self.exact)
         rows = self._user.take(pa.array(candidates))
-        out, index = self._rerun(rows)
+        out, index, _ = self._rerun(rows)
         reached = index.forward(src.key, rids)
         _, hit = matches(out.take(pa.array(reached, type=pa.int64())), rows)
         return ForwardTrace(self._output, np.unique(candidates[hit]))
@@ -104,8 +103,9 @@ class InferredLineage:
         for s in self._by_key.values():
             check_unchanged(s)
 
-    def _rerun(self, rows: pa.Table) -> tuple[pa.Table, LineageIndex]:
-        """The job re-run on only the scan rows the traced rows' values allow, captured."""
+    def _rerun(self, rows: pa.Table) -> tuple[pa.Table, LineageIndex, np.ndarray]:
+        """The job re-run on only the scan rows the traced rows' values allow, captured, and
+        the re-run's output rows equal to the traced rows."""
         conds = {}
         for sp in self.inference.scans:
             cond = spark.selection(self._jvm, sp, rows, filters=False)
@@ -114,10 +114,10 @@ class InferredLineage:
         plan = spark.restricted(self._plan, conds)
         names = [a.name for a in plan.output]
         out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key, small=True)
-        _, seen = matches(out, rows)
+        found, seen = matches(out, rows)
         if np.unique(seen).size != rows.num_rows:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
-        return out, index
+        return out, index, np.unique(found)
 
     def _superset(self, rows: pa.Table) -> dict[str, np.ndarray]:
         traced = [sp for sp in self.inference.scans if sp.traced]
