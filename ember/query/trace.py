@@ -44,9 +44,14 @@ class Trace:
         source_by_name(self._sources, name)
         return self._ids[name]
 
-    def rows(self, name: str) -> pa.Table:
-        """Those source rows, read from the source, with an `ember_rid` column."""
-        return read_rows(source_by_name(self._sources, name), self._ids[name])
+    def rows(self, name: str, offset: int = 0, limit: int | None = None) -> pa.Table:
+        """Those source rows, read from the source, with an `ember_rid` column.
+
+        `offset` and `limit` page through them in rid order, reading only that page.
+        """
+        source = source_by_name(self._sources, name)
+        stop = None if limit is None else offset + limit
+        return read_rows(source, self._ids[name][offset:stop])
 
     def query(self, sql: str) -> Lineage:
         """Runs `sql` (one SELECT whose FROM names one source of this trace) over the traced
