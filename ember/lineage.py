@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import asdict
 from typing import Any
@@ -15,10 +16,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ember.capture.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
-from ember.fetch.rows import RID, check_unchanged
-from ember.plan.sources import Source, SourceFile, local_path
-from ember.query import distributed
+from ember.fetch.rows import RID, check_unchanged, source_relation
+from ember.plan.sources import Source, SourceFile
+from ember.query import distributed, grouped
 from ember.query.distributed import SparkTrace
+from ember.query.grouped import Grouping
 from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.files import Stored, filesystem, read_store, write_store
@@ -33,15 +35,17 @@ class Lineage:
     def __init__(
         self,
         output: pa.Table,
-        index: LineageIndex | Future[tuple[LineageIndex, list[Source]]],
+        index: LineageIndex | Future[tuple[LineageIndex, list[Source], tuple[Grouping, ...]]],
         sources: Iterable[Source],
         mode: str = "inject",
         plan: str = "",
         written: tuple[SourceFile, ...] = (),
+        groupings: tuple[Grouping, ...] = (),
     ):
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._state = index  # a Future while a deferred capture is still building it
         self._named = {s.name: s for s in sources if s.kind != "none"}
+        self._groupings = groupings  # what the workload asked to compute at capture
         self.mode = mode
         self.plan = plan
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
@@ -70,8 +74,9 @@ class Lineage:
 
     def _settle(self) -> None:
         if isinstance(self._state, Future):
-            index, sources = self._state.result()
+            index, sources, groupings = self._state.result()
             self._named = {s.name: s for s in sources if s.kind != "none"}
+            self._groupings = groupings
             self._state = index
 
     @property
@@ -84,16 +89,49 @@ class Lineage:
         return self._output
 
     def backward(
-        self, oids: Iterable[int] | None = None, where: str | None = None, through: Sequence[Lineage] = ()
+        self,
+        oids: Iterable[int] | None = None,
+        where: str | None = None,
+        through: Sequence[Lineage] = (),
+        source_where: Mapping[str, str] | None = None,
     ) -> Trace:
         """Source rows behind the output rows chosen by `oids` or by a SQL `where` over output columns.
 
         `through` lists the lineages of upstream jobs whose written output this job read
         (`capture(..., write_to=)`); the trace then continues into their sources too.
+        `source_where` keeps, per source name, only the traced rows satisfying a SQL
+        predicate over its columns; a predicate over the workload's `partition_by` column
+        reads only the matching partitions of the lineage, never the source.
         """
         chosen = choose(self._output, "output", oids, where, OID)
         sources, found = self._trace_back(chosen, through)
-        return Trace(sources, found)
+        for name, pred in (source_where or {}).items():
+            src = source_by_name(sources, name)
+            found[src.key] = self._restricted(src, chosen, found.get(src.key, np.empty(0, np.int64)), pred, through)
+        one = chosen.size == 1 and not through and not source_where
+        return Trace(sources, found, answers=functools.partial(self._answer, int(chosen[0])) if one else None)
+
+    def _restricted(
+        self, src: Source, oids: np.ndarray, rids: np.ndarray, where: str, through: Sequence[Lineage]
+    ) -> np.ndarray:
+        """The traced `rids` of `src` that satisfy `where`: from a partition where one fits."""
+        for g in () if through else self._groupings:
+            if g.column is not None and g.source == src.name:
+                hit = g.skip(oids, where)
+                if hit is not None:
+                    return hit
+        return np.intersect1d(rids, chosen_rids(src, None, where), assume_unique=True)
+
+    def _answer(self, oid: int, sql: str) -> Lineage | None:
+        """A consuming query over one output row's lineage, from the groupings made at capture."""
+        if not self._groupings:
+            return None
+        form = grouped.shape(sql)
+        for g in self._groupings:
+            found = g.answer(oid, sql, form, self._sources[g.source])
+            if found is not None:
+                return found
+        return None
 
     def backward_distributed(
         self, spark: SparkSession, oids: Iterable[int] | None = None, where: str | None = None
@@ -175,7 +213,7 @@ class Lineage:
             "written": [asdict(f) for f in self.written],
             "text": {s.key: s.data.recipe() for s in sources if s.kind in ("csv", "json") and s.data is not None},
         }
-        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info)
+        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings)
         write_store(path, stored, overwrite)
         self.store = path
 
@@ -228,9 +266,8 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     stored = read_store(path)
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
     written = tuple(SourceFile(**f) for f in stored.info.get("written", []))
-    lin = Lineage(
-        stored.output, stored.index, sources, stored.info.get("mode", "inject"), stored.info.get("plan", ""), written
-    )
+    info = stored.info
+    lin = Lineage(stored.output, stored.index, sources, info.get("mode", "inject"), info.get("plan", ""), written, stored.groupings)
     lin.store = path
     return lin
 
@@ -254,7 +291,7 @@ def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np
     if where is not None and ids is None and src.kind in ("csv", "json"):
         return _select_text(src, where)
     if where is not None and ids is None:
-        return _select(_source_relation(src), where, RID, f"source {src.name!r}")
+        return _select(source_relation(src), where, RID, f"source {src.name!r}")
     return _ids(ids, src.rows, f"rid of source {src.name!r}")
 
 
@@ -306,21 +343,3 @@ def _select_text(source: Source, where: str) -> np.ndarray:
     except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
         raise InvalidPredicateError(f"where={where!r} failed on source {source.name!r}: {e}") from None
     return np.unique(rows.column(RID).to_numpy().astype(np.int64))
-
-
-def _source_relation(source: Source) -> pa.Table | str:
-    """The source's rows with `ember_rid`, as DuckDB sees them."""
-    if source.kind == "memory":
-        return source.data.append_column(RID, pa.array(np.arange(source.rows, dtype=np.int64)))
-    if source.kind == "parquet":
-        check_unchanged(source)
-        parts = [
-            f"SELECT * EXCLUDE (file_row_number), file_row_number + {f.offset} AS {RID} "
-            f"FROM read_parquet('{str(local_path(f.uri)).replace(chr(39), chr(39) * 2)}', file_row_number = true)"
-            for f in source.files
-        ]
-        return " UNION ALL ".join(parts)
-    if source.kind == "range":
-        start, _, step = (int(x) for x in source.key.split(":")[1:])
-        return f"SELECT {start} + i * {step} AS id, i AS {RID} FROM range({source.rows}) t(i)"
-    raise InvalidPredicateError(f"where= is not available on {source.kind} sources")

@@ -26,6 +26,8 @@ from ember.plan.ir import outline, walk
 from ember.plan.jvm import Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
 from ember.plan.spark_import import import_plan
+from ember.query import grouped
+from ember.query.grouped import Grouping
 from ember.query.trace import OID
 from ember.store.files import filesystem
 from ember.store.index import LineageIndex, build_index
@@ -73,18 +75,19 @@ def capture(
         _check_target(write_to, format)
     jvm = Jvm(df.sparkSession)
     plan, sources = import_plan(jvm, df)
-    if workload is not None:
-        sources = _in_workload(sources, workload)
-        _check_predicates(jvm, plan, workload)
+    workload = workload or Workload()
+    sources = _in_workload(sources, workload)
+    _check_predicates(jvm, plan, workload)
     annotated = annotate(plan, workload)
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and not annotated.tables):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
-        lineage = Lineage(user, index, numbered.values(), mode="inject", plan=outline(plan))
+        groups = _groupings(workload, numbered, index, user.num_rows)
+        lineage = Lineage(user, index, numbered.values(), mode="inject", plan=outline(plan), groupings=groups)
     else:
         user = df.toArrow()
-        job = _DEFERRED.submit(_deferred, jvm, annotated, sources, staging, user)
+        job = _DEFERRED.submit(_deferred, jvm, annotated, sources, staging, user, workload)
         lineage = Lineage(user, job, sources.values(), mode="defer", plan=outline(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
@@ -92,13 +95,28 @@ def capture(
 
 
 def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
-    """The sources the workload keeps; names it gives that the job does not read are refused."""
+    """The sources the workload keeps; names it gives that the job does not read are refused,
+    and so are its queries that cannot be pushed down."""
     names = {s.name for s in sources.values()}
-    asked = set(workload.sources or ()) | set(workload.where)
+    asked = set(workload.sources or ()) | set(workload.where) | set(workload.partition_by)
     if asked - names:
         known = ", ".join(sorted(names))
         raise UnknownSourceError(f"workload names unknown sources {sorted(asked - names)}; the job reads: {known}")
-    return {k: s for k, s in sources.items() if workload.keeps(s.name)}
+    kept = {k: s for k, s in sources.items() if workload.keeps(s.name)}
+    for sql, _ in _grouping_queries(workload):
+        grouped.check(sql, {s.name: s for s in kept.values()})
+    return kept
+
+
+def _grouping_queries(workload: Workload) -> list[tuple[str, str | None]]:
+    """(query, partition column or None) for every grouping the workload asks for."""
+    parts = [(grouped.partition_query(name, col), col) for name, col in sorted(workload.partition_by.items())]
+    return parts + [(sql, None) for sql in workload.queries]
+
+
+def _groupings(workload: Workload, sources: dict[str, Source], index: LineageIndex, outputs: int) -> tuple[Grouping, ...]:
+    by_name = {s.name: s for s in sources.values()}
+    return tuple(grouped.materialize(sql, by_name, index, outputs, col) for sql, col in _grouping_queries(workload))
 
 
 def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
@@ -146,8 +164,8 @@ def _run(
 
 
 def _deferred(
-    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, user: pa.Table
-) -> tuple[LineageIndex, list[Source]]:
+    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, user: pa.Table, workload: Workload
+) -> tuple[LineageIndex, list[Source], tuple[Grouping, ...]]:
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
     files = [s for s in sources.values() if s.files]
     for s in files:
@@ -157,7 +175,8 @@ def _deferred(
     for s in files:
         check_unchanged(s)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
-    return build_index(result, annotated.slots, annotated.tables, side_data), list(numbered.values())
+    index = build_index(result, annotated.slots, annotated.tables, side_data)
+    return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 
 def _side_tables(sides: list[DataFrame], staging: str | None) -> list[pa.Table]:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ember.errors import EmberError, StaleSourceError
+from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
 from ember.plan.sources import Source, file_facts, local_path
 
 RID = "ember_rid"
@@ -29,6 +29,24 @@ def check_unchanged(source: Source) -> None:
                 f"source {source.name!r}: file {f.uri} changed since capture "
                 f"(size {f.size} → {size}, modified {f.mtime_ns} → {mtime}); capture again"
             )
+
+
+def source_relation(source: Source) -> pa.Table | str:
+    """The source's rows with `ember_rid`, as DuckDB sees them."""
+    if source.kind == "memory":
+        return source.data.append_column(RID, pa.array(np.arange(source.rows, dtype=np.int64)))
+    if source.kind == "parquet":
+        check_unchanged(source)
+        parts = [
+            f"SELECT * EXCLUDE (file_row_number), file_row_number + {f.offset} AS {RID} "
+            f"FROM read_parquet('{str(local_path(f.uri)).replace(chr(39), chr(39) * 2)}', file_row_number = true)"
+            for f in source.files
+        ]
+        return " UNION ALL ".join(parts)
+    if source.kind == "range":
+        start, _, step = (int(x) for x in source.key.split(":")[1:])
+        return f"SELECT {start} + i * {step} AS id, i AS {RID} FROM range({source.rows}) t(i)"
+    raise InvalidPredicateError(f"SQL over the rows of {source.kind} sources is not available")
 
 
 def read_rows(source: Source, rids: np.ndarray) -> pa.Table:

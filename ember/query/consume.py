@@ -19,7 +19,7 @@ import pyarrow as pa
 from ember.errors import InvalidPredicateError
 from ember.fetch.rows import RID
 from ember.plan.sources import Source
-from ember.store.columns import encode
+from ember.store.columns import IntColumn, encode
 from ember.store.index import Level, LineageIndex, Ranges
 
 if TYPE_CHECKING:
@@ -30,12 +30,10 @@ LINEAGE = "__ember_lineage"
 
 def consume(sql: str, sources: Mapping[str, Source], rows: Callable[[str], pa.Table]) -> Lineage:
     """Runs `sql` over the traced rows of the one source its FROM names (`rows(name)`)."""
-    from ember.lineage import Lineage
-
     con = duckdb.connect()
     try:
-        tree = _parse(con, sql)
-        name = _source_name(tree, sources)
+        tree = parse(con, sql)
+        name = source_name(tree, sources)
         source = sources[name]
         con.register(name, rows(name))
         result = _run(con, tree, name)
@@ -44,15 +42,21 @@ def consume(sql: str, sources: Mapping[str, Source], rows: Callable[[str], pa.Ta
     lists = result.column(LINEAGE).combine_chunks()
     offsets = lists.offsets.to_numpy().astype(np.int64)
     rids = lists.values.to_numpy().astype(np.int64)
-    side = Level(int(rids.size), ((source.key, encode(rids)),), (), "lineage-consuming query")
-    out = Level(result.num_rows, (), (Ranges(0, encode(offsets[:-1]), encode(offsets[1:])),))
-    output = result.drop_columns([LINEAGE])
+    return as_lineage(result.drop_columns([LINEAGE]), offsets[:-1], offsets[1:], encode(rids), source, sql)
+
+
+def as_lineage(output: pa.Table, start: np.ndarray, end: np.ndarray, rids: IntColumn, source: Source, sql: str) -> Lineage:
+    """A query result whose row `i` came from `rids[start[i]:end[i]]` of `source`, as a lineage."""
+    from ember.lineage import Lineage
+
+    side = Level(rids.size, ((source.key, rids),), (), "lineage-consuming query")
+    out = Level(output.num_rows, (), (Ranges(0, encode(start), encode(end)),))
     return Lineage(output, LineageIndex(out, (side,)), [source], mode="consume", plan=f"DuckDB({sql.strip()})")
 
 
-def _parse(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
+def parse(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     try:
-        tree: dict[str, Any] = json.loads(_scalar(con, "SELECT json_serialize_sql(?)", sql))
+        tree: dict[str, Any] = json.loads(scalar(con, "SELECT json_serialize_sql(?)", sql))
     except duckdb.Error as e:
         raise InvalidPredicateError(f"query does not parse: {e}") from None
     if tree.get("error"):
@@ -64,7 +68,7 @@ def _parse(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     return tree
 
 
-def _source_name(tree: dict[str, Any], sources: Mapping[str, Source]) -> str:
+def source_name(tree: dict[str, Any], sources: Mapping[str, Source]) -> str:
     table = tree["statements"][0]["node"].get("from_table") or {}
     name = table.get("table_name") if table.get("type") == "BASE_TABLE" else None
     if name not in sources:
@@ -80,8 +84,8 @@ def _run(con: duckdb.DuckDBPyConnection, tree: dict[str, Any], name: str) -> pa.
         forms.reverse()  # no GROUP BY: a row-level query, unless it is a global aggregate
     last: Exception | None = None
     for form in forms:
-        node["select_list"] = [*node["select_list"][: _width(node)], _item(con, form)]
-        rewritten = _scalar(con, "SELECT json_deserialize_sql(?)", json.dumps(tree))
+        node["select_list"] = [*node["select_list"][: _width(node)], item(con, form)]
+        rewritten = scalar(con, "SELECT json_deserialize_sql(?)", json.dumps(tree))
         try:
             return con.sql(rewritten).to_arrow_table()
         except duckdb.BinderException as e:
@@ -96,11 +100,11 @@ def _width(node: dict[str, Any]) -> int:
     return len(items) - 1 if items and items[-1].get("alias") == LINEAGE else len(items)
 
 
-def _item(con: duckdb.DuckDBPyConnection, expr: str) -> dict[str, Any]:
-    tree = json.loads(_scalar(con, "SELECT json_serialize_sql(?)", f"SELECT {expr} AS {LINEAGE}"))
+def item(con: duckdb.DuckDBPyConnection, expr: str) -> dict[str, Any]:
+    tree = json.loads(scalar(con, "SELECT json_serialize_sql(?)", f"SELECT {expr} AS {LINEAGE}"))
     item: dict[str, Any] = tree["statements"][0]["node"]["select_list"][0]
     return item
 
 
-def _scalar(con: duckdb.DuckDBPyConnection, sql: str, param: str) -> str:
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, param: str) -> str:
     return str(con.execute(sql, [param]).fetchall()[0][0])

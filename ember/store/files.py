@@ -7,6 +7,8 @@ A store is a folder:
     output.parquet                the job's output rows
     index/<level>.<column>.parquet   one encoded column each (`store.columns`)
     sources/<n>.parquet           rows of in-memory sources (nothing could fetch them later)
+    groups/<n>.parquet            groupings made at capture (`query.grouped`): per output
+    groups/<n>.rids.parquet       row, its groups' columns and rid ranges; their rids
 
 It is written into a temporary sibling folder and renamed into place, so a crash
 mid-save leaves nothing that loads. Reading checks the format version, that every file
@@ -32,6 +34,7 @@ import pyarrow.parquet as pq
 
 from ember.errors import StoreError
 from ember.plan.sources import Source, SourceFile
+from ember.query.grouped import Grouping, shape
 from ember.store.columns import IntColumn, Runs, isin_sorted
 from ember.store.index import Level, LineageIndex, Ranges
 
@@ -39,6 +42,7 @@ FORMAT = "ember-lineage-store"
 VERSION = 1
 MANIFEST = "manifest.json"
 ROW_GROUP = 1 << 16  # rows per row group of a plain column: the unit a trace reads
+START, END = "__ember_start", "__ember_end"  # a grouping row's rid range
 PARQUET = {"compression": "zstd", "write_page_checksum": True, "write_statistics": True}
 
 
@@ -50,6 +54,7 @@ class Stored:
     index: LineageIndex
     sources: tuple[Source, ...]
     info: dict[str, Any] = field(default_factory=dict)  # mode, plan, written files, text sources
+    groupings: tuple[Grouping, ...] = ()
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -90,7 +95,7 @@ def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterat
 
 
 def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
-    with atomic_store(path, overwrite, ("index", "sources")) as (fs, tmp):
+    with atomic_store(path, overwrite, ("index", "sources", "groups")) as (fs, tmp):
         manifest = _Writer(fs, tmp).manifest(stored)
         with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
             out.write(json.dumps(manifest, indent=1).encode())
@@ -147,6 +152,17 @@ class _Writer:
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
         return entry
 
+    def grouping(self, n: int, g: Grouping) -> dict[str, Any]:
+        table = g.result.append_column(START, pa.array(g.start)).append_column(END, pa.array(g.end))
+        return {
+            "source": g.source,
+            "query": g.query,
+            "column": g.column,
+            "file": self.table(f"groups/{n}.parquet", table),
+            "rows": table.num_rows,
+            "rids": self.column(f"groups/{n}.rids.parquet", g.rids),
+        }
+
     def manifest(self, stored: Stored) -> dict[str, Any]:
         from ember import __version__
 
@@ -162,6 +178,7 @@ class _Writer:
             "sources": sources,
             "levels": levels,
             "output_level": out_level,
+            "groupings": [self.grouping(n, g) for n, g in enumerate(stored.groupings)],
             "info": stored.info,
             "files": self.files,
         }
@@ -186,7 +203,8 @@ def read_store(path: str) -> Stored:
     tables = tuple(reader.level(lv) for lv in manifest["levels"])
     index = LineageIndex(reader.level(manifest["output_level"]), tables)
     sources = tuple(reader.source(s) for s in manifest["sources"])
-    return Stored(output, index, sources, manifest.get("info", {}))
+    groupings = tuple(reader.grouping(g) for g in manifest.get("groupings", []))
+    return Stored(output, index, sources, manifest.get("info", {}), groupings)
 
 
 def read_manifest(
@@ -228,6 +246,8 @@ def _column_files(manifest: dict[str, Any]) -> Iterator[str]:
     for lv in (*manifest["levels"], manifest["output_level"]):
         yield from (r["column"]["file"] for r in lv["rids"])
         yield from (r[k]["file"] for r in lv["refs"] for k in ("start", "end"))
+    for g in manifest.get("groupings", []):
+        yield from (g["file"], g["rids"]["file"])
 
 
 @contextmanager
@@ -270,6 +290,16 @@ class _Reader:
         if any(col.size != level.rows for col in level.columns()):
             raise StoreError(f"{self.root}: level {meta['name']} has columns of different lengths")
         return level
+
+    def grouping(self, meta: dict[str, Any]) -> Grouping:
+        with _damage(self.root, meta["file"]):
+            table = pq.read_table(f"{self.root}/{meta['file']}", filesystem=self.fs)
+        rids = self.column(meta["rids"])
+        start, end = (table.column(c).to_numpy().astype(np.int64) for c in (START, END))
+        if table.num_rows != meta["rows"] or (end.size and int(end.max()) > rids.size):
+            raise StoreError(f"{self.root}: {meta['file']} does not match the manifest")
+        result = table.drop_columns([START, END])
+        return Grouping(meta["source"], meta["query"], meta["column"], result, start, end, rids, shape(meta["query"]))
 
     def source(self, meta: dict[str, Any]) -> Source:
         data = None

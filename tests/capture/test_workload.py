@@ -3,6 +3,7 @@ capture and DuckDB over the source file."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import duckdb
@@ -56,3 +57,87 @@ def test_bad_workloads_are_refused_before_running(spark: SparkSession, tpch: Pat
         ember.capture(tpch_queries.query(spark, 1), workload=ember.Workload(sources=("orders",)))
     with pytest.raises(ember.InvalidPredicateError):
         ember.capture(tpch_queries.query(spark, 1), workload=ember.Workload(where={"lineitem": "no_such_col > 1"}))
+
+
+Q1_ROWS = "l_shipdate <= DATE '1998-12-01' - INTERVAL 90 DAY AND l_returnflag = ? AND l_linestatus = ?"
+MONTHLY = "SELECT date_trunc('month', l_shipdate) AS m, count(*) AS n, sum(l_quantity) AS q FROM lineitem GROUP BY m"
+
+
+def _q1_lineage(tpch: Path, row: dict[str, object], extra: str = "TRUE") -> str:
+    """DuckDB over the file: Q1's output row `row` comes from the rows of its group."""
+    return (
+        f"SELECT file_row_number AS ember_rid, * FROM read_parquet('{tpch / 'lineitem.parquet'}', file_row_number = true) "
+        f"WHERE {Q1_ROWS.replace('?', repr(row['l_returnflag']), 1).replace('?', repr(row['l_linestatus']), 1)} AND ({extra})"
+    )
+
+
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_data_skipping_reads_only_the_asked_partitions(
+    spark: SparkSession, tpch: Path, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = ember.Workload(partition_by={"lineitem": "l_shipmode"})
+    lin = ember.capture(tpch_queries.query(spark, 1), strategy=strategy, workload=workload)
+    rows = lin.output().to_pylist()
+    asked = {
+        "l_shipmode IN ('AIR', 'MAIL')": "l_shipmode IN ('AIR', 'MAIL')",
+        "l_shipmode = 'RAIL'": "l_shipmode = 'RAIL'",
+        "l_quantity > 45": "l_quantity > 45",  # not the partition column: read from the source
+    }
+    for pred, oracle in asked.items():
+        for row in rows:
+            want = [r[0] for r in duckdb.sql(f"SELECT ember_rid FROM ({_q1_lineage(tpch, row, oracle)}) ORDER BY 1").fetchall()]
+            got = lin.backward(oids=[row["ember_oid"]], source_where={"lineitem": pred}).ids("lineitem")
+            assert got.tolist() == want, (pred, row)
+    both = lin.backward(oids=[0, 1], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids("lineitem")
+    assert set(both.tolist()) == set(lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids("lineitem").tolist()) | set(
+        lin.backward(oids=[1], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids("lineitem").tolist()
+    )
+
+    def no_scan(*args: object) -> None:
+        raise AssertionError("a partitioned trace read the source")
+
+    monkeypatch.setattr(sys.modules["ember.lineage"], "chosen_rids", no_scan)  # `ember.lineage` is also a function
+    assert lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'AIR'"}).ids("lineitem").size > 0
+    with pytest.raises(AssertionError, match="read the source"):
+        lin.backward(oids=[0], source_where={"lineitem": "l_quantity > 45"})
+
+
+def test_group_by_push_down_answers_without_the_source(
+    spark: SparkSession, tpch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lin = ember.capture(tpch_queries.query(spark, 1), strategy="defer", workload=ember.Workload(queries=(MONTHLY,)))
+    lin.save(str(tmp_path / "q1"))
+    loaded = ember.load(str(tmp_path / "q1"))
+
+    def no_fetch(*args: object) -> None:
+        raise AssertionError("a pushed-down query fetched source rows")
+
+    monkeypatch.setattr("ember.query.trace.read_rows", no_fetch)
+    for row in lin.output().to_pylist():
+        oracle = duckdb.sql(
+            f"SELECT date_trunc('month', l_shipdate) AS m, count(*) AS n, sum(l_quantity) AS q, "
+            f"list(ember_rid ORDER BY ember_rid) AS rids FROM ({_q1_lineage(tpch, row)}) GROUP BY m ORDER BY m"
+        ).fetchall()
+        for source in (lin, loaded):
+            answer = source.backward(oids=[row["ember_oid"]]).query("select date_trunc('month', l_shipdate) as m, count(*) as n,\n sum(l_quantity) as q from lineitem group by m")
+            got = sorted(
+                (r["m"], r["n"], r["q"], answer.backward(oids=[r["ember_oid"]]).ids("lineitem").tolist())
+                for r in answer.output().to_pylist()
+            )
+            assert got == [tuple(r) for r in oracle]
+    with pytest.raises(AssertionError, match="fetched source rows"):  # not the declared query: asked the slow way
+        lin.backward(oids=[0]).query("SELECT count(*) FROM lineitem")
+
+
+def test_workload_queries_that_cannot_be_pushed_down_are_refused_before_running(spark: SparkSession, tpch: Path) -> None:
+    q1 = tpch_queries.query(spark, 1)
+    for bad in (
+        MONTHLY + " ORDER BY m",
+        "SELECT l_orderkey FROM lineitem WHERE l_quantity > 3",
+        "SELECT count(*) FROM orders",
+        "SELECT no_such_col, count(*) FROM lineitem GROUP BY 1",
+    ):
+        with pytest.raises(ember.InvalidPredicateError):
+            ember.capture(q1, workload=ember.Workload(queries=(bad,)))
+    with pytest.raises(ember.InvalidPredicateError):
+        ember.capture(q1, workload=ember.Workload(partition_by={"lineitem": "no_such_col"}))
