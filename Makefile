@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SF ?= 0.01
 DATA := data/tpch/sf$(SF)
 
-.PHONY: demo test lint setup data check-java clean
+.PHONY: demo test lint setup data check-java clean chromium ui
 
 check-java:
 	@scripts/check_java.sh
@@ -30,8 +30,23 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup data lint
+test: setup data lint chromium
 	EMBER_TPCH=$(abspath $(DATA)) $(BIN)/python -m pytest -q
+
+# The web page's browser tests drive Debian's Chromium (a test tool's own browser download
+# cannot work here): installed with apt-get, as root, only when it is missing.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  [ "$$(id -u)" = 0 ] || { echo "make chromium: /usr/bin/chromium is missing; as root: apt-get install -y chromium" >&2; exit 1; }; \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+	    || { echo "make chromium: apt-get could not install chromium" >&2; exit 1; }; }
+
+# The page's bundle in ember/ui/static is committed (pip installs work without Node);
+# rebuild it after changing frontend/ (a test compares its recorded source fingerprint).
+ui:
+	cd frontend && npm ci --no-audit --no-fund && npm run check && npm run build
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache .hypothesis

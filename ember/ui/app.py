@@ -1,0 +1,142 @@
+"""The web page's server: a Starlette app answering brushes from in-process arrays."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ember.errors import EmberError
+from ember.ui.catalog import load_views
+from ember.ui.views import Crossfilter, plain
+
+STATIC = Path(__file__).with_name("static")
+PAGE_LIMIT = 500  # most rows one details page returns
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def build_app(store_dir: str | Path, spark: SparkSession | None = None) -> Starlette:
+    """The app for the views of `store_dir` (built now, so a bad folder fails at start)."""
+    board = Crossfilter(load_views(Path(store_dir), spark))
+    return make_app(board)
+
+
+def make_app(board: Crossfilter) -> Starlette:
+    """The routes over an already built crossfilter (docs/ui.md lists them)."""
+    if not (STATIC / "index.html").exists():
+        raise EmberError(f"the page's files are missing from {STATIC}: rebuild them with `make ui`")
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def views(request: Request) -> Response:
+        return JSONResponse({"views": [v.describe() for v in board.views.values()]})
+
+    async def brush(request: Request) -> Response:
+        body = await _body(request)
+        start = time.perf_counter()
+        result = board.brush(_text(body, "view"), _ints(body, "groups"))
+        result["server_ms"] = round((time.perf_counter() - start) * 1000, 3)
+        return JSONResponse(result)
+
+    async def rows(request: Request) -> Response:
+        body = await _body(request)
+        view, groups = _text(body, "view"), _ints(body, "groups")
+        offset, limit = int(body.get("offset", 0)), min(int(body.get("limit", 50)), PAGE_LIMIT)
+        if offset < 0 or limit < 0:
+            raise EmberError("offset and limit must not be negative")
+        page = await run_in_threadpool(board.details, view, groups, offset, limit)
+        total = int(board.view(view).counts[sorted(set(groups))].sum()) if groups else 0
+        return JSONResponse(
+            {
+                "total": total,
+                "offset": offset,
+                "columns": page.column_names,
+                "rows": [[plain(v) for v in row.values()] for row in page.to_pylist()],
+            }
+        )
+
+    app = Starlette(
+        routes=[
+            Route("/", _errors(page)),
+            Route("/api/views", _errors(views)),
+            Route("/api/brush", _errors(brush), methods=["POST"]),
+            Route("/api/rows", _errors(rows), methods=["POST"]),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+    )
+    app.state.board = board
+    return app
+
+
+def _errors(handler: Handler) -> Handler:
+    """Bad requests answer 400 with the one-line message, as JSON."""
+
+    async def guarded(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except (EmberError, ValueError, TypeError) as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+
+    return guarded
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        raise EmberError("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise EmberError("the request body must be a JSON object")
+    return body
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise EmberError(f"{key!r} must be a string")
+    return value
+
+
+def _ints(body: dict[str, Any], key: str) -> list[int]:
+    value = body.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise EmberError(f"{key!r} must be a list of integers")
+    return value
+
+
+@contextmanager
+def running(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serves `app` from a background thread on a free port, for tests, benchmarks and
+    notebooks; yields its address and stops it on exit."""
+    import uvicorn
+
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise EmberError(f"the server did not start on {host}:{port}")
+            time.sleep(0.02)
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,134 @@
+"""Where the page's views come from: entries captured into the store folder (any
+group-by over one source), and views declared in the folder's `views.toml`, which are
+captured on the first start and kept under `.ui-views/` for the next ones."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tomllib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+import ember
+from ember.errors import EmberError
+from ember.ui.views import View, build_view
+
+VIEWS_FILE = "views.toml"
+CACHE = ".ui-views"
+MAX_GROUPS = 10_000  # an entry with more output rows is not a chart anyone can brush
+log = logging.getLogger("ember.ui")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A view declared in views.toml: `SELECT group_by, count(*) [, sum(sum)] FROM table GROUP BY group_by`."""
+
+    name: str
+    table: str
+    path: str
+    group_by: tuple[str, ...]
+    sum: str | None = None
+
+    def sql(self) -> str:
+        positions = ", ".join(str(i + 1) for i in range(len(self.group_by)))
+        measures = "count(*) AS count" + (f", sum({self.sum}) AS sum" if self.sum else "")
+        return f"SELECT {', '.join(self.group_by)}, {measures} FROM {self.table} GROUP BY {positions} ORDER BY {positions}"
+
+
+def load_views(store_dir: Path, spark: SparkSession | None = None) -> list[View]:
+    """Every view the folder offers; raises if it offers none."""
+    if not store_dir.is_dir():
+        raise EmberError(f"no store folder at {store_dir}")
+    views = [view for entry in entries(store_dir) if (view := entry_view(store_dir, entry, spark)) is not None]
+    config = store_dir / VIEWS_FILE
+    if config.exists():
+        views += [declared_view(d, store_dir / CACHE, spark) for d in read_config(config)]
+    if not views:
+        raise EmberError(f"{store_dir} has no group-by entries over one source and no {VIEWS_FILE}")
+    seen: set[str] = set()
+    for view in views:
+        while view.id in seen:
+            view.id += "_"
+        seen.add(view.id)
+    return views
+
+
+def entries(store_dir: Path) -> Iterator[Path]:
+    """Store folders (those holding a manifest.json) at or up to two levels below `store_dir`."""
+    if (store_dir / "manifest.json").exists():
+        yield store_dir
+        return
+    for manifest in sorted([*store_dir.glob("*/manifest.json"), *store_dir.glob("*/*/manifest.json")]):
+        if not any(part.startswith(".") for part in manifest.relative_to(store_dir).parts):
+            yield manifest.parent
+
+
+def entry_view(store_dir: Path, entry: Path, spark: SparkSession | None) -> View | None:
+    """The entry as a view, or None (logged) when it is not a group-by over one source."""
+    name = str(entry.relative_to(store_dir)) if entry != store_dir else entry.name
+    lin = ember.load(str(entry), spark)
+    if lin.output().num_rows > MAX_GROUPS:
+        log.warning("entry %s: %d output rows, too many groups for a chart; left out", name, lin.output().num_rows)
+        return None
+    try:
+        return build_view(slug(name), name, lin)
+    except EmberError as e:
+        log.warning("entry %s left out: %s", name, e)
+        return None
+
+
+def read_config(path: Path) -> list[Declared]:
+    """The views of a views.toml (format: docs/ui.md)."""
+    try:
+        doc = tomllib.loads(path.read_text())
+        table = doc["table"]
+        source = Path(table["path"])
+        if not source.is_absolute():
+            source = (path.parent / source).resolve()
+        return [
+            Declared(v["name"], table["name"], str(source), tuple(v["group_by"]), v.get("sum"))
+            for v in doc.get("view", [])
+        ]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise EmberError(f"{path}: not a views file ({type(e).__name__}: {e}); see docs/ui.md") from None
+
+
+def declared_view(declared: Declared, cache: Path, spark: SparkSession | None) -> View:
+    """The declared view, captured with Spark unless the cache holds it for the same
+    declaration and the same source file."""
+    stored = cache / slug(declared.name)
+    recipe = {**asdict(declared), "group_by": list(declared.group_by), "file": _facts(Path(declared.path))}
+    recipe_file = stored.with_suffix(".json")
+    if not (recipe_file.exists() and json.loads(recipe_file.read_text()) == recipe and stored.exists()):
+        spark = spark or _spark()
+        spark.read.parquet(declared.path).createOrReplaceTempView(declared.table)
+        log.warning("capturing view %r: %s", declared.name, declared.sql())
+        cache.mkdir(parents=True, exist_ok=True)
+        ember.capture(spark.sql(declared.sql())).save(str(stored), overwrite=True)
+        recipe_file.write_text(json.dumps(recipe))
+    lin = ember.load(str(stored), spark)
+    keys = [c for c in lin.output().column_names if c not in ("count", "sum", "ember_oid")]
+    return build_view(slug(declared.name), declared.name, lin, keys, declared.sum)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "view"
+
+
+def _facts(path: Path) -> list[int]:
+    """What tells a changed source file: its size and modification time."""
+    if path.is_dir():
+        return [sum(p.stat().st_size for p in path.rglob("*")), int(path.stat().st_mtime_ns)]
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _spark() -> SparkSession:
+    from ember.tpch import local_spark
+
+    return local_spark("ember-ui")

@@ -1,0 +1,213 @@
+"""Crossfilter over group-by views of one table: Smoke's BT+FT (digest section 2.8).
+
+A view is a captured group-by over one source. When the page starts, each view's
+lineage is read once through the public API (one backward trace per group) into two
+arrays: the group's rids, concatenated in group order (the backward index, BT), and
+per source rid the group it fell in (the forward rid array, FT). Brushing groups of one
+view then costs one gather of their rids and, per other view, one `bincount` of the
+forward array at those rids: the forward array is a perfect hash into the view's groups.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ember.errors import EmberError
+from ember.lineage import Lineage
+
+# Spark names an unaliased aggregate after its call ("count(1)"); aliases such as
+# "n" or "sum_qty" are the usual ones for the rest.
+MEASURE = re.compile(r"\(|^(count|cnt|n|sum|avg|mean|min|max|total)(_|$)", re.IGNORECASE)
+
+
+@dataclass
+class View:
+    """One group-by view: its groups' labels and sizes, and its lineage as rid arrays."""
+
+    id: str
+    name: str
+    lineage: Lineage
+    source: str
+    keys: list[str]
+    labels: list[list[Any]]
+    rids: np.ndarray  # source rids of every group, concatenated in group (oid) order
+    offsets: np.ndarray  # group g's rids are rids[offsets[g]:offsets[g + 1]]
+    measure: str | None = None  # a source column summed per group, besides the count
+    values: np.ndarray | None = field(default=None, repr=False)  # measure per rid, aligned with `rids`
+
+    @property
+    def groups(self) -> int:
+        return self.offsets.size - 1
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def members(self, groups: np.ndarray) -> np.ndarray:
+        """The source rids of the given groups (the backward trace, from the arrays)."""
+        parts = [self.rids[self.offsets[g] : self.offsets[g + 1]] for g in groups.tolist()]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+    def sums(self) -> np.ndarray | None:
+        """The measure summed per group."""
+        if self.values is None:
+            return None
+        owner = np.repeat(np.arange(self.groups), self.counts)
+        return np.bincount(owner, weights=self.values, minlength=self.groups)
+
+    def describe(self) -> dict[str, Any]:
+        kind = "heat" if len(self.keys) == 2 else "bar"
+        info: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "source": self.source,
+            "keys": self.keys,
+            "kind": kind,
+            "labels": self.labels,
+            "count": self.counts.tolist(),
+            "measure": self.measure,
+        }
+        sums = self.sums()
+        if sums is not None:
+            info["sum"] = sums.tolist()
+        return info
+
+
+def key_columns(output: pa.Table) -> list[str]:
+    """The output columns that label a group: those not named like an aggregate."""
+    return [c for c in output.column_names if c != "ember_oid" and not MEASURE.search(c)]
+
+
+def build_view(view_id: str, name: str, lin: Lineage, keys: Sequence[str] | None = None, measure: str | None = None) -> View:
+    """Reads a group-by lineage into rid arrays; refuses lineages that are not one
+    source partitioned into groups (each row in at most one group)."""
+    if len(lin.sources) != 1:
+        raise EmberError(f"view {name!r}: a view reads one source, this lineage reads {lin.sources}")
+    source = lin.sources[0]
+    output = lin.output()
+    keys = list(keys) if keys is not None else key_columns(output)
+    missing = [k for k in keys if k not in output.column_names]
+    if missing:
+        raise EmberError(f"view {name!r}: no output column {missing}; it has {output.column_names}")
+    per_group = [lin.backward(oids=[g]).ids(source) for g in range(output.num_rows)]
+    offsets = np.zeros(len(per_group) + 1, dtype=np.int64)
+    np.cumsum([r.size for r in per_group], out=offsets[1:])
+    rids = np.concatenate(per_group) if per_group else np.empty(0, np.int64)
+    if np.unique(rids).size != rids.size:
+        raise EmberError(f"view {name!r}: its groups share source rows, so it is not a group-by view")
+    labels = [[plain(v) for v in row.values()] for row in output.select(keys).to_pylist()] if keys else [
+        [g] for g in range(output.num_rows)
+    ]
+    values = None
+    if measure is not None and rids.size:
+        everything = lin.backward(oids=range(output.num_rows)).rows(source)
+        if measure not in everything.column_names:
+            raise EmberError(f"view {name!r}: source {source!r} has no column {measure!r} to sum")
+        by_rid = everything.column(measure).to_numpy(zero_copy_only=False).astype(np.float64)
+        values = by_rid[np.searchsorted(everything.column("ember_rid").to_numpy(), rids)]
+    return View(view_id, name, lin, source, keys or ["group"], labels, rids, offsets, measure, values)
+
+
+def plain(value: Any) -> Any:
+    """A JSON-ready label value."""
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    return value
+
+
+class Crossfilter:
+    """Linked views: brushing groups of one view tallies their rows in every view over
+    the same source."""
+
+    def __init__(self, views: Sequence[View]):
+        self.views = {v.id: v for v in views}
+        if len(self.views) != len(views):
+            raise EmberError("two views have the same id")
+        sizes: dict[str, int] = {}
+        for v in views:
+            sizes[v.source] = max(sizes.get(v.source, 0), int(v.rids.max()) + 1 if v.rids.size else 0)
+        self.forward = {v.id: _forward(v, sizes[v.source]) for v in views}
+        self.weights = {v.id: _weights(v, sizes[v.source]) for v in views if v.values is not None}
+        # per pair (brushed view a, other view z): view z's tally of all of a's rows, so a
+        # brush over most of a is answered from the few rows it leaves out
+        self.base = {
+            (a.id, z.id): self._tally(z, a.rids)
+            for a in views
+            for z in views
+            if a.source == z.source
+        }
+
+    def linked(self, view: View) -> list[View]:
+        return [z for z in self.views.values() if z.source == view.source]
+
+    def view(self, view_id: str) -> View:
+        if view_id not in self.views:
+            raise EmberError(f"unknown view {view_id!r}; there are {sorted(self.views)}")
+        return self.views[view_id]
+
+    def brush(self, view_id: str, oids: Sequence[int]) -> dict[str, Any]:
+        """Per linked view, the count (and sum) per group of the brushed groups' source rows."""
+        a = self.view(view_id)
+        chosen = _groups(a, oids)
+        inside = np.zeros(a.groups, dtype=bool)
+        inside[chosen] = True
+        rows = int(a.counts[inside].sum())
+        flip = rows > a.rids.size // 2
+        rids = a.members(np.flatnonzero(~inside if flip else inside))
+        tallies: dict[str, dict[str, list[float]]] = {}
+        for z in self.linked(a):
+            counts, sums = self._tally(z, rids)
+            if flip:
+                base_counts, base_sums = self.base[(a.id, z.id)]
+                counts = base_counts - counts
+                sums = None if sums is None or base_sums is None else base_sums - sums
+            tallies[z.id] = {"count": counts.tolist()}
+            if sums is not None:
+                tallies[z.id]["sum"] = sums.tolist()
+        return {"view": a.id, "groups": chosen.tolist(), "rows": rows, "views": tallies}
+
+    def details(self, view_id: str, oids: Sequence[int], offset: int, limit: int) -> pa.Table:
+        """A page of the source rows behind the brushed groups, in rid order."""
+        a = self.view(view_id)
+        return a.lineage.backward(oids=_groups(a, oids)).rows(a.source, offset, limit)
+
+    def _tally(self, z: View, rids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Count (and sum) per group of view z over these rids: BT+FT's aggregate update."""
+        hit = self.forward[z.id][rids]
+        counts = np.bincount(hit, minlength=z.groups + 1)[1:]
+        if z.id not in self.weights:
+            return counts, None
+        return counts, np.bincount(hit, weights=self.weights[z.id][rids], minlength=z.groups + 1)[1:]
+
+
+def _forward(view: View, size: int) -> np.ndarray:
+    """Source rid → 1 + the view's group holding it (0: in no group), in the narrowest dtype."""
+    dtype = np.uint8 if view.groups < 255 else np.uint16 if view.groups < 65535 else np.uint32
+    fw = np.zeros(size, dtype=dtype)
+    fw[view.rids] = np.repeat(np.arange(1, view.groups + 1, dtype=dtype), view.counts)
+    return fw
+
+
+def _weights(view: View, size: int) -> np.ndarray:
+    """Source rid → the view's measure (0 where the rid is in no group)."""
+    assert view.values is not None
+    at = np.zeros(size, dtype=np.float64)
+    at[view.rids] = view.values
+    return at
+
+
+def _groups(view: View, oids: Sequence[int]) -> np.ndarray:
+    chosen = np.unique(np.asarray(list(oids), dtype=np.int64))
+    if chosen.size and (chosen[0] < 0 or chosen[-1] >= view.groups):
+        raise EmberError(f"view {view.id!r} has groups 0 to {view.groups - 1}, not {chosen.tolist()[:5]}")
+    return chosen
