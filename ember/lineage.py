@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from ember import duck
 from ember.capture.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
 from ember.fetch.rows import RID, check_unchanged, source_relation
@@ -313,12 +314,12 @@ def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:
 
 
 def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.ndarray:
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         if isinstance(relation, pa.Table):
             con.register("rel", relation)
         else:
-            con.execute(f"CREATE VIEW rel AS {relation}")
+            con.execute(f"CREATE TEMP VIEW rel AS {relation}")
         try:
             res = con.execute(f"SELECT {column} FROM rel WHERE ({where}) ORDER BY 1").fetchnumpy()
         except duckdb.ParserException as e:

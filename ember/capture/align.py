@@ -8,10 +8,10 @@ its last bits between runs) and so are nested ones.
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ember import duck
 from ember.errors import EmberError
 
 
@@ -28,7 +28,7 @@ def match_rows(user: pa.Table, captured: pa.Table) -> np.ndarray:
         return np.arange(n, dtype=np.int64)
     names = [f"k{i}" for i in keys]
     pos = pa.array(np.arange(n, dtype=np.int64))
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         con.register("u", pa.table([*(user.column(i) for i in keys), pos], names=[*names, "pos"]))
         con.register("c", pa.table([*(captured.column(i) for i in keys), pos], names=[*names, "pos"]))

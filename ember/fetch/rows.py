@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ember import duck
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
 from ember.plan.sources import Source, file_facts, local_path
 
@@ -87,7 +87,7 @@ def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:
 
 def _few_rows(path: Path, rows: np.ndarray) -> pa.Table:
     """DuckDB filters on the row number first and decodes only the pages holding the rows."""
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         file = str(path).replace("'", "''")
         listed = ",".join(map(str, rows.tolist()))

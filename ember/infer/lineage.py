@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ember import duck
 from ember.capture.annotate import annotate
 from ember.capture.capture import run_annotated
 from ember.errors import EmberError
@@ -189,7 +189,7 @@ def _pinned(output: pa.Table, sp: ScanPlan, rows: pa.Table) -> np.ndarray:
         assert b.attr is not None
         same = f"o.c{b.column} IS NOT DISTINCT FROM r.a{b.attr.id}"
         conds.append(f"(o.c{b.column} IS NULL OR {same})" if b.padded else same)
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         con.register("o", out)
         con.register("r", rows)

@@ -8,9 +8,10 @@ within a relative 1e-6.
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
+
+from ember import duck
 
 TOLERANCE = 1e-6
 
@@ -27,7 +28,7 @@ def matches(found: pa.Table, wanted: pa.Table) -> tuple[np.ndarray, np.ndarray]:
             near = f"abs(a.{name} - b.{name}) <= {TOLERANCE} * greatest(abs(a.{name}), abs(b.{name}))"
             same = f"({same} OR {near})"
         conds.append(same)
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         con.register("a", a)
         con.register("b", b)

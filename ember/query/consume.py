@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ember import duck
 from ember.errors import InvalidPredicateError
 from ember.fetch.rows import RID
 from ember.plan.sources import Source
@@ -30,7 +31,7 @@ LINEAGE = "__ember_lineage"
 
 def consume(sql: str, sources: Mapping[str, Source], rows: Callable[[str], pa.Table]) -> Lineage:
     """Runs `sql` over the traced rows of the one source its FROM names (`rows(name)`)."""
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         tree = parse(con, sql)
         name = source_name(tree, sources)

@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ember import duck
 from ember.errors import InvalidPredicateError
 from ember.fetch.rows import RID, read_rows, source_relation
 from ember.plan.sources import Source
@@ -71,7 +72,7 @@ class Grouping:
         assert self.column is not None
         rows = self._rows(oids)
         values = pa.table({self.column: self.result.column(self.column).take(pa.array(rows)), "__ember_row": rows})
-        con = duckdb.connect()
+        con = duck.connect()
         try:
             con.register("parts", values)
             hit = con.execute(f"SELECT __ember_row FROM parts WHERE ({where})").fetchnumpy()["__ember_row"]
@@ -86,7 +87,7 @@ class Grouping:
 
 def shape(sql: str) -> str:
     """The query's parse tree without source positions: equal for equal queries however spelled."""
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         return json.dumps(_unplaced(parse(con, sql)), sort_keys=True)
     finally:
@@ -128,7 +129,7 @@ def check(sql: str, sources: Mapping[str, Source]) -> str:
 def _grouped(
     sql: str, sources: Mapping[str, Source], owners: np.ndarray, rids: np.ndarray, probe: bool = False
 ) -> tuple[str, pa.Table]:
-    con = duckdb.connect()
+    con = duck.connect()
     try:
         tree = parse(con, sql)
         name = source_name(tree, sources)
@@ -138,7 +139,7 @@ def _grouped(
         if probe and sources[name].kind not in ("memory", "parquet", "range"):
             return name, pa.table({})  # CSV/JSON rows are numbered by the capture job itself
         _register_rows(con, sources[name], owners, rids, probe)
-        con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM __ember_pairs JOIN __ember_source USING ({RID})')
+        con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM __ember_pairs JOIN __ember_source USING ({RID})')
         oid = item(con, OID)
         node["group_expressions"] = [{**oid, "alias": ""}, *node.get("group_expressions", [])]
         node["group_sets"] = [[0, *(i + 1 for i in g)] for g in node.get("group_sets") or [[]]]
@@ -166,7 +167,7 @@ def _register_rows(
     except InvalidPredicateError:  # CSV/JSON: Spark reads them
         relation = read_rows(source, np.unique(rids))
     if isinstance(relation, str):
-        con.execute(f"CREATE VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}")
+        con.execute(f"CREATE TEMP VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}")
     else:
         con.register("__ember_source", relation)
 

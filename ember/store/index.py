@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ember import duck
 from ember.capture.annotate import RefSlot, RidSlot, SideTable, Slot
 from ember.store.columns import IntColumn, Plain, encode, expand_ranges
 
@@ -179,7 +180,7 @@ def build_index(
     compress: bool = True,
 ) -> LineageIndex:
     """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes."""
-    con = duckdb.connect()
+    con = duck.connect()
     groups: list[pa.Table] = []
     levels: list[Level] = []
     for table, arrow in zip(tables, data, strict=True):
