@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -37,6 +37,7 @@ WRITTEN_FILE = "part-00000.parquet"
 
 STRATEGIES = ("auto", "inject", "defer")
 _DEFERRED = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-defer")
+_IMPORTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-import")
 
 
 def capture(
@@ -50,7 +51,8 @@ def capture(
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
     Everything that can be refused (an operator ember cannot trace) is refused before
-    any job runs. The output is the job's own result; traces need no further Spark job.
+    any job runs, except with "defer", which imports the plan while the job runs.
+    The output is the job's own result; traces need no further Spark job.
 
     `strategy`: "inject" runs the rewritten plan, so the job's own rows carry their rids
     (aggregates, semi joins, subqueries and windows add side-table jobs); "defer" runs
@@ -74,7 +76,11 @@ def capture(
     if write_to is not None:
         _check_target(write_to, format)
     jvm = Jvm(df.sparkSession)
-    plan, sources = import_plan(jvm, df)
+    user: pa.Table | None = None
+    if strategy == "defer":
+        user, (plan, sources) = _overlapped(jvm, df)
+    else:
+        plan, sources = import_plan(jvm, df)
     workload = workload or Workload()
     sources = _in_workload(sources, workload)
     _check_predicates(jvm, plan, workload)
@@ -86,12 +92,24 @@ def capture(
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(user, index, numbered.values(), mode="inject", plan=outline(plan), groupings=groups)
     else:
-        user = df.toArrow()
+        user = df.toArrow() if user is None else user
         job = _DEFERRED.submit(_deferred, jvm, annotated, sources, staging, user, workload)
         lineage = Lineage(user, job, sources.values(), mode="defer", plan=outline(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage
+
+
+def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[str, Source]]]:
+    """Defer: the user's job runs while ember imports its plan (py4j round trips that would
+    otherwise delay the job), so a refusal comes after the job, not before it."""
+    df._jdf.queryExecution().executedPlan()  # fixed before the import switches optimizer rules off
+    imported = _IMPORTS.submit(import_plan, jvm, df)
+    try:
+        user = df.toArrow()
+    finally:
+        wait([imported])
+    return user, imported.result()
 
 
 def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
