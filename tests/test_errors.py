@@ -125,3 +125,10 @@ def test_untraceable_operator_is_refused_before_any_job(spark: SparkSession, job
 def test_every_error_is_an_ember_error() -> None:
     for cls in (IdOutOfRangeError, InvalidPredicateError, StaleSourceError, UnknownSourceError, UnsupportedOperatorError):
         assert issubclass(cls, EmberError)
+
+
+def test_defer_reports_an_untraceable_operator_once_the_job_ran(spark: SparkSession) -> None:
+    """Defer reads the plan while the job runs (docs: README, capture strategies)."""
+    df = spark.createDataFrame([(1,), (2,)], "x long").mapInArrow(lambda batches: batches, "x long")
+    with pytest.raises(UnsupportedOperatorError, match="mapInArrow"):
+        ember.capture(df.filter("x > 0"), strategy="defer")
