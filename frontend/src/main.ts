@@ -1,7 +1,8 @@
 // The page: draws every view, sends brushes to the server (one request in flight, the
 // latest brush next), redraws the tallies, and pages through the brushed rows.
 // Each brush's time from the input event to the redrawn frame is kept in
-// window.__ember.latencies (milliseconds) for the benchmark and the tests.
+// window.__ember.latencies (milliseconds) for the benchmark and the tests; `settled`
+// counts brushes whose redraw and details panel are done, `busy` says one is under way.
 
 import * as api from "./api";
 import { barChart, type Chart, heatMap, label } from "./charts";
@@ -17,9 +18,11 @@ interface Probe {
   server: number[];
   brushes: number;
   details: number;
+  settled: number;
+  busy: boolean;
 }
 
-const probe: Probe = { ready: false, latencies: [], server: [], brushes: 0, details: 0 };
+const probe: Probe = { ready: false, latencies: [], server: [], brushes: 0, details: 0, settled: 0, busy: false };
 (window as unknown as { __ember: Probe }).__ember = probe;
 
 const PAGE = 50;
@@ -46,12 +49,14 @@ function send(brush: Brush | null, t0: number) {
     return;
   }
   inFlight = true;
+  probe.busy = true;
   current = brush;
   redraw(brush, t0).finally(() => {
     inFlight = false;
     const next = queued;
     queued = null;
     if (next) send(next.brush, next.t0);
+    else probe.busy = false;
   });
 }
 
@@ -74,6 +79,8 @@ async function redraw(brush: Brush | null, t0: number) {
     await details();
   } catch (error) {
     $("status").textContent = `error: ${(error as Error).message}`;
+  } finally {
+    probe.settled += 1;
   }
 }
 
