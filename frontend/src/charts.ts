@@ -6,13 +6,13 @@ import { format } from "d3-format";
 import { scaleBand, scaleLinear, scaleSequential } from "d3-scale";
 import { interpolateBlues } from "d3-scale-chromatic";
 import { select } from "d3-selection";
-import type { Label, ViewInfo } from "./api";
+import type { Label, Tally, ViewInfo } from "./api";
 
 export type OnSelect = (view: string, groups: number[], add: boolean) => void;
 
 export interface Chart {
-  /** Redraws the brushed amounts (null: no brush) and marks the brushed groups. */
-  update(highlight: number[] | null, selected: Set<number>): void;
+  /** Redraws what the brush contributes to each group (null: no brush) and marks the brushed groups. */
+  update(tally: Tally | null, selected: Set<number>): void;
 }
 
 const WIDTH = 560;
@@ -24,40 +24,42 @@ export const label = (values: Label[]) => values.map(String).join(" · ");
 
 function frame(parent: HTMLElement, view: ViewInfo) {
   const card = select(parent).append("figure").attr("class", "view").attr("data-view", view.id);
-  card.append("figcaption").text(view.name).append("span").attr("class", "keys").text(` by ${view.keys.join(" × ")}`);
+  const caption = card.append("figcaption").text(view.name);
+  caption.append("span").attr("class", "keys").text(` by ${view.keys.join(" × ")}`);
   const svg = card
     .append("svg")
     .attr("viewBox", `0 0 ${WIDTH} ${HEIGHT}`)
     .attr("role", "img")
     .attr("aria-label", view.name);
   const plot = svg.append("g").attr("transform", `translate(${MARGIN.left},${MARGIN.top})`);
-  return { svg, plot, w: WIDTH - MARGIN.left - MARGIN.right, h: HEIGHT - MARGIN.top - MARGIN.bottom };
+  return { caption, svg, plot, w: WIDTH - MARGIN.left - MARGIN.right, h: HEIGHT - MARGIN.top - MARGIN.bottom };
 }
 
 export function barChart(parent: HTMLElement, view: ViewInfo, onSelect: OnSelect): Chart {
-  const { svg, plot, w, h } = frame(parent, view);
+  const { caption, svg, plot, w, h } = frame(parent, view);
   const groups = view.count.map((_, i) => i);
   const x = scaleBand<number>().domain(groups).range([0, w]).padding(groups.length > 40 ? 0.05 : 0.15);
-  const y = scaleLinear().domain([0, Math.max(1, ...view.count)]).nice().range([h, 0]);
+  const y = scaleLinear().range([h, 0]);
+  // A view with a declared sum can chart it instead of the row count.
+  let metric: "count" | "sum" = "count";
+  let last: { tally: Tally | null; selected: Set<number> } = { tally: null, selected: new Set() };
+  const totals = () => (metric === "sum" && view.sum ? view.sum : view.count);
   const every = Math.ceil(groups.length / 10);
   plot
     .append("g")
     .attr("class", "axis")
     .attr("transform", `translate(0,${h})`)
     .call(axisBottom(x).tickValues(groups.filter((g) => g % every === 0)).tickFormat((g) => label(view.labels[g])));
-  plot.append("g").attr("class", "axis").call(axisLeft(y).ticks(5).tickFormat(short));
+  const yAxis = plot.append("g").attr("class", "axis");
   const bars = plot.append("g");
-  bars
+  const whole = bars
     .selectAll("rect.total")
     .data(groups)
     .join("rect")
     .attr("class", "total")
     .attr("x", (g) => x(g)!)
-    .attr("width", x.bandwidth())
-    .attr("y", (g) => y(view.count[g]))
-    .attr("height", (g) => h - y(view.count[g]))
-    .append("title")
-    .text((g) => `${label(view.labels[g])}: ${view.count[g]} rows`);
+    .attr("width", x.bandwidth());
+  whole.append("title").text((g) => `${label(view.labels[g])}: ${view.count[g]} rows`);
   const marks = bars
     .selectAll<SVGRectElement, number>("rect.mark")
     .data(groups)
@@ -108,9 +110,16 @@ export function barChart(parent: HTMLElement, view: ViewInfo, onSelect: OnSelect
     .on(`mousemove.${view.id}`, (event: MouseEvent) => move(event, false))
     .on(`mouseup.${view.id}`, (event: MouseEvent) => move(event, true));
 
-  return {
-    update(highlight, selected) {
-      const shown = highlight ?? view.count;
+  const scale = () => {
+    y.domain([0, Math.max(1, ...totals())]).nice();
+    yAxis.call(axisLeft(y).ticks(5).tickFormat(short));
+    whole.attr("y", (g) => y(totals()[g])).attr("height", (g) => h - y(totals()[g]));
+  };
+  scale();
+  const chart: Chart = {
+    update(tally, selected) {
+      last = { tally, selected };
+      const shown = (tally && (metric === "sum" ? tally.sum : tally.count)) ?? totals();
       marks
         .attr("y", (g) => y(shown[g]))
         .attr("height", (g) => h - y(shown[g]))
@@ -118,6 +127,17 @@ export function barChart(parent: HTMLElement, view: ViewInfo, onSelect: OnSelect
         .classed("selected", (g) => selected.has(g));
     },
   };
+  if (view.sum) {
+    const choice = caption.append("select").attr("class", "metric");
+    choice.append("option").attr("value", "count").text("rows");
+    choice.append("option").attr("value", "sum").text(`sum of ${view.measure}`);
+    choice.on("change", (event: Event) => {
+      metric = (event.target as HTMLSelectElement).value as "count" | "sum";
+      scale();
+      chart.update(last.tally, last.selected);
+    });
+  }
+  return chart;
 }
 
 export function heatMap(parent: HTMLElement, view: ViewInfo, onSelect: OnSelect): Chart {
@@ -157,7 +177,8 @@ export function heatMap(parent: HTMLElement, view: ViewInfo, onSelect: OnSelect)
     .attr("dy", "0.35em");
 
   return {
-    update(highlight, selected) {
+    update(tally, selected) {
+      const highlight = tally?.count ?? null;
       const shown = highlight ?? view.count;
       marks
         .style("fill", (g) => color(shown[g]))

@@ -65,7 +65,7 @@ async function redraw(brush: Brush | null, t0: number) {
     const result = brush ? await api.brush(brush.view, [...brush.groups]) : null;
     for (const [id, chart] of charts) {
       const linked = result?.views[id];
-      chart.update(linked ? linked.count : null, id === brush?.view ? brush.groups : new Set());
+      chart.update(linked ?? null, id === brush?.view ? brush.groups : new Set());
     }
     await nextFrame();
     const ms = performance.now() - t0;

@@ -102,3 +102,19 @@ def test_escape_clears_the_brush(page: Page) -> None:
     assert page.is_hidden("#details")
     totals = page.eval_on_selector_all('rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)")
     assert totals == views(page)["discount"]["count"]
+
+
+def test_a_declared_sum_is_charted_on_request(page: Page, duck: duckdb.DuckDBPyConnection) -> None:
+    click_mark(page, "flags", 0)
+    page.select_option('figure[data-view="discount"] select.metric', "sum")
+    flag = views(page)["flags"]["labels"][0]
+    expected = dict(
+        duck.execute(
+            "SELECT l_discount::DOUBLE, sum(l_quantity)::DOUBLE FROM li "
+            "WHERE l_returnflag = ? AND l_linestatus = ? GROUP BY 1",
+            flag,
+        ).fetchall()
+    )
+    shown = page.eval_on_selector_all('rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)")
+    discounts = [labels[0] for labels in views(page)["discount"]["labels"]]
+    assert dict(zip(discounts, shown, strict=True)) == pytest.approx(expected)
