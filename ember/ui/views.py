@@ -4,8 +4,8 @@ A view is a captured group-by over one source. When the page starts, each view's
 lineage is read once through the public API (one backward trace per group) into two
 arrays: the group's rids, concatenated in group order (the backward index, BT), and
 per source rid the group it fell in (the forward rid array, FT). Brushing groups of one
-view then costs one gather of their rids and, per other view, one `bincount` of the
-forward array at those rids: the forward array is a perfect hash into the view's groups.
+view then costs, per linked view, one `bincount` of that view's forward array at the
+brushed rows: the forward array is a perfect hash into the view's groups.
 """
 
 from __future__ import annotations
@@ -50,11 +50,6 @@ class View:
     @property
     def counts(self) -> np.ndarray:
         return np.diff(self.offsets)
-
-    def members(self, groups: np.ndarray) -> np.ndarray:
-        """The source rids of the given groups (the backward trace, from the arrays)."""
-        parts = [self.rids[self.offsets[g] : self.offsets[g + 1]] for g in groups.tolist()]
-        return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
     def sums(self) -> np.ndarray | None:
         """The measure summed per group."""
@@ -127,7 +122,13 @@ def plain(value: Any) -> Any:
 
 class Crossfilter:
     """Linked views: brushing groups of one view tallies their rows in every view over
-    the same source."""
+    the same source.
+
+    For each pair of linked views (a, z) it keeps z's forward array read at a's rids, in
+    a's group order (the backward index composed with the forward array, computed once):
+    a brush of a's groups then counts contiguous slices of it instead of gathering the
+    forward array at scattered rids, two to three times faster at SF1.
+    """
 
     def __init__(self, views: Sequence[View]):
         self.views = {v.id: v for v in views}
@@ -137,15 +138,13 @@ class Crossfilter:
         for v in views:
             sizes[v.source] = max(sizes.get(v.source, 0), int(v.rids.max()) + 1 if v.rids.size else 0)
         self.forward = {v.id: _forward(v, sizes[v.source]) for v in views}
-        self.weights = {v.id: _weights(v, sizes[v.source]) for v in views if v.values is not None}
-        # per pair (brushed view a, other view z): view z's tally of all of a's rows, so a
-        # brush over most of a is answered from the few rows it leaves out
-        self.base = {
-            (a.id, z.id): self._tally(z, a.rids)
-            for a in views
-            for z in views
-            if a.source == z.source
-        }
+        weights = {v.id: _weights(v, sizes[v.source]) for v in views if v.values is not None}
+        pairs = [(a, z) for a in views for z in views if a.source == z.source]
+        self.hits = {(a.id, z.id): self.forward[z.id][a.rids] for a, z in pairs}
+        self.measures = {(a.id, z.id): weights[z.id][a.rids] for a, z in pairs if z.id in weights}
+        # each pair's tally over all of a's rows, so a brush over most of a is answered
+        # from the few rows it leaves out
+        self.base = {(a.id, z.id): self._tally(a, z, [(0, a.rids.size)]) for a, z in pairs}
 
     def linked(self, view: View) -> list[View]:
         return [z for z in self.views.values() if z.source == view.source]
@@ -163,10 +162,10 @@ class Crossfilter:
         inside[chosen] = True
         rows = int(a.counts[inside].sum())
         flip = rows > a.rids.size // 2
-        rids = a.members(np.flatnonzero(~inside if flip else inside))
+        spans = _spans(a.offsets, ~inside if flip else inside)
         tallies: dict[str, dict[str, list[float]]] = {}
         for z in self.linked(a):
-            counts, sums = self._tally(z, rids)
+            counts, sums = self._tally(a, z, spans)
             if flip:
                 base_counts, base_sums = self.base[(a.id, z.id)]
                 counts = base_counts - counts
@@ -181,13 +180,30 @@ class Crossfilter:
         a = self.view(view_id)
         return a.lineage.backward(oids=_groups(a, oids)).rows(a.source, offset, limit)
 
-    def _tally(self, z: View, rids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Count (and sum) per group of view z over these rids: BT+FT's aggregate update."""
-        hit = self.forward[z.id][rids]
+    def _tally(self, a: View, z: View, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Count (and sum) per group of view z over the rows of a in these spans of a's
+        group order: BT+FT's aggregate update, `bincount` over z's group of each row."""
+        hits = self.hits[(a.id, z.id)]
+        hit = _cut(hits, spans)
         counts = np.bincount(hit, minlength=z.groups + 1)[1:]
-        if z.id not in self.weights:
+        if (a.id, z.id) not in self.measures:
             return counts, None
-        return counts, np.bincount(hit, weights=self.weights[z.id][rids], minlength=z.groups + 1)[1:]
+        weights = _cut(self.measures[(a.id, z.id)], spans)
+        return counts, np.bincount(hit, weights=weights, minlength=z.groups + 1)[1:]
+
+
+def _spans(offsets: np.ndarray, chosen: np.ndarray) -> list[tuple[int, int]]:
+    """The [start, end) ranges of the chosen groups' rows, adjacent groups merged."""
+    edges = np.diff(np.concatenate([[0], chosen.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [(int(offsets[s]), int(offsets[e])) for s, e in zip(starts, ends, strict=True)]
+
+
+def _cut(values: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """The values in these spans, without a copy when there is one span."""
+    if len(spans) == 1:
+        return values[spans[0][0] : spans[0][1]]
+    return np.concatenate([values[s:e] for s, e in spans]) if spans else values[:0]
 
 
 def _forward(view: View, size: int) -> np.ndarray:
