@@ -3,14 +3,19 @@
 A position is either a program RDD (the trace origin: `rdd.getLineage()` or the end of a
 forward trace) or a set of capture points with the traced ids there. Moving builds the
 trace lazily; an action (or a native transformation, which reads the raw records) runs it.
-Backward steps are Spark joins: the ids are shuffled to the partitions named in them and
-joined there with the table that partition's task stored. Forward steps ship the traced
-ids to every partition of the next point and scan its tables (Titian keeps no forward index).
+Backward steps are directed: while the traced ids are few enough for the driver
+(`LOCAL_IDS`), each step is one job whose tasks run on only the partitions the ids name,
+each looking its ids up in the table its capture task stored; beyond that, the ids are
+shuffled to those partitions and joined there with the tables (Titian's form). Forward
+steps ship the traced ids to every partition of the next point and scan its tables
+(Titian keeps no forward index).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from pyspark import RDD
@@ -22,6 +27,9 @@ if TYPE_CHECKING:
     from ember.rdd.tracked import TrackedRDD
 
 Refs = Callable[[], RDD[Any]]
+Local = Callable[[], "list[Ref] | None"]
+
+LOCAL_IDS = 200_000  # traced ids up to this many are kept on the driver between steps
 
 
 def _at(refs: RDD[Any], point: Point) -> RDD[Any]:
@@ -38,11 +46,13 @@ class LineageRDD:
         points: tuple[Point, ...],
         refs: Refs | None,
         origin: TrackedRDD | None = None,
+        local: Local | None = None,
     ) -> None:
         self.lc = lc
         self.points = points  # empty at an origin
         self._refs = refs  # None: all records of the origin
         self.origin = origin
+        self._local = local  # the same ids on the driver, or None when too many
 
     @classmethod
     def of(cls, tracked: TrackedRDD) -> LineageRDD:
@@ -67,9 +77,22 @@ class LineageRDD:
                 keep = self.lc.sc.broadcast(set(self._refs().collect()))
                 data = data.filter(lambda rr: rr[1] in keep.value)
             return data.map(lambda rr: (rr[1], rr[0]))
+        known = self._local_ids()
+        if known is not None:
+            pairs = [pair for p in self.points for pair in p.local_records([r for r in known if r[0] == p.uid])]
+            return self.lc.sc.parallelize(pairs, 1)
         refs = self.ids()
         parts = [p.records(_at(refs, p)) for p in self.points]
         return self.lc.sc.union(parts)
+
+    def _local_ids(self) -> list[Ref] | None:
+        """The traced ids on the driver if there are at most `LOCAL_IDS` (one job to find out)."""
+        if self._local is not None:
+            return self._local()
+        capped = self.ids().mapPartitions(lambda it: [list(islice(it, LOCAL_IDS + 1))]).collect()
+        if sum(len(part) for part in capped) > LOCAL_IDS:
+            return None
+        return sorted({r for part in capped for r in part})
 
     def rdd(self) -> RDD[Any]:
         """A native RDD of the raw records here: input lines, (key, value) pairs, outputs."""
@@ -89,7 +112,7 @@ class LineageRDD:
     def _at_points(self) -> LineageRDD:
         if self.origin is None:
             return self
-        return LineageRDD(self.lc, self.origin.points, self.ids)
+        return LineageRDD(self.lc, self.origin.points, self.ids, local=functools.cache(self._local_ids))
 
     def goBack(self) -> LineageRDD:
         """One capture point back; at the input this is the identity."""
@@ -101,7 +124,21 @@ class LineageRDD:
             return here
         refs = here.ids
 
+        @functools.cache
+        def local_back() -> list[Ref] | None:
+            current = here._local_ids()
+            if current is None:
+                return None
+            found: set[Ref] = set()
+            for p in here.points:
+                mine = [r for r in current if r[0] == p.uid]
+                found.update(p.local_parents(mine) if isinstance(p, Captured) else mine)
+            return sorted(found) if len(found) <= LOCAL_IDS else None
+
         def back() -> RDD[Any]:
+            known = local_back()
+            if known is not None:
+                return self.lc.sc.parallelize(known, 1)
             current = refs()
             parts = [
                 p.parents_of(_at(current, p))
@@ -112,7 +149,7 @@ class LineageRDD:
             return self.lc.sc.union(parts)
 
         points = [q for p in here.points for q in (p.parents if p in captured else (p,))]
-        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), back)
+        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), back, local=local_back)
 
     def goBackAll(self) -> LineageRDD:
         """All the input records that contributed (repeated goBack)."""
@@ -138,7 +175,8 @@ class LineageRDD:
         refs = here.ids
 
         def forward() -> RDD[Any]:
-            current: set[Ref] = set(refs().collect())
+            known = here._local_ids()
+            current: set[Ref] = set(known if known is not None else refs().collect())
             parts: list[RDD[Any]] = []
             for p, children in moves.items():
                 mine = {r for r in current if r[0] == p.uid}

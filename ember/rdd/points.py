@@ -13,10 +13,11 @@ that produced it and exists only once that attempt has succeeded.
 
 from __future__ import annotations
 
+import bisect
 import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -30,26 +31,44 @@ if TYPE_CHECKING:
 Ref = tuple[int, int, int]
 Row = Sequence[Ref]
 
-CHUNK = 4096  # table rows per pickled chunk: a lookup unpickles only the chunks it needs
+CHUNK_REFS = 1 << 15  # parent refs per pickled chunk: a lookup unpickles only the chunks it needs
+Table = tuple[list[int], list[bytes]]  # (first row of each chunk, pickled chunks)
 
 
 class LineageSourceError(EmberError):
     """An input the RDD lineage cannot re-read by id (not a local text file, or CRLF lines)."""
 
 
-def encode_table(rows: Sequence[Row]) -> list[bytes]:
-    return [pickle.dumps(list(rows[i : i + CHUNK]), 5) for i in range(0, len(rows), CHUNK)]
+def encode_table(rows: Sequence[Row]) -> Table:
+    """Chunks of about `CHUNK_REFS` refs (a frequent key's row alone may exceed it), so a
+    lookup next to a frequent key does not unpickle its refs too."""
+    starts: list[int] = []
+    size = CHUNK_REFS
+    for i, row in enumerate(rows):
+        if size >= CHUNK_REFS:
+            starts.append(i)
+            size = 0
+        size += len(row) + 1
+    bounds = [*starts, len(rows)]
+    return starts, [pickle.dumps(list(rows[a:b]), 5) for a, b in pairwise(bounds)]
 
 
-def lookup(blobs: Sequence[bytes], ns: Iterable[int]) -> Iterator[Row]:
+def lookup(table: Table, ns: Iterable[int]) -> Iterator[Row]:
     """The parent refs of rows `ns` of one partition's table."""
+    starts, blobs = table
     chunk: list[Row] = []
     current = -1
     for n in sorted(set(ns)):
-        if n // CHUNK != current:
-            current = n // CHUNK
-            chunk = pickle.loads(blobs[current])
-        yield chunk[n % CHUNK]
+        at = bisect.bisect_right(starts, n) - 1
+        if at != current:
+            current = at
+            chunk = pickle.loads(blobs[at])
+        yield chunk[n - starts[at]]
+
+
+def table_rows(table: Table) -> Iterator[Row]:
+    for blob in table[1]:
+        yield from pickle.loads(blob)
 
 
 def _identity(key: int) -> int:
@@ -63,6 +82,25 @@ def directed(refs: RDD[Any], partitions: int) -> RDD[Any]:
 
 def _ns(wanted: Iterable[tuple[int, int]]) -> list[int]:
     return sorted({n for _, n in wanted})
+
+
+def by_partition(refs: Iterable[Ref]) -> dict[int, list[int]]:
+    """`pid -> sorted ns` of refs known on the driver."""
+    found: dict[int, set[int]] = {}
+    for _, pid, n in refs:
+        found.setdefault(pid, set()).add(n)
+    return {pid: sorted(ns) for pid, ns in found.items()}
+
+
+def on_partitions(
+    rdd: RDD[Any], wanted: dict[int, list[int]], fn: Callable[[int, Iterable[Any], list[int]], Iterator[Any]]
+) -> list[Any]:
+    """`fn(pid, partition, ns)` on only the partitions named in `wanted`: one job, no shuffle,
+    no task for a partition the trace does not reach (the driver-directed form of a step)."""
+    if not wanted:
+        return []
+    task = rdd.mapPartitionsWithIndex(lambda pid, it: fn(pid, it, wanted.get(pid, [])))
+    return list(rdd.context.runJob(task, iter, partitions=sorted(wanted)))
 
 
 class Point(ABC):
@@ -79,6 +117,10 @@ class Point(ABC):
     @abstractmethod
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         """`(ref, raw record)` for the given refs of this point (duplicates removed)."""
+
+    @abstractmethod
+    def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
+        """`records` for refs known on the driver, read by tasks on only their partitions."""
 
     def unpersist(self) -> None:  # noqa: B027 (a default: input points hold nothing)
         """Drops the tables this point persisted."""
@@ -108,6 +150,15 @@ class IndexedInput(Point):
             yield from (((uid, pid, n), x) for n, x in rows if n in ns)
 
         return directed(refs, self.partitions).glom().zip(self.source.glom()).flatMap(pick)
+
+    def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
+        uid = self.uid
+
+        def pick(pid: int, rows: Iterable[tuple[int, Any]], ns: list[int]) -> Iterator[Any]:
+            keep = set(ns)
+            return (((uid, pid, n), x) for n, x in rows if n in keep)
+
+        return on_partitions(self.source, by_partition(refs), pick)
 
 
 class TextInput(Point):
@@ -147,17 +198,24 @@ class TextInput(Point):
 
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         uid, splits = self.uid, self.splits
+        return directed(refs, self.partitions).mapPartitionsWithIndex(
+            lambda pid, wanted: _lines(splits[pid][0], uid, pid, _ns(wanted))
+        )
 
-        def read(pid: int, wanted: Iterable[tuple[int, int]]) -> Iterator[Any]:
-            ns = _ns(wanted)
-            if not ns:
-                return
-            with open(splits[pid][0], "rb") as f:
-                for n in ns:
-                    f.seek(n)
-                    yield (uid, pid, n), f.readline().rstrip(b"\n").decode()
+    def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
+        """Read by the driver, seeking to each line: the file is local to it (checked when
+        the input was opened), and a job would cost more than the reads."""
+        return [rec for pid, ns in sorted(by_partition(refs).items()) for rec in _lines(self.splits[pid][0], self.uid, pid, ns)]
 
-        return directed(refs, self.partitions).mapPartitionsWithIndex(read)
+
+def _lines(path: str, uid: int, pid: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
+    """The lines starting at byte offsets `ns` of `path`."""
+    if not ns:
+        return
+    with open(path, "rb") as f:
+        for n in ns:
+            f.seek(n)
+            yield (uid, pid, n), f.readline().rstrip(b"\n").decode()
 
 
 class Captured(Point):
@@ -189,26 +247,32 @@ class Captured(Point):
     def parents_of(self, refs: RDD[Any]) -> RDD[Any]:
         """One backward step: a local join of the directed ids with this point's tables."""
 
-        def expand(pair: tuple[list[tuple[int, int]], list[list[bytes]]]) -> Iterator[Ref]:
-            wanted, (blobs,) = pair
-            for row in lookup(blobs, _ns(wanted)):
+        def expand(pair: tuple[list[tuple[int, int]], list[Table]]) -> Iterator[Ref]:
+            wanted, (table,) = pair
+            for row in lookup(table, _ns(wanted)):
                 yield from row
 
         return directed(refs, self.partitions).glom().zip(self.tables.glom()).flatMap(expand)
+
+    def local_parents(self, refs: Sequence[Ref]) -> list[Ref]:
+        """`parents_of` for refs known on the driver: tasks on only the tables they name."""
+
+        def expand(pid: int, tables: Iterable[Table], ns: list[int]) -> Iterator[Ref]:
+            for row in lookup(next(iter(tables)), ns):
+                yield from row
+
+        return on_partitions(self.tables, by_partition(refs), expand)
 
     def children_of(self, parents: set[Ref]) -> RDD[Any]:
         """One forward step: the rows of this point's tables that name any of `parents`."""
         uid = self.uid
         known = self.lc.sc.broadcast(parents)
 
-        def scan(pid: int, tables: Iterable[list[bytes]]) -> Iterator[Ref]:
-            n = 0
-            for blobs in tables:
-                for blob in blobs:
-                    for row in pickle.loads(blob):
-                        if not known.value.isdisjoint(row):
-                            yield (uid, pid, n)
-                        n += 1
+        def scan(pid: int, tables: Iterable[Table]) -> Iterator[Ref]:
+            for table in tables:
+                for n, row in enumerate(table_rows(table)):
+                    if not known.value.isdisjoint(row):
+                        yield (uid, pid, n)
 
         return self.tables.mapPartitionsWithIndex(scan)
 
@@ -220,6 +284,13 @@ class Captured(Point):
                 yield ref, rec
 
         return directed(refs, self.partitions).glom().zip(self.data.glom()).flatMap(pick)
+
+    def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
+        def pick(pid: int, data: Iterable[tuple[Any, Ref]], ns: list[int]) -> Iterator[Any]:
+            rows = list(islice(data, ns[-1] + 1))
+            return ((rows[n][1], rows[n][0]) for n in ns)
+
+        return on_partitions(self.data, by_partition(refs), pick)
 
     def unpersist(self) -> None:
         self.stored.unpersist()

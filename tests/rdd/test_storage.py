@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from ember.rdd import LineageContext
-from ember.rdd.points import Captured, directed
+from ember.rdd.points import Captured, directed, table_rows
 from tests.conftest import ROOT
 from tests.rdd.logs import DSCR, program, write_log
 
@@ -43,8 +42,8 @@ def test_tables_stay_with_their_partitions_and_ids_move_to_theirs(lc: LineageCon
         assert moved and {p for p, _ in moved} == {pid}
     # every combiner row names only lines of its own input split
     for table_pid, tables in enumerate(point.tables.glom().collect()):
-        (blobs,) = tables
-        rows = [row for blob in blobs for row in pickle.loads(blob)]
+        (table,) = tables
+        rows = list(table_rows(table))
         assert rows and all(pid == table_pid for row in rows for _, pid, _ in row)
 
 
@@ -68,3 +67,23 @@ def test_retried_tasks_leave_the_same_lineage(tmp_path: Path) -> None:
         code = next(c for c, d in DSCR.items() if d == name)
         lines = [line for line in log.lines if re.match(rf"ERROR\t{code}\t", line)]
         assert clean[repr((name, n))] == sorted(lines) and len(lines) == n
+
+
+def test_driver_directed_and_shuffled_steps_agree(lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few traced ids take driver-directed steps (tasks on the named partitions only); many
+    take Titian's shuffle. Both must give the same records (forward steps scan the same way
+    in both: only how the ids reach them differs)."""
+    log = write_log(tmp_path / "log.txt", n=300)
+    lines = lc.textFile(str(log.path), 2)
+    reports = program(lines)
+    reports.collect()
+
+    def traces() -> tuple[list[object], list[object]]:
+        back = reports.getLineage().goBackAll().collectWithIds()
+        one = reports.getLineage().goBack().goBack().collectWithIds()
+        return sorted(back), sorted(one, key=repr)
+
+    directed_form = traces()
+    assert directed_form[0] and directed_form[1]
+    monkeypatch.setattr("ember.rdd.lineage_rdd.LOCAL_IDS", 0)
+    assert traces() == directed_form
