@@ -200,7 +200,7 @@ def main() -> None:
         *[row(kind, ms) for kind, ms in sorted(by_kind.items())],
         row("**all**", every),
         "",
-        f"Server side of those brushes (gather the brushed rids, one `bincount` per view): median "
+        f"Server side of those brushes (one `bincount` per linked view over the brushed rows): median "
         f"{np.median(server):.1f} ms, p95 {np.percentile(server, 95):.1f} ms.",
         "",
         f"Target (issue 8): median ≤ {TARGET_MEDIAN:.0f} ms, p95 ≤ {TARGET_P95:.0f} ms. Measured: median "
