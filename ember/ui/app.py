@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,36 +21,60 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ember.errors import EmberError
-from ember.ui.catalog import load_views
-from ember.ui.views import Crossfilter, plain
+from ember.ui.catalog import declare, load_views
+from ember.ui.views import Crossfilter, View, plain
 
 STATIC = Path(__file__).with_name("static")
 PAGE_LIMIT = 500  # most rows one details page returns
 
 Handler = Callable[[Request], Awaitable[Response]]
+Declare = Callable[[str, list[str], str | None], View]  # name, group-by expressions, sum → a captured view
 
 
 def build_app(store_dir: str | Path, spark: SparkSession | None = None) -> Starlette:
     """The app for the views of `store_dir` (built now, so a bad folder fails at start)."""
-    board = Crossfilter(load_views(Path(store_dir), spark))
-    return make_app(board)
+    folder = Path(store_dir)
+    board = Crossfilter(load_views(folder, spark))
+    can_declare = (folder / "views.toml").exists()
+    return make_app(board, partial(declare, folder, spark=spark) if can_declare else None)
 
 
-def make_app(board: Crossfilter) -> Starlette:
-    """The routes over an already built crossfilter (docs/ui.md lists them)."""
+def make_app(board: Crossfilter, declare: Declare | None = None) -> Starlette:
+    """The routes over an already built crossfilter (docs/ui.md lists them); with
+    `declare`, the page can add views."""
     if not (STATIC / "index.html").exists():
         raise EmberError(f"the page's files are missing from {STATIC}: rebuild them with `make ui`")
+    adding = threading.Lock()  # one capture at a time; brushes go on meanwhile
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
 
     async def views(request: Request) -> Response:
-        return JSONResponse({"views": [v.describe() for v in board.views.values()]})
+        board = request.app.state.board
+        return JSONResponse({"views": [v.describe() for v in board.views.values()], "can_add": declare is not None})
+
+    async def add(request: Request) -> Response:
+        if declare is None:
+            raise EmberError("views can be added only over the table of a views.toml in the store folder")
+        body = await _body(request)
+        measure = body.get("sum") or None
+        if measure is not None and not isinstance(measure, str):
+            raise EmberError("'sum' must be a column name")
+        name, group_by = _text(body, "name"), _texts(body, "group_by")
+
+        def capture() -> dict[str, Any]:
+            with adding:
+                view = declare(name, group_by, measure)
+                board = request.app.state.board
+                request.app.state.board = Crossfilter([*board.views.values(), view])
+                return view.describe()
+
+        return JSONResponse(await run_in_threadpool(capture))
 
     async def brush(request: Request) -> Response:
         body = await _body(request)
         start = time.perf_counter()
-        result = board.brush(_text(body, "view"), _ints(body, "groups"))
+        result = request.app.state.board.brush(_text(body, "view"), _ints(body, "groups"))
         result["server_ms"] = round((time.perf_counter() - start) * 1000, 3)
         return JSONResponse(result)
 
@@ -59,6 +84,7 @@ def make_app(board: Crossfilter) -> Starlette:
         offset, limit = int(body.get("offset", 0)), min(int(body.get("limit", 50)), PAGE_LIMIT)
         if offset < 0 or limit < 0:
             raise EmberError("offset and limit must not be negative")
+        board = request.app.state.board
         page = await run_in_threadpool(board.details, view, groups, offset, limit)
         total = int(board.view(view).counts[sorted(set(groups))].sum()) if groups else 0
         return JSONResponse(
@@ -74,6 +100,7 @@ def make_app(board: Crossfilter) -> Starlette:
         routes=[
             Route("/", _errors(page)),
             Route("/api/views", _errors(views)),
+            Route("/api/views", _errors(add), methods=["POST"]),
             Route("/api/brush", _errors(brush), methods=["POST"]),
             Route("/api/rows", _errors(rows), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -109,6 +136,13 @@ def _text(body: dict[str, Any], key: str) -> str:
     value = body.get(key)
     if not isinstance(value, str):
         raise EmberError(f"{key!r} must be a string")
+    return value
+
+
+def _texts(body: dict[str, Any], key: str) -> list[str]:
+    value = body.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise EmberError(f"{key!r} must be a list of strings")
     return value
 
 

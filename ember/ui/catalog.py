@@ -8,8 +8,8 @@ import json
 import logging
 import re
 import tomllib
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -47,7 +47,7 @@ def load_views(store_dir: Path, spark: SparkSession | None = None) -> list[View]
     views = [view for entry in entries(store_dir) if (view := entry_view(store_dir, entry, spark)) is not None]
     config = store_dir / VIEWS_FILE
     if config.exists():
-        views += [declared_view(d, store_dir / CACHE, spark) for d in read_config(config)]
+        views += [declared_view(d, store_dir / CACHE, spark) for d in read_config(config)[1]]
     if not views:
         raise EmberError(f"{store_dir} has no group-by entries over one source and no {VIEWS_FILE}")
     seen: set[str] = set()
@@ -82,20 +82,40 @@ def entry_view(store_dir: Path, entry: Path, spark: SparkSession | None) -> View
         return None
 
 
-def read_config(path: Path) -> list[Declared]:
-    """The views of a views.toml (format: docs/ui.md)."""
+def read_config(path: Path) -> tuple[Declared, list[Declared]]:
+    """The table of a views.toml (as a declaration with no name or keys) and its views
+    (format: docs/ui.md)."""
     try:
         doc = tomllib.loads(path.read_text())
         table = doc["table"]
         source = Path(table["path"])
         if not source.is_absolute():
             source = (path.parent / source).resolve()
-        return [
-            Declared(v["name"], table["name"], str(source), tuple(v["group_by"]), v.get("sum"))
-            for v in doc.get("view", [])
-        ]
+        base = Declared("", table["name"], str(source), ())
+        views = [replace(base, name=v["name"], group_by=tuple(v["group_by"]), sum=v.get("sum")) for v in doc.get("view", [])]
+        return base, views
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise EmberError(f"{path}: not a views file ({type(e).__name__}: {e}); see docs/ui.md") from None
+
+
+def declare(store_dir: Path, name: str, group_by: Sequence[str], measure: str | None, spark: SparkSession | None) -> View:
+    """Captures a view declared on the page over the views.toml's table, and appends it
+    to views.toml so that the next start has it too."""
+    config = store_dir / VIEWS_FILE
+    if not config.exists():
+        raise EmberError(f"views can be added only over the table of a {VIEWS_FILE} in the store folder")
+    base, known = read_config(config)
+    name = name.strip()
+    group_by = [g.strip() for g in group_by if g.strip()]
+    if not name or not 1 <= len(group_by) <= 2:
+        raise EmberError("a view needs a name and one or two group-by expressions")
+    if any(slug(d.name) == slug(name) for d in known):
+        raise EmberError(f"there is already a view named {name!r}")
+    view = declared_view(replace(base, name=name, group_by=tuple(group_by), sum=measure or None), store_dir / CACHE, spark)
+    block = f"\n[[view]]\nname = {json.dumps(name)}\ngroup_by = {json.dumps(group_by)}\n"
+    with config.open("a") as out:
+        out.write(block + (f"sum = {json.dumps(measure)}\n" if measure else ""))
+    return view
 
 
 def declared_view(declared: Declared, cache: Path, spark: SparkSession | None) -> View:
@@ -109,7 +129,12 @@ def declared_view(declared: Declared, cache: Path, spark: SparkSession | None) -
         spark.read.parquet(declared.path).createOrReplaceTempView(declared.table)
         log.warning("capturing view %r: %s", declared.name, declared.sql())
         cache.mkdir(parents=True, exist_ok=True)
-        ember.capture(spark.sql(declared.sql())).save(str(stored), overwrite=True)
+        try:
+            ember.capture(spark.sql(declared.sql())).save(str(stored), overwrite=True)
+        except EmberError:
+            raise
+        except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
+            raise EmberError(f"view {declared.name!r}: Spark refused {declared.sql()}: {str(e).splitlines()[0]}") from None
         recipe_file.write_text(json.dumps(recipe))
     lin = ember.load(str(stored), spark)
     keys = [c for c in lin.output().column_names if c not in ("count", "sum", "ember_oid")]

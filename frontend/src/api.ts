@@ -45,10 +45,19 @@ async function post<T>(url: string, body: object): Promise<T> {
   return data as T;
 }
 
-export async function views(): Promise<ViewInfo[]> {
-  const response = await fetch("/api/views");
-  return (await response.json()).views as ViewInfo[];
+export interface Views {
+  views: ViewInfo[];
+  can_add: boolean;
 }
+
+export async function views(): Promise<Views> {
+  const response = await fetch("/api/views");
+  return (await response.json()) as Views;
+}
+
+/** Captures a new view over the views.toml's table (seconds to minutes: a Spark job). */
+export const addView = (name: string, group_by: string[], sum: string | null) =>
+  post<ViewInfo>("/api/views", { name, group_by, sum });
 
 export const brush = (view: string, groups: number[]) => post<BrushResult>("/api/brush", { view, groups });
 

@@ -137,9 +137,11 @@ async function details() {
   probe.details += 1;
 }
 
-async function main() {
-  const views = await api.views();
+function render(views: api.ViewInfo[]) {
   const root = $("views");
+  root.replaceChildren();
+  charts.clear();
+  infos.clear();
   for (const view of views) {
     infos.set(view.id, view);
     const draw = view.kind === "heat" ? heatMap : barChart;
@@ -147,6 +149,36 @@ async function main() {
   }
   for (const chart of charts.values()) chart.update(null, new Set());
   $("status").textContent = summary();
+}
+
+/** The form that declares a view over the views.toml's table; the server captures it. */
+function adder() {
+  const form = $("add-view") as HTMLFormElement;
+  form.hidden = false;
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const field = (name: string) => (form.elements.namedItem(name) as HTMLInputElement).value.trim();
+    const button = form.querySelector("button")!;
+    button.disabled = true;
+    $("add-status").textContent = "capturing with Spark…";
+    try {
+      const view = await api.addView(field("name"), [field("key1"), field("key2")].filter(Boolean), field("sum") || null);
+      send(null, performance.now());
+      render((await api.views()).views);
+      $("add-status").textContent = `added “${view.name}”`;
+      form.reset();
+    } catch (error) {
+      $("add-status").textContent = `error: ${(error as Error).message}`;
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+async function main() {
+  const listed = await api.views();
+  render(listed.views);
+  if (listed.can_add) adder();
   $("clear").addEventListener("click", () => send(null, performance.now()));
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") send(null, performance.now());

@@ -38,6 +38,7 @@ GROUPS = {
     "flags": "l_returnflag || '/' || l_linestatus",
     "discount": "l_discount::DOUBLE",
     "ship_year": "year(l_shipdate)",
+    "ship_instruct": "l_shipinstruct",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -15,7 +16,7 @@ from starlette.testclient import TestClient
 
 import ember
 from ember.errors import EmberError
-from ember.ui import build_view
+from ember.ui import build_app, build_view
 from ember.ui.app import STATIC
 from ember.ui.catalog import read_config
 from tests.ui.conftest import group_key, tally
@@ -133,3 +134,25 @@ def test_a_malformed_views_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "views.toml").write_text("[table]\nname = 'lineitem'\n")
     with pytest.raises(EmberError, match="not a views file"):
         read_config(tmp_path / "views.toml")
+
+
+def test_a_view_added_on_the_page_is_captured_and_kept(
+    ui_store: Path, spark: SparkSession, duck: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    folder = tmp_path / "store"
+    shutil.copytree(ui_store, folder)  # the captured views come along: only the new one is captured
+    client = TestClient(build_app(folder, spark))
+    added = client.post("/api/views", json={"name": "ship instruct", "group_by": ["l_shipinstruct"], "sum": None})
+    assert added.status_code == 200, added.text
+    assert added.json()["id"] == "ship_instruct"
+    listed = {v["id"]: v for v in client.get("/api/views").json()["views"]}
+    assert "ship_instruct" in listed and listed["ship_instruct"]["kind"] == "bar"
+    result = client.post("/api/brush", json={"view": "ship_instruct", "groups": [0]}).json()
+    value = group_key("ship_instruct", listed["ship_instruct"]["labels"][0])
+    shown = {group_key("flags", labels): n for labels, n in zip(listed["flags"]["labels"], result["views"]["flags"]["count"], strict=True)}
+    assert {k: n for k, n in shown.items() if n} == tally(duck, "ship_instruct", [value], "flags")
+    assert [v.name for v in read_config(folder / "views.toml")[1]][-1] == "ship instruct"
+    again = client.post("/api/views", json={"name": "Ship Instruct", "group_by": ["l_shipinstruct"]})
+    assert again.status_code == 400 and "already" in again.json()["error"]
+    bad = client.post("/api/views", json={"name": "typo", "group_by": ["l_shipinstrukt"]})
+    assert bad.status_code == 400 and "Spark refused" in bad.json()["error"]
