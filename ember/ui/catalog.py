@@ -69,13 +69,13 @@ def entries(store_dir: Path) -> Iterator[Path]:
 
 
 def entry_view(store_dir: Path, entry: Path, spark: SparkSession | None) -> View | None:
-    """The entry as a view, or None (logged) when it is not a group-by over one source."""
+    """The entry as a view, or None (logged) when it is not a group-by over one source
+    or does not load."""
     name = str(entry.relative_to(store_dir)) if entry != store_dir else entry.name
-    lin = ember.load(str(entry), spark)
-    if lin.output().num_rows > MAX_GROUPS:
-        log.warning("entry %s: %d output rows, too many groups for a chart; left out", name, lin.output().num_rows)
-        return None
     try:
+        lin = ember.load(str(entry), spark)
+        if lin.output().num_rows > MAX_GROUPS:
+            raise EmberError(f"{lin.output().num_rows} output rows, too many groups for a chart")
         return build_view(slug(name), name, lin)
     except EmberError as e:
         log.warning("entry %s left out: %s", name, e)
