@@ -106,7 +106,8 @@ def build_view(view_id: str, name: str, lin: Lineage, keys: Sequence[str] | None
         everything = lin.backward(oids=range(output.num_rows)).rows(source)
         if measure not in everything.column_names:
             raise EmberError(f"view {name!r}: source {source!r} has no column {measure!r} to sum")
-        by_rid = everything.column(measure).to_numpy(zero_copy_only=False).astype(np.float64)
+        # nulls count as 0, as SQL's sum skips them
+        by_rid = np.nan_to_num(everything.column(measure).to_numpy(zero_copy_only=False).astype(np.float64))
         values = by_rid[np.searchsorted(everything.column("ember_rid").to_numpy(), rids)]
     return View(view_id, name, lin, source, keys or ["group"], labels, rids, offsets, measure, values)
 
