@@ -1,0 +1,262 @@
+"""The `ember` command: run a PySpark script with lineage capture, then list, trace and export.
+
+Exit codes: 0 success; 1 a user error (missing store, unknown entry, bad `--where`, a
+script that raised: its traceback is shown, since it is the script's own); 2 a usage
+error (unknown option, missing argument); a script's own `sys.exit(n)` gives n.
+Reference: docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tempfile
+import traceback
+import uuid
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import pyarrow as pa
+import typer
+from rich.console import Console
+
+from ember.cli import openlineage
+from ember.cli.record import Script
+from ember.cli.runner import Recorder, now, open_entry, sha256
+from ember.cli.runstore import (
+    CliError,
+    Run,
+    folder_bytes,
+    fresh_store,
+    read_run,
+    store_manifest,
+    write_run,
+)
+from ember.cli.show import dict_table, human_bytes, print_json, rows_table
+from ember.lineage import Lineage
+
+app = typer.Typer(
+    name="ember",
+    help="Row-level lineage for PySpark scripts: run a script with capture, list, trace and export its lineage.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+_debug = {"on": False}
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console on stdout/stderr; wide when not a terminal, so piped tables do not wrap."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console.width = 200
+    return console
+
+
+class Mode(StrEnum):
+    eager = "eager"
+    lazy = "lazy"
+
+
+class Format(StrEnum):
+    json = "json"
+    openlineage = "openlineage"
+
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error.")) -> None:
+    _debug["on"] = debug
+
+
+@app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": False})
+def run(
+    script: Annotated[Path, typer.Argument(help="The PySpark script, run as `python SCRIPT ARGS...` would run it.")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the script (after `--` if they clash with ember's).")] = None,
+    store: Annotated[Path | None, typer.Option("--store", help="Folder for the lineage (default: SCRIPT-stem.lineage).")] = None,
+    mode: Annotated[Mode, typer.Option("--mode", help="eager: capture each action; lazy: capture nothing, traces re-run.")] = Mode.eager,
+) -> None:
+    """Runs SCRIPT unmodified and records the lineage of every DataFrame action it performs."""
+    if not script.is_file():
+        raise CliError(f"no script at {script}")
+    folder = store or Path(f"{script.stem}.lineage")
+    fresh_store(folder)
+    user = Script(script, list(args or []))
+    record = Run(user.path, user.args, mode.value, sha256(script), str(uuid.uuid4()), now())
+    write_run(folder, record)
+    err = _console(stderr=True)
+    outcome = user.run(Recorder(folder, record, user, err))
+    record.status = "ok" if outcome.code == 0 else "failed"
+    write_run(folder, record)
+    skipped = sum(e.status == "skipped" for e in record.entries)
+    if record.entries:
+        err.print(dict_table(f"ember: {len(record.entries)} actions in {folder}", [_summary(e) for e in record.entries]))
+    else:
+        err.print(f"ember: the script performed no DataFrame action; {folder} has no entries")
+    if skipped:
+        err.print(f"ember: {skipped} action(s) not captured (see the reason column)")
+    if outcome.error is not None:
+        err.file.write(user.traceback(outcome.error))
+        raise CliError(f"{script.name} raised {type(outcome.error).__name__}; the entries recorded before it are in {folder}")
+    if outcome.code:
+        err.print(f"ember: {script.name} exited with code {outcome.code}")
+        raise typer.Exit(outcome.code)
+
+
+@app.command("ls")
+def ls(
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Lists the entries of a store: action, line, mode, output rows, sources and size."""
+    record = read_run(store)
+    listing = [_listing(store, e) for e in record.entries]
+    out = _console()
+    if as_json:
+        print_json(out, {"script": record.script, "args": record.args, "mode": record.mode, "status": record.status, "entries": listing})
+        return
+    out.print(f"{record.script} {' '.join(record.args)}  ({record.mode}, {record.status})")
+    shown = [
+        {**{k: v for k, v in e.items() if k not in ("sources", "bytes", "reason")},
+         "sources": ", ".join(f"{s['name']} ({s['rows']})" if s["rows"] is not None else s["name"] for s in e["sources"]),
+         "size": human_bytes(e["bytes"]), "note": e["reason"]}
+        for e in listing
+    ]
+    out.print(dict_table(f"{len(listing)} entries", shown) if shown else "no entries")
+
+
+@app.command()
+def trace(
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
+    entry: Annotated[str, typer.Argument(help="An entry name, as `ember ls` lists it.")],
+    backward: Annotated[bool, typer.Option("--backward", help="Source rows behind output rows (chosen by --where or --oids).")] = False,
+    forward: Annotated[str | None, typer.Option("--forward", metavar="SOURCE", help="Output rows that rows of SOURCE reached (chosen by --where or --ids).")] = None,
+    where: Annotated[str | None, typer.Option("--where", help="SQL condition over the output (backward) or the source's columns (forward).")] = None,
+    oids: Annotated[str | None, typer.Option("--oids", help="Output row numbers, comma-separated (backward).")] = None,
+    ids: Annotated[str | None, typer.Option("--ids", help="Source row ids (ember_rid), comma-separated (forward).")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward).")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Rows (and ids in JSON) shown per source; 0 for all.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Traces an entry's lineage backward (output → sources) or forward (source → output)."""
+    if backward == (forward is not None):
+        raise click.UsageError("give exactly one of --backward and --forward SOURCE")
+    if (where is None) == ((oids if backward else ids) is None) or (oids if forward else ids) is not None:
+        raise click.UsageError("--backward takes --where or --oids; --forward takes --where or --ids")
+    record = read_run(store)
+    lin = open_entry(store, record, record.entry(entry), _console(stderr=True))
+    cap = None if limit == 0 else limit
+    out = _console()
+    if backward:
+        t = lin.backward(oids=_numbers(oids, "--oids"), where=where)
+        names = [source] if source else lin.sources
+        found = {n: (t.ids(n), t.rows(n, limit=cap)) for n in names}
+        if as_json:
+            print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
+                n: {"count": int(i.size), "ids": i[:cap].tolist(), "rows": r.to_pylist()} for n, (i, r) in found.items()}})
+            return
+        for n, (i, r) in found.items():
+            out.print(rows_table(f"{n}: {i.size} rows{_shown(r, i.size)}{'' if t.exact else ' (superset)'}", r))
+        return
+    assert forward is not None
+    f = lin.forward(forward, ids=_numbers(ids, "--ids"), where=where)
+    reached = f.ids()
+    rows = f.rows().slice(0, cap)
+    if as_json:
+        print_json(out, {"entry": entry, "direction": "forward", "source": forward, "exact": f.exact,
+                         "count": int(reached.size), "oids": reached[:cap].tolist(), "rows": rows.to_pylist()})
+        return
+    out.print(rows_table(f"output: {reached.size} rows reached{_shown(rows, reached.size)}", rows))
+
+
+@app.command()
+def export(
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
+    entry: Annotated[str, typer.Argument(help="An entry name, as `ember ls` lists it.")],
+    format: Annotated[Format, typer.Option("--format", help="json: output oid → source rids; openlineage: a RunEvent.")] = Format.json,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
+) -> None:
+    """Exports an eager entry's lineage as ember's JSON or as an OpenLineage RunEvent."""
+    record = read_run(store)
+    item = record.entry(entry)
+    if item.status != "eager":
+        raise CliError(f"entry {entry!r} is {item.status}: only eager entries keep lineage to export")
+    if format is Format.openlineage:
+        text = openlineage.to_json(openlineage.run_event(store, record, item, store_manifest(store, item)))
+    else:
+        lin = open_entry(store, record, item, _console(stderr=True))
+        assert isinstance(lin, Lineage)
+        with tempfile.TemporaryDirectory(prefix="ember-export-") as tmp:
+            lin.export_json(str(Path(tmp) / "lineage.json"))
+            text = (Path(tmp) / "lineage.json").read_text()
+    if output is None:
+        _console().file.write(text + "\n")
+    else:
+        output.write_text(text)
+
+
+@app.command()
+def ui(
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+) -> None:
+    """Serves the linked-brushing web page over a store's entries."""
+    read_run(store)
+    try:
+        module = importlib.import_module("ember.ui")
+    except ModuleNotFoundError as e:
+        if e.name != "ember.ui":
+            raise
+        raise CliError("the web page is not part of this ember (no ember.ui module)") from None
+    module.serve(str(store), host=host, port=port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command; returns its exit code (the console script exits with it)."""
+    _debug["on"] = False
+    err = _console(stderr=True)
+    try:
+        code = app(args=argv, prog_name="ember", standalone_mode=False)
+    except click.ClickException as e:  # usage errors (2) and click's own
+        e.show()
+        return e.exit_code
+    except click.Abort:
+        err.print("ember: aborted")
+        return 1
+    except Exception as e:  # every error becomes one line unless --debug
+        if _debug["on"]:
+            traceback.print_exc()
+        text = str(e).strip().splitlines()
+        name = "error" if isinstance(e, CliError) else type(e).__name__
+        err.print(f"ember: {name}: {text[0] if text else repr(e)}", markup=False)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+def _numbers(text: str | None, option: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=option) from None
+
+
+def _shown(rows: pa.Table, total: int) -> str:
+    return f", showing {rows.num_rows}" if rows.num_rows < total else ""
+
+
+def _summary(e: Any) -> dict[str, Any]:
+    return {"entry": e.name, "mode": e.status, "rows": e.rows, "seconds": e.seconds, "reason": e.reason}
+
+
+def _listing(store: Path, e: Any) -> dict[str, Any]:
+    """One entry for `ls`: sources with row counts from its store (names only for lazy ones)."""
+    if e.status == "eager":
+        sources = [{"name": s["name"], "rows": s["rows"]} for s in store_manifest(store, e).get("sources", [])]
+    else:
+        sources = [{"name": n, "rows": None} for n in e.sources]
+    return {"entry": e.name, "action": e.action, "line": e.line, "mode": e.status, "rows": e.rows,
+            "sources": sources, "bytes": folder_bytes(store / e.name), "reason": e.reason}

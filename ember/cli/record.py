@@ -1,0 +1,182 @@
+"""Runs an unmodified PySpark script in-process and hands each action it performs to a handler.
+
+PySpark's action methods (DataFrame collect/show/count/..., DataFrameWriter saves, RDD
+actions) are patched for the duration of the run. A patched method first runs the
+original, so the script gets exactly the result it would get without ember, then tells
+the handler which DataFrame the action read. Calls made from inside pyspark or ember
+(`take` calling `collect`, ember's own capture jobs) are not actions of the script.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pyspark
+from pyspark.core.rdd import RDD
+from pyspark.sql import DataFrame
+from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
+from pyspark.sql.readwriter import DataFrameWriter
+
+import ember
+
+Params = dict[str, Any]
+# (class, method, action name, the DataFrame the action reads, given the bound arguments)
+Target = Callable[[Any, Params], DataFrame | None]
+_INTERNAL = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (pyspark, ember))
+_CLI = os.path.dirname(__file__) + os.sep
+RDD_REASON = "an RDD action: `ember run` captures DataFrame actions (RDD programs: ember.LineageContext)"
+TAIL_REASON = "tail: the last rows of a job have no defined order to capture"
+
+
+def _whole(df: DataFrame, _: Params) -> DataFrame:
+    return df
+
+
+def _limit(arg: str | None, default: int) -> Target:
+    """The first rows an action reads (take(num), head(n), first(), show(n))."""
+
+    def target(df: DataFrame, params: Params) -> DataFrame:
+        n = params.get(arg) if arg else None
+        return df.limit(default if n is None else int(n))
+
+    return target
+
+
+def _written(writer: DataFrameWriter, _: Params) -> DataFrame:
+    return writer._df  # pyspark keeps the written DataFrame only here
+
+
+def _none(_: Any, __: Params) -> None:
+    return None
+
+
+ACTIONS: list[tuple[type, str, str, Target]] = [
+    *((ClassicFrame, m, m, _whole) for m in ("collect", "toPandas", "toArrow", "toLocalIterator", "count", "foreach", "foreachPartition")),
+    (ClassicFrame, "take", "take", _limit("num", 1)),
+    (ClassicFrame, "head", "head", _limit("n", 1)),
+    (ClassicFrame, "first", "first", _limit(None, 1)),
+    (ClassicFrame, "show", "show", _limit("n", 20)),
+    (ClassicFrame, "tail", "tail", _none),
+    *((DataFrameWriter, m, f"write.{m}", _written) for m in ("save", "parquet", "csv", "json", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")),
+    *((RDD, m, f"rdd.{m}", _none) for m in ("collect", "count", "take", "first", "reduce", "fold", "aggregate", "sum", "foreach", "foreachPartition", "top", "takeOrdered", "collectAsMap", "countByKey", "countByValue", "saveAsTextFile", "saveAsPickleFile")),
+]
+
+
+@dataclass
+class Action:
+    """One action the script performed, after it ran."""
+
+    name: str
+    line: int
+    df: DataFrame | None  # the DataFrame whose rows the action read; None: ember cannot capture it
+    reason: str = ""  # why not, when df is None
+    target: str | None = None  # where a write action wrote
+
+
+Handler = Callable[[Action], None]
+
+
+@dataclass
+class Outcome:
+    """How the script ended: normally, by sys.exit(code), or with its own exception."""
+
+    code: int = 0
+    error: BaseException | None = None
+
+
+class Script:
+    """A user script run in-process as `python script args...` would run it."""
+
+    def __init__(self, path: Path, args: list[str]):
+        self.path = str(path.resolve())
+        self.args = args
+
+    def run(self, handler: Handler) -> Outcome:
+        """Runs the script with its actions reported to `handler`.
+
+        The script's exceptions and sys.exit are its own and come back as the outcome;
+        a handler's `Stop` (a BaseException, so the script's `except Exception` cannot
+        swallow it) passes through.
+        """
+        saved = sys.argv[:], sys.path[:]
+        sys.argv = [self.path, *self.args]
+        sys.path.insert(0, os.path.dirname(self.path))
+        try:
+            with self._patched(handler):
+                runpy.run_path(self.path, run_name="__main__")
+        except SystemExit as e:
+            return Outcome(code=e.code if isinstance(e.code, int) else (0 if e.code is None else 1))
+        except Stop:
+            raise
+        except BaseException as e:  # the script's own failure, reported to the user as theirs
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return Outcome(code=1, error=e)
+        finally:
+            sys.argv, sys.path[:] = saved[0], saved[1]
+        return Outcome()
+
+    def traceback(self, error: BaseException) -> str:
+        """The script's traceback, from its first frame on, without ember's wrappers."""
+        te = traceback.TracebackException.from_exception(error)
+        frames = list(te.stack)
+        start = next((i for i, f in enumerate(frames) if f.filename == self.path), 0)
+        te.stack = traceback.StackSummary.from_list([f for f in frames[start:] if not f.filename.startswith(_CLI)])
+        return "".join(te.format())
+
+    @contextmanager
+    def _patched(self, handler: Handler) -> Iterator[None]:
+        originals = [(cls, method, cls.__dict__[method]) for cls, method, _, _ in ACTIONS]
+        for (cls, method, name, target), (_, _, orig) in zip(ACTIONS, originals, strict=True):
+            setattr(cls, method, self._wrap(orig, name, target, handler))
+        try:
+            yield
+        finally:
+            for cls, method, orig in originals:
+                setattr(cls, method, orig)
+
+    def _wrap(self, orig: Callable[..., Any], name: str, target: Target, handler: Handler) -> Callable[..., Any]:
+        signature = inspect.signature(orig)
+
+        def action(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            result = orig(obj, *args, **kwargs)
+            caller = sys._getframe(1)
+            if caller.f_code.co_filename.startswith(_INTERNAL):
+                return result  # pyspark or ember calling itself, not the script
+            bound = signature.bind(obj, *args, **kwargs)
+            bound.apply_defaults()
+            params = dict(bound.arguments)
+            df = target(obj, params)
+            reason = "" if df is not None else (TAIL_REASON if name == "tail" else RDD_REASON)
+            written = next((str(params[k]) for k in ("path", "tableName", "name", "table") if params.get(k)), None)
+            handler(Action(name, self._line(caller), df, reason, written if name.startswith("write.") else None))
+            return result
+
+        action.__wrapped__ = orig  # type: ignore[attr-defined]
+        return action
+
+    def _line(self, frame: FrameType | None) -> int:
+        """The line of the script that led to this call (0 if the script is not on the stack)."""
+        while frame is not None:
+            if frame.f_code.co_filename == self.path:
+                return frame.f_lineno
+            frame = frame.f_back
+        return 0
+
+
+class Stop(BaseException):
+    """Ends a script run early from inside a handler, carrying what the handler found."""
+
+    def __init__(self, found: Any):
+        super().__init__("ember stopped the script")
+        self.found = found
