@@ -52,6 +52,20 @@ class _ListParam(AccumulatorParam[list[Any]]):
 LIST_PARAM = _ListParam()
 
 
+class _SetParam(AccumulatorParam[set[Any]]):
+    """Set union: a task counted twice (a retry, a recomputed partition) changes nothing."""
+
+    def zero(self, value: set[Any]) -> set[Any]:
+        return set()
+
+    def addInPlace(self, value1: set[Any], value2: set[Any]) -> set[Any]:
+        value1 |= value2
+        return value1
+
+
+SET_PARAM = _SetParam()
+
+
 class Guard:
     """Shipped with each tracked user function: reports or skips the record it fails on."""
 

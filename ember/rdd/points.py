@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 from pyspark import RDD, StorageLevel
 
 from ember.errors import EmberError
+from ember.rdd.debug import SET_PARAM
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext
@@ -232,9 +233,11 @@ class Captured(Point):
         super().__init__(lc, parents, upstream.getNumPartitions())
         self.kind = kind
         uid = self.uid
+        reach = self.reach = lc.sc.accumulator(set(), SET_PARAM)
 
         def capture(pid: int, items: Iterable[Any]) -> Iterator[Any]:
             rows, out = run(pid, items)
+            reach.add({(pid, -1, -1)} | {(pid, r[0], r[1]) for row in rows for r in row})
             yield encode_table(rows)
             yield from ((rec, (uid, pid, n)) for n, rec in enumerate(out))
 
@@ -264,17 +267,30 @@ class Captured(Point):
         return on_partitions(self.tables, by_partition(refs), expand)
 
     def children_of(self, parents: set[Ref]) -> RDD[Any]:
-        """One forward step: the rows of this point's tables that name any of `parents`."""
+        """One forward step: the rows of this point's tables that name any of `parents`,
+        scanning only the tables whose task saw those parents' partitions."""
         uid = self.uid
         known = self.lc.sc.broadcast(parents)
 
-        def scan(pid: int, tables: Iterable[Table]) -> Iterator[Ref]:
+        def scan(pid: int, tables: Iterable[Table], ns: list[int] | None = None) -> Iterator[Ref]:
             for table in tables:
                 for n, row in enumerate(table_rows(table)):
                     if not known.value.isdisjoint(row):
                         yield (uid, pid, n)
 
-        return self.tables.mapPartitionsWithIndex(scan)
+        reached = self._reached({(r[0], r[1]) for r in parents})
+        if reached is None:
+            return self.tables.mapPartitionsWithIndex(scan)
+        found = on_partitions(self.tables, {pid: [] for pid in reached}, scan)
+        return self.lc.sc.parallelize(found, 1)
+
+    def _reached(self, partitions: set[tuple[int, int]]) -> list[int] | None:
+        """This point's partitions whose tables name any of these parent partitions, from
+        what the capture tasks reported; None until every partition has reported."""
+        seen = self.reach.value
+        if {pid for pid, _, _ in seen} != set(range(self.partitions)):
+            return None
+        return sorted({pid for pid, u, p in seen if (u, p) in partitions})
 
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         def pick(pair: tuple[list[tuple[int, int]], list[tuple[Any, Ref]]]) -> Iterator[Any]:

@@ -87,3 +87,18 @@ def test_driver_directed_and_shuffled_steps_agree(lc: LineageContext, tmp_path: 
     assert directed_form[0] and directed_form[1]
     monkeypatch.setattr("ember.rdd.lineage_rdd.LOCAL_IDS", 0)
     assert traces() == directed_form
+
+
+def test_forward_scans_only_tables_that_saw_the_parents(lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Capture tasks report which parent partitions their tables name; a forward step skips
+    the others, and answers as a scan of every table would."""
+    log = write_log(tmp_path / "log.txt", n=300)
+    reports = program(lc.textFile(str(log.path), 3))
+    reports.collect()
+    first = [(uid, pid, n) for uid, pid, n in sorted(ref for ref, _ in reports.getLineage().goBackAll().collectWithIds())][:2]
+    combiner = reports.getLineage().goBack().goBack().points[0]
+    assert isinstance(combiner, Captured)
+    assert combiner._reached({(first[0][0], first[0][1])}) == [first[0][1]]  # map-side tables name their own split
+    pruned = sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr)
+    monkeypatch.setattr(Captured, "_reached", lambda self, partitions: None)
+    assert pruned and sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr) == pruned
