@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
-from bench.common import ROOT, parser, timed, tpch_session
+from bench.common import parser, timed, tpch_session
 from ember import tpch
 
 MONTHLY = "SELECT date_trunc('month', l_shipdate) AS month, count(*) AS n, sum(l_extendedprice) AS revenue FROM lineitem GROUP BY month"
@@ -102,12 +102,12 @@ def report(rows: dict[str, dict[str, float]], scale: float, runs: int, traces: i
         f"trace: median over the first {traces} output rows. Unoptimised = the same question on a capture without "
         "the workload (source scan for `source_where`; rows fetched and aggregated by DuckDB for a consuming query).",
         "",
-        "| case | capture s | with workload s | groupings MB | index MB | answer ms (workload) | answer ms (unoptimised) | speed-up |",
+        "| case | capture s | with workload s | groupings KB | index MB | answer ms (workload) | answer ms (unoptimised) | speed-up |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
         lines.append(
-            f"| {name} | {r['capture']:.2f} | {r['capture_w']:.2f} | {r['bytes'] / 1e6:.2f} | {r['index'] / 1e6:.2f} "
+            f"| {name} | {r['capture']:.2f} | {r['capture_w']:.2f} | {r['bytes'] / 1e3:.1f} | {r['index'] / 1e6:.2f} "
             f"| {r['fast']:.1f} | {r['slow']:.1f} | {r['slow'] / max(r['fast'], 1e-9):.0f}x |"
         )
     return "\n".join(lines) + "\n"
