@@ -16,10 +16,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import pyarrow as pa
 import typer
 from rich.console import Console
+
+try:  # typer vendors its own click since 0.20; older ones use click itself
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:
+    from click import ClickException, UsageError  # type: ignore[assignment]
 
 from ember.cli import openlineage
 from ember.cli.record import Script
@@ -141,9 +145,9 @@ def trace(
 ) -> None:
     """Traces an entry's lineage backward (output → sources) or forward (source → output)."""
     if backward == (forward is not None):
-        raise click.UsageError("give exactly one of --backward and --forward SOURCE")
+        raise UsageError("give exactly one of --backward and --forward SOURCE")
     if (where is None) == ((oids if backward else ids) is None) or (oids if forward else ids) is not None:
-        raise click.UsageError("--backward takes --where or --oids; --forward takes --where or --ids")
+        raise UsageError("--backward takes --where or --oids; --forward takes --where or --ids")
     record = read_run(store)
     lin = open_entry(store, record, record.entry(entry), _console(stderr=True))
     cap = None if limit == 0 else limit
@@ -219,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     err = _console(stderr=True)
     try:
         code = app(args=argv, prog_name="ember", standalone_mode=False)
-    except click.ClickException as e:  # usage errors (2) and click's own
+    except ClickException as e:  # usage errors (2) and click's own
         e.show()
         return e.exit_code
-    except click.Abort:
+    except typer.Abort:
         err.print("ember: aborted")
         return 1
     except Exception as e:  # every error becomes one line unless --debug
@@ -241,7 +245,7 @@ def _numbers(text: str | None, option: str) -> list[int] | None:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise click.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=option) from None
+        raise typer.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=option) from None
 
 
 def _shown(rows: pa.Table, total: int) -> str:

@@ -11,8 +11,10 @@ refused.
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections import Counter
+from contextlib import redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -111,8 +113,8 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
         except ember.EmberError as e:
             raise Stop(CliError(f"ember.infer on the re-run failed: {e}")) from None
 
-    with err.status(f"re-running {script.name} up to line {entry.line} (lazy entry)…"):
-        try:
+    with err.status(f"re-running {script.name} up to line {entry.line} (lazy entry)…"), redirect_stdout(sys.stderr):
+        try:  # the script's own prints go to stderr: stdout is the trace's
             outcome = Script(script, run.args).run(stop_at_entry)
         except Stop as stop:
             found = stop.found
