@@ -20,6 +20,11 @@
     wf = arrays.Workflow(); a = wf.track(x, name="a"); b = np.sum(-a + 1, axis=1)
     wf.backward(b, [(5,)], to=a)             # cells of a behind b[5]
 
+    from ember.apps import fd_violations     # FD profiling: violations and the rows behind them
+    fd_violations(df, ["zip"], ["city"])
+
+    $ ember run job.py; ember ls/trace/export/ui   # the command line (docs/cli.md)
+
 Everything else in the package is private.
 """
 

@@ -140,6 +140,7 @@ def trace(
     oids: Annotated[str | None, typer.Option("--oids", help="Output row numbers, comma-separated (backward).")] = None,
     ids: Annotated[str | None, typer.Option("--ids", help="Source row ids (ember_rid), comma-separated (forward).")] = None,
     source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward).")] = None,
+    columns: Annotated[str | None, typer.Option("--columns", help="Columns to show, comma-separated (default: all).")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Rows (and ids in JSON) shown per source; 0 for all.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
@@ -155,7 +156,7 @@ def trace(
     if backward:
         t = lin.backward(oids=_numbers(oids, "--oids"), where=where)
         names = [source] if source else lin.sources
-        found = {n: (t.ids(n), t.rows(n, limit=cap)) for n in names}
+        found = {n: (t.ids(n), _pick(t.rows(n, limit=cap), columns)) for n in names}
         if as_json:
             print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
                 n: {"count": int(i.size), "ids": i[:cap].tolist(), "rows": r.to_pylist()} for n, (i, r) in found.items()}})
@@ -166,7 +167,7 @@ def trace(
     assert forward is not None
     f = lin.forward(forward, ids=_numbers(ids, "--ids"), where=where)
     reached = f.ids()
-    rows = f.rows().slice(0, cap)
+    rows = _pick(f.rows().slice(0, cap), columns)
     if as_json:
         print_json(out, {"entry": entry, "direction": "forward", "source": forward, "exact": f.exact,
                          "count": int(reached.size), "oids": reached[:cap].tolist(), "rows": rows.to_pylist()})
@@ -246,6 +247,17 @@ def _numbers(text: str | None, option: str) -> list[int] | None:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=option) from None
+
+
+def _pick(rows: pa.Table, columns: str | None) -> pa.Table:
+    """The chosen columns, and the row id column (`ember_rid` or `ember_oid`) always."""
+    if columns is None:
+        return rows
+    wanted = [c.strip() for c in columns.split(",") if c.strip()]
+    unknown = [c for c in wanted if c not in rows.column_names]
+    if unknown:
+        raise CliError(f"--columns: no column {', '.join(unknown)}; there are: {', '.join(rows.column_names)}")
+    return rows.select([*wanted, *(c for c in rows.column_names if c.startswith("ember_") and c not in wanted)])
 
 
 def _shown(rows: pa.Table, total: int) -> str:
