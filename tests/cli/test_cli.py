@@ -221,3 +221,20 @@ def test_lazy_entries_rerun_the_script(spark: SparkSession, tpch: Path, tmp_path
     script.write_text(script.read_text() + "# edited\n")
     code, _, err = run_cli(capsys, "trace", str(store), entry.name, "--backward", "--oids", "0")
     assert code == 1 and "changed since" in err
+
+
+def test_uncapturable_action_does_not_break_the_script(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "udf.py"
+    script.write_text(
+        "import sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "rows = spark.range(3).mapInPandas(lambda frames: (f * 2 for f in frames), 'id long').collect()\n"
+        "open(sys.argv[1], 'w').write(str(sorted(r.id for r in rows)))\n"
+    )
+    code, _, err = run_cli(capsys, "run", str(script), "--store", str(tmp_path / "s"), str(tmp_path / "out.txt"))
+    assert code == 0
+    assert (tmp_path / "out.txt").read_text() == "[0, 2, 4]"
+    [entry] = read_run(tmp_path / "s").entries
+    assert entry.status == "skipped" and entry.reason.startswith("UnsupportedOperatorError")
+    assert "not captured: udf.py-4-collect" in err
