@@ -238,3 +238,18 @@ def test_uncapturable_action_does_not_break_the_script(spark: SparkSession, tmp_
     [entry] = read_run(tmp_path / "s").entries
     assert entry.status == "skipped" and entry.reason.startswith("UnsupportedOperatorError")
     assert "not captured: udf.py-4-collect" in err
+
+
+def test_ui_delegates_and_debug_shows_tracebacks(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import ember.ui
+
+    script = tmp_path / "quiet.py"
+    script.write_text("x = 1\n")
+    assert main(["run", str(script), "--store", str(tmp_path / "s")]) == 0
+    served: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(ember.ui, "serve", lambda store, host, port: served.append((store, host, port)))
+    assert main(["ui", str(tmp_path / "s"), "--port", "9999"]) == 0
+    assert served == [(str(tmp_path / "s"), "127.0.0.1", 9999)]
+    capsys.readouterr()
+    code, _, err = run_cli(capsys, "--debug", "ls", str(tmp_path / "missing"))
+    assert code == 1 and "Traceback" in err and "no store at" in err
