@@ -42,6 +42,7 @@ class Lineage:
         plan: str = "",
         written: tuple[SourceFile, ...] = (),
         groupings: tuple[Grouping, ...] = (),
+        columns: Sequence[tuple[str, list[tuple[str, str]]]] = (),
     ):
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._state = index  # a Future while a deferred capture is still building it
@@ -50,6 +51,7 @@ class Lineage:
         self.mode = mode
         self.plan = plan
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
+        self.columns = list(columns)  # per output column: the (source, column) pairs it is computed from
         self.store: str | None = None  # where it was saved or loaded from
 
     @property
@@ -212,6 +214,7 @@ class Lineage:
             "mode": self.mode,
             "plan": self.plan,
             "written": [asdict(f) for f in self.written],
+            "columns": [[name, [list(o) for o in origins]] for name, origins in self.columns],
             "text": {s.key: s.data.recipe() for s in sources if s.kind in ("csv", "json") and s.data is not None},
         }
         stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings)
@@ -268,7 +271,10 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
     written = tuple(SourceFile(**f) for f in stored.info.get("written", []))
     info = stored.info
-    lin = Lineage(stored.output, stored.index, sources, info.get("mode", "inject"), info.get("plan", ""), written, stored.groupings)
+    columns = [(name, [(s, c) for s, c in origins]) for name, origins in info.get("columns", [])]
+    lin = Lineage(
+        stored.output, stored.index, sources, info.get("mode", "inject"), info.get("plan", ""), written, stored.groupings, columns
+    )
     lin.store = path
     return lin
 

@@ -22,6 +22,7 @@ from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
 from ember.lineage import Lineage
 from ember.plan import ir
+from ember.plan.columns import column_lineage
 from ember.plan.ir import outline, walk
 from ember.plan.jvm import Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
@@ -90,11 +91,13 @@ def capture(
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
-        lineage = Lineage(user, index, numbered.values(), mode="inject", plan=outline(plan), groupings=groups)
+        lineage = Lineage(
+            user, index, numbered.values(), "inject", outline(plan), groupings=groups, columns=column_lineage(plan)
+        )
     else:
         user = df.toArrow() if user is None else user
         job = _DEFERRED.submit(_deferred, jvm, annotated, sources, staging, user, workload)
-        lineage = Lineage(user, job, sources.values(), mode="defer", plan=outline(plan))
+        lineage = Lineage(user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage

@@ -1,9 +1,10 @@
 """`ember export --format openlineage`: an OpenLineage RunEvent for one captured action.
 
-Datasets are dataset-level: the source files read (inputs) and what the action produced
-(output). ember keeps no column-level lineage (its indexes are row-level and the stored
-plan is an outline), so no column lineage facet is made up. A custom run facet,
-`emberRowLineage`, points at the row-level lineage in the store.
+Datasets: the source files read (inputs) and what the action produced (output), with a
+column lineage facet on the output: per output column, the source columns it is computed
+from, read off the captured plan (`ember.plan.columns`; stores saved before it was
+recorded have none). A custom run facet, `emberRowLineage`, points at the row-level
+lineage in the store.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from typing import Any
 
 import attr
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
-from openlineage.client.facet_v2 import RunFacet, job_type_job, schema_dataset
+from openlineage.client.facet_v2 import (
+    RunFacet,
+    column_lineage_dataset,
+    job_type_job,
+    schema_dataset,
+)
 from openlineage.client.serde import Serde
 
 import ember
@@ -45,16 +51,13 @@ class EmberRowLineageRunFacet(RunFacet):
 def run_event(folder: Path, run: EmberRun, entry: Entry, manifest: dict[str, Any]) -> RunEvent:
     """The COMPLETE RunEvent of the job that performed `entry`'s action (its run id is
     derived from the `ember run` and the entry, so exporting twice gives the same id)."""
-    inputs = [
-        InputDataset(namespace=_namespace(f["uri"]), name=_name(f["uri"]))
+    datasets = {
+        s["name"]: [(_namespace(f["uri"]), _name(f["uri"])) for f in s.get("files", [])]
+        # in-memory DataFrames and spark.range: no file to name
+        or [(NAMESPACE, f"{run.script}:{s['name']}")]
         for s in manifest.get("sources", [])
-        for f in s.get("files", [])
-    ]
-    inputs += [
-        InputDataset(namespace=NAMESPACE, name=f"{run.script}:{s['name']}")
-        for s in manifest.get("sources", [])
-        if not s.get("files")  # in-memory DataFrames and spark.range: no file to name
-    ]
+    }
+    inputs = [InputDataset(namespace=ns, name=name) for named in datasets.values() for ns, name in named]
     fields = [
         schema_dataset.SchemaDatasetFacetFields(name=c["name"], type=c["type"])
         for c in manifest.get("output", {}).get("schema", [])
@@ -63,7 +66,7 @@ def run_event(folder: Path, run: EmberRun, entry: Entry, manifest: dict[str, Any
     output = OutputDataset(
         namespace=_namespace(target) if entry.target else NAMESPACE,
         name=_name(target) if entry.target else target,
-        facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields)},
+        facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields), **_column_lineage(manifest, datasets)},
     )
     facet = EmberRowLineageRunFacet(
         store=str((folder / entry.name).resolve()),
@@ -83,6 +86,23 @@ def run_event(folder: Path, run: EmberRun, entry: Entry, manifest: dict[str, Any
         inputs=inputs,
         outputs=[output],
     )
+
+
+def _column_lineage(manifest: dict[str, Any], datasets: dict[str, list[tuple[str, str]]]) -> dict[str, Any]:
+    columns = manifest.get("info", {}).get("columns", [])
+    if not columns:
+        return {}
+    fields = {
+        name: column_lineage_dataset.Fields(
+            inputFields=[
+                column_lineage_dataset.InputField(namespace=ns, name=dataset, field=column)
+                for source, column in origins
+                for ns, dataset in datasets.get(source, [])
+            ]
+        )
+        for name, origins in columns
+    }
+    return {"columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)}
 
 
 def to_json(event: RunEvent) -> str:

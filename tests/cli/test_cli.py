@@ -129,6 +129,11 @@ def test_export_json_and_openlineage(captured: dict[str, Any], capsys: pytest.Ca
     assert event["eventType"] == "COMPLETE"
     assert [d["name"] for d in event["inputs"]] == [str((tpch / "lineitem.parquet").resolve())]
     assert event["outputs"][0]["facets"]["schema"]["fields"][0]["name"] == "l_returnflag"
+    lineitem = str((tpch / "lineitem.parquet").resolve())
+    assert {
+        col: [(f["name"], f["field"]) for f in v["inputFields"]]
+        for col, v in event["outputs"][0]["facets"]["columnLineage"]["fields"].items()
+    } == {"l_returnflag": [(lineitem, "l_returnflag")], "qty": [(lineitem, "l_quantity")]}
     facet = event["run"]["facets"]["emberRowLineage"]
     assert facet["entry"] == entry.name and facet["format"] == "ember-lineage-store"
     assert Path(facet["store"]) == (store / entry.name).resolve()
