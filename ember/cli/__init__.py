@@ -8,7 +8,6 @@ Reference: docs/cli.md.
 
 from __future__ import annotations
 
-import importlib
 import tempfile
 import traceback
 import uuid
@@ -203,19 +202,16 @@ def export(
 
 @app.command()
 def ui(
-    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`, or one with a views.toml.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
 ) -> None:
-    """Serves the linked-brushing web page over a store's entries."""
-    read_run(store)
-    try:
-        module = importlib.import_module("ember.ui")
-    except ModuleNotFoundError as e:
-        if e.name != "ember.ui":
-            raise
-        raise CliError("the web page is not part of this ember (no ember.ui module)") from None
-    module.serve(str(store), host=host, port=port)
+    """Serves the linked-brushing web page over a store's entries (or the views of its views.toml)."""
+    from ember import ui as page
+
+    if not (store / "views.toml").is_file():
+        read_run(store)  # its errors say what is missing
+    page.serve(str(store), host=host, port=port)
 
 
 def main(argv: list[str] | None = None) -> int:
