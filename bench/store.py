@@ -6,10 +6,11 @@
 For each query: capture once, save the store, load it back, and measure
 - lineage bytes three ways: plain int64 arrays, the same columns as Parquet with zstd
   (pyarrow defaults), and ember's store (run-encoded columns, delta-packed + zstd
-  otherwise); each also as a share of the query's input bytes;
+  otherwise); each also as a share of the query's input bytes; plus the store's copies
+  of reached source rows (`store.kept`), counted in ember's total;
 - one-row traces on the loaded store: backward ids (the first trace after loading,
   and the median over 20 output rows), backward with rows (sources with ≤ 1,000 rows
-  in the trace), forward of one rid; and backward ids on the in-memory plain arrays,
+  in the trace; first call after loading, then the median of 5), forward of one rid; and backward ids on the in-memory plain arrays,
   for comparison.
 Writes docs/benchmarks/store.md. Machines here are noisy: read ratios, not milliseconds.
 """
@@ -48,8 +49,8 @@ def parquet_zstd_bytes(index: LineageIndex) -> int:
     return total
 
 
-def store_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in (path / "index").iterdir())
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.iterdir())
 
 
 def sample_oids(lin: ember.Lineage, k: int = 20) -> list[int]:
@@ -69,10 +70,12 @@ def measure(lin: ember.Lineage, store: Path) -> dict[str, float]:
     row: dict[str, float] = {
         "raw": lin._index.raw_nbytes,
         "pq": parquet_zstd_bytes(lin._index),
-        "ember": store_bytes(store),
+        "index": folder_bytes(store / "index"),
+        "kept": folder_bytes(store / "kept"),
     }
+    row["ember"] = row["index"] + row["kept"]
     if not oids:
-        return row | {"first": nan, "back": nan, "rows": nan, "fwd": nan, "plain": nan}
+        return row | {"first": nan, "back": nan, "rows": nan, "rows_first": nan, "fwd": nan, "plain": nan}
     row["first"] = ms(timed(lambda: loaded.backward(oids=[oids[0]]))[0])
     row["back"] = ms(statistics.median(timed(lambda o=o: loaded.backward(oids=[o]))[0] for o in oids))
     plain = ember.Lineage(lin.output().drop_columns(["ember_oid"]), as_plain(lin._index), lin._sources.values())
@@ -83,6 +86,7 @@ def measure(lin: ember.Lineage, store: Path) -> dict[str, float]:
         t = loaded.backward(oids=[oids[0]])
         return [t.rows(s) for s in t.sources if t.ids(s).size <= 1000]
 
+    row["rows_first"] = ms(timed(with_rows)[0])  # includes checking the row copies' checksums
     row["rows"] = ms(statistics.median(timed(with_rows)[0] for _ in range(5)))
     source = max(trace.sources, key=lambda s: trace.ids(s).size, default=None)
     if source is None:
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[str, float]]]) -> None:
     total_in = sum(i for _, i, _ in results)
-    totals = {k: sum(r[k] for _, _, r in results) for k in ("raw", "pq", "ember")}
+    totals = {k: sum(r[k] for _, _, r in results) for k in ("raw", "pq", "index", "kept", "ember")}
 
     def finite(key: str) -> list[float]:
         return [r[key] for _, _, r in results if r[key] == r[key]]
@@ -123,24 +127,29 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[st
         f"# Lineage store — TPC-H SF{args.scale:g}",
         "",
         f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"`python -m bench.store --scale {args.scale:g}`. Bytes are the index files only (not the output "
-        "or the sources); input = the Parquet files a query reads.",
+        f"`python -m bench.store --scale {args.scale:g}`. Bytes are the index files plus the store's copies "
+        "of reached source rows (not the output or the sources); input = the Parquet files a query reads.",
         "",
         f"Over the {len(results)} queries: raw int64 {totals['raw'] / total_in:.1%} of input bytes, "
-        f"Parquet+zstd {totals['pq'] / total_in:.1%}, ember {totals['ember'] / total_in:.1%}. "
+        f"Parquet+zstd {totals['pq'] / total_in:.1%}, ember {totals['ember'] / total_in:.1%} "
+        f"(index {totals['index'] / total_in:.1%}, row copies {totals['kept'] / total_in:.1%}). "
         f"Loaded store, one-row backward ids: median {statistics.median(finite('back')):.1f} ms, "
         f"first trace after load median {statistics.median(finite('first')):.1f} ms; "
-        f"with rows median {statistics.median(finite('rows')):.1f} ms, worst {max(finite('rows')):.0f} ms.",
+        f"with rows median {statistics.median(finite('rows')):.1f} ms, worst {max(finite('rows')):.0f} ms "
+        f"(first call after loading: median {statistics.median(finite('rows_first')):.1f} ms, "
+        f"worst {max(finite('rows_first')):.0f} ms).",
         "",
-        "| query | input MB | raw MB | Parquet+zstd MB | ember MB | ember / input | backward ms (plain in memory) "
-        "| backward ms (store) | first after load ms | with rows ms | forward ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| query | input MB | raw MB | Parquet+zstd MB | ember index MB | row copies MB | ember / input "
+        "| backward ms (plain in memory) | backward ms (store) | first after load ms | first with rows ms | with rows ms "
+        "| forward ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, inb, r in results:
         lines.append(
-            f"| Q{n} | {inb / 1e6:.0f} | {r['raw'] / 1e6:.2f} | {r['pq'] / 1e6:.2f} | {r['ember'] / 1e6:.2f} | "
+            f"| Q{n} | {inb / 1e6:.0f} | {r['raw'] / 1e6:.2f} | {r['pq'] / 1e6:.2f} | {r['index'] / 1e6:.2f} | "
+            f"{r['kept'] / 1e6:.2f} | "
             f"{r['ember'] / inb:.2%} | {r['plain']:.1f} | {r['back']:.1f} | {r['first']:.1f} | "
-            f"{r['rows']:.1f} | {r['fwd']:.1f} |"
+            f"{r['rows_first']:.1f} | {r['rows']:.1f} | {r['fwd']:.1f} |"
         )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "store.md").write_text("\n".join(lines) + "\n")

@@ -26,6 +26,7 @@ from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
+from ember.store.kept import KEEP_SHARE, rows_to_keep
 
 EXPORT_FORMAT = "ember-lineage-json"
 
@@ -203,13 +204,17 @@ class Lineage:
                 names |= upstream._reachable(through)
         return names
 
-    def save(self, path: str, overwrite: bool = False) -> None:
+    def save(self, path: str, overwrite: bool = False, keep_rows: float = KEEP_SHARE) -> None:
         """Writes this lineage as a store at `path` (a folder, or any URI pyarrow can write).
 
         The write is atomic: a crash leaves either the old store or the new one.
-        `ember.load(path, spark)` reads it back.
+        `ember.load(path, spark)` reads it back. Where the lineage reaches at most a
+        `keep_rows` share of a local Parquet source's rows, the store keeps a copy of
+        those rows, so traces with rows need not decode the source's pages (0 keeps none).
         """
         sources = tuple(self._sources.values())
+        reached = self._index.backward(np.arange(self._output.num_rows, dtype=np.int64)) if keep_rows > 0 else {}
+        kept = {s.key: rows_to_keep(s, reached.get(s.key, np.empty(0, np.int64)), keep_rows) for s in sources}
         info = {
             "mode": self.mode,
             "plan": self.plan,
@@ -217,7 +222,8 @@ class Lineage:
             "columns": [[name, [list(o) for o in origins]] for name, origins in self.columns],
             "text": {s.key: s.data.recipe() for s in sources if s.kind in ("csv", "json") and s.data is not None},
         }
-        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings)
+        copies = {k: t for k, t in kept.items() if t is not None}
+        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings, copies)
         write_store(path, stored, overwrite)
         self.store = path
 

@@ -55,6 +55,9 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
         table = source.data.take(pa.array(rids, type=pa.int64()))
     elif source.kind == "parquet":
         check_unchanged(source)
+        kept = source.kept.read(rids) if source.kept is not None else None
+        if kept is not None:
+            return kept
         table = _parquet_rows(source, rids)
     elif source.kind in ("csv", "json"):
         check_unchanged(source)

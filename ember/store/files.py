@@ -7,6 +7,8 @@ A store is a folder:
     output.parquet                the job's output rows
     index/<level>.<column>.parquet   one encoded column each (`store.columns`)
     sources/<n>.parquet           rows of in-memory sources (nothing could fetch them later)
+    kept/<n>.parquet              a copy of the rows the lineage reaches in Parquet source n,
+                                  when they are a small share of it (`store.kept`)
     groups/<n>.parquet            groupings made at capture (`query.grouped`): per output
     groups/<n>.rids.parquet       row, its groups' columns and rid ranges; their rids
 
@@ -37,6 +39,8 @@ from ember.plan.sources import Source, SourceFile
 from ember.query.grouped import Grouping, shape
 from ember.store.columns import IntColumn, Runs, isin_sorted
 from ember.store.index import Level, LineageIndex, Ranges
+from ember.store.kept import ROW_GROUP as KEPT_ROW_GROUP
+from ember.store.kept import KeptRows
 
 FORMAT = "ember-lineage-store"
 VERSION = 1
@@ -55,6 +59,7 @@ class Stored:
     sources: tuple[Source, ...]
     info: dict[str, Any] = field(default_factory=dict)  # mode, plan, written files, text sources
     groupings: tuple[Grouping, ...] = ()
+    kept: dict[str, pa.Table] = field(default_factory=dict)  # source key → rows copied into the store
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -95,7 +100,7 @@ def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterat
 
 
 def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
-    with atomic_store(path, overwrite, ("index", "sources", "groups")) as (fs, tmp):
+    with atomic_store(path, overwrite, ("index", "sources", "groups", "kept")) as (fs, tmp):
         manifest = _Writer(fs, tmp).manifest(stored)
         with fs.open_output_stream(f"{tmp}/{MANIFEST}") as out:
             out.write(json.dumps(manifest, indent=1).encode())
@@ -140,7 +145,7 @@ class _Writer:
             ],
         }
 
-    def source(self, n: int, source: Source) -> dict[str, Any]:
+    def source(self, n: int, source: Source, kept: pa.Table | None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "key": source.key,
             "name": source.name,
@@ -150,6 +155,8 @@ class _Writer:
         }
         if source.kind == "memory":
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
+        if kept is not None:
+            entry["kept"] = {"file": self.table(f"kept/{n}.parquet", kept, row_group_size=KEPT_ROW_GROUP), "rows": kept.num_rows}
         return entry
 
     def grouping(self, n: int, g: Grouping) -> dict[str, Any]:
@@ -169,7 +176,7 @@ class _Writer:
         output = self.table("output.parquet", stored.output)
         levels = [self.level(f"t{i}", lv) for i, lv in enumerate(stored.index.tables)]
         out_level = self.level("output", stored.index.output)
-        sources = [self.source(n, s) for n, s in enumerate(stored.sources)]
+        sources = [self.source(n, s, stored.kept.get(s.key)) for n, s in enumerate(stored.sources)]
         return {
             "format": FORMAT,
             "version": VERSION,
@@ -248,6 +255,7 @@ def _column_files(manifest: dict[str, Any]) -> Iterator[str]:
         yield from (r[k]["file"] for r in lv["refs"] for k in ("start", "end"))
     for g in manifest.get("groupings", []):
         yield from (g["file"], g["rids"]["file"])
+    yield from (s["kept"]["file"] for s in manifest["sources"] if "kept" in s)
 
 
 @contextmanager
@@ -307,7 +315,8 @@ class _Reader:
             with _damage(self.root, meta["data"]):
                 data = pq.read_table(f"{self.root}/{meta['data']}", filesystem=self.fs)
         files = tuple(SourceFile(**f) for f in meta["files"])
-        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data)
+        kept = KeptRows(self.fs, f"{self.root}/{meta['kept']['file']}", meta["kept"]["rows"]) if "kept" in meta else None
+        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data, kept=kept)
 
 
 class StoredPlain:
