@@ -14,6 +14,7 @@ down from the output, forward traces mark rows bottom up. No Spark job, no per-r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import duckdb
@@ -160,10 +161,15 @@ def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]
 
 def as_plain(index: LineageIndex) -> LineageIndex:
     """The same index with every column decoded (the uncompressed reference form)."""
+    return map_columns(index, lambda c: Plain(c.decode()))
+
+
+def map_columns(index: LineageIndex, fn: Callable[[IntColumn], IntColumn]) -> LineageIndex:
+    """The same index with each column replaced by `fn(column)`."""
 
     def level(lv: Level) -> Level:
-        rids = tuple((k, Plain(c.decode())) for k, c in lv.rids)
-        refs = tuple(Ranges(r.table, Plain(r.start.decode()), Plain(r.end.decode())) for r in lv.refs)
+        rids = tuple((k, fn(c)) for k, c in lv.rids)
+        refs = tuple(Ranges(r.table, fn(r.start), fn(r.end)) for r in lv.refs)
         return Level(lv.rows, rids, refs, lv.why)
 
     return LineageIndex(level(index.output), tuple(level(t) for t in index.tables))
