@@ -13,6 +13,7 @@ from ember.capture.capture import run_annotated
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import spark
+from ember.infer.exact import why_rerun
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import cuts, refine
@@ -29,9 +30,10 @@ from ember.store.index import LineageIndex
 class InferredLineage:
     """Answers the questions `ember.capture` answers, with nothing captured at run time.
 
-    Exact traces re-run the job restricted to the rows the inferred predicates select at
-    each scan (Spark skips the rest) and trace the re-run; superset traces (`exact=False`)
-    return the rows those predicates select, refined across joins, with no re-run.
+    Exact traces are the rows the inferred predicates select at each scan, refined across
+    joins, where the plan makes that exact (`rerun_reason` is None: see `infer.exact`);
+    elsewhere they re-run the job restricted to those rows (Spark skips the rest) and trace
+    the re-run. Superset traces (`exact=False`) return the selected rows, with no re-run.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class InferredLineage:
         self.exact = exact
         self.iterative = iterative
         self.mode = "infer" if exact else "infer-superset"
+        self.rerun_reason = why_rerun(plan, inference)  # None: exact traces need no re-run
 
     @property
     def sources(self) -> list[str]:
@@ -69,9 +72,13 @@ class InferredLineage:
         rows = self._user.take(pa.array(choose(self._output, "output", oids, where, OID)))
         self._check_sources()
         if not self.exact:
-            return Trace(self._named, self._superset(rows), exact=False)
-        _, index, found = self._rerun(rows)
-        return Trace(self._named, index.backward(found))
+            return Trace(self._named, self._superset(rows, self.iterative)[0], exact=False)
+        if self.rerun_reason is None:
+            found, settled = self._superset(rows, True)
+            if settled:
+                return Trace(self._named, found)
+        _, index, oids = self._rerun(rows)
+        return Trace(self._named, index.backward(oids))
 
     def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
         """Output rows whose lineage holds the chosen rows of `source`."""
@@ -97,6 +104,8 @@ class InferredLineage:
             lines.append(f"{sp.scan.source.name}: {pins}{state}")
         if self.inference.stops:
             lines.append("stopped at: " + "; ".join(self.inference.stops))
+        how = "the predicates above, cut across joins" if self.rerun_reason is None else f"a re-run ({self.rerun_reason})"
+        lines.append(f"exact traces: {how}")
         return "\n".join(lines)
 
     def _check_sources(self) -> None:
@@ -119,9 +128,11 @@ class InferredLineage:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
         return out, index, np.unique(found)
 
-    def _superset(self, rows: pa.Table) -> dict[str, np.ndarray]:
+    def _superset(self, rows: pa.Table, iterative: bool) -> tuple[dict[str, np.ndarray], bool]:
+        """Per source, the rows the predicates select (cut across joins when `iterative`), and
+        whether the cuts settled; on a plan `infer.exact` accepts, that is the lineage."""
         traced = [sp for sp in self.inference.scans if sp.traced]
-        cut_list = cuts(self._plan) if self.iterative else []
+        cut_list = cuts(self._plan) if iterative else []
         needed = needed_columns(cut_list)
         frames: dict[int, pa.Table] = {}
         for sp in traced:
@@ -132,7 +143,8 @@ class InferredLineage:
             cols = spark.columns(self._jvm, sp.scan)
             frames[id(sp.scan)] = spark.candidates(df, cols, sorted(needed.get(id(sp.scan), ()), key=_attr_id))
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
-        frames = refine(usable, frames)
+        frames, settled = refine(usable, frames, drop_nulls=self.rerun_reason is None)
+        settled = settled and len(usable) == len(cut_list)
         found: dict[str, np.ndarray] = {}
         for sp in traced:
             key = sp.scan.source.key
@@ -142,7 +154,7 @@ class InferredLineage:
             else:
                 ids = np.unique(table.column(spark.RID).to_numpy().astype(np.int64))
             found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
-        return found
+        return found, settled
 
     def _candidates(self, src: Source, rids: np.ndarray) -> np.ndarray:
         """Output rows whose inferred predicates the chosen source rows satisfy (a superset)."""

@@ -62,9 +62,13 @@ def needed(cut_list: list[Cut]) -> dict[int, set[ir.Attr]]:
     return out
 
 
-def refine(cut_list: list[Cut], frames: dict[int, pa.Table]) -> dict[int, pa.Table]:
+def refine(
+    cut_list: list[Cut], frames: dict[int, pa.Table], drop_nulls: bool = False
+) -> tuple[dict[int, pa.Table], bool]:
     """Cuts the scans' candidate rows (tables with a column `a<attr id>` per needed column)
-    until nothing changes (or `MAX_ROUNDS`), in-process: only key columns travel."""
+    until nothing changes (or `MAX_ROUNDS`), in-process: only key columns travel. Returns
+    the rows and whether they stopped changing. `drop_nulls`: every cut comes from a plain
+    `=`, which never pairs nulls (null-safe equalities would)."""
     frames = dict(frames)
     for _ in range(MAX_ROUNDS):
         before = {k: t.num_rows for k, t in frames.items()}
@@ -74,8 +78,8 @@ def refine(cut_list: list[Cut], frames: dict[int, pa.Table]) -> dict[int, pa.Tab
                 type=frames[cut.target].schema.field(f"a{cut.column.id}").type,
             )
             target = frames[cut.target]
-            keep = pc.is_in(target.column(f"a{cut.column.id}"), value_set=pc.unique(values))
+            keep = pc.is_in(target.column(f"a{cut.column.id}"), value_set=pc.unique(values), skip_nulls=drop_nulls)
             frames[cut.target] = target.filter(keep)
         if before == {k: t.num_rows for k, t in frames.items()}:
-            break
-    return frames
+            return frames, True
+    return frames, False

@@ -207,6 +207,7 @@ class Join(Node):
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
     exists_attr: Attr | None = None  # existence joins add a boolean column
     equi: tuple[tuple[int, int], ...] = ()  # (left, right) attribute ids the condition equates
+    theta: bool = False  # the condition holds more than `column = column` pairs across the sides
 
     @property
     def children(self) -> tuple[Node, ...]:

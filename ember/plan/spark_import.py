@@ -178,13 +178,13 @@ class Importer:
         cond = option(p.condition())
         left, right = self.node(p.left()), self.node(p.right())
         expr = self.expr(cond) if cond is not None else None
-        equi = _equi(cond, left, right) if cond is not None else ()
+        equi, theta = _equi(cond, left, right) if cond is not None else ((), False)
         if name == "ExistenceJoin":
             exists = self.attr(jt.exists())
-            return ir.Join("existence", left, right, expr, handle=p, exists_attr=exists, equi=equi)
+            return ir.Join("existence", left, right, expr, handle=p, exists_attr=exists, equi=equi, theta=theta)
         if name not in _JOIN_KINDS:
             raise UnsupportedOperatorError(f"ember cannot trace join type {name}")
-        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p, equi=equi)
+        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p, equi=equi, theta=theta)
 
     def _Aggregate(self, p: JObj) -> ir.Node:
         return ir.Aggregate(
@@ -383,11 +383,14 @@ def _column(e: JObj) -> int | None:
     return int(e.exprId().id()) if kind == "AttributeReference" else None
 
 
-def _equi(cond: JObj, left: ir.Node, right: ir.Node) -> tuple[tuple[int, int], ...]:
-    """The (left, right) column pairs a join condition's conjuncts declare equal."""
+def _equi(cond: JObj, left: ir.Node, right: ir.Node) -> tuple[tuple[tuple[int, int], ...], bool]:
+    """The (left, right) column pairs a join condition's conjuncts declare equal, and whether
+    it holds anything else (other conjuncts, or null-safe equalities, which pair nulls)."""
     lids, rids = {a.id for a in left.output}, {a.id for a in right.output}
     pairs = []
-    for c in _conjuncts(cond):
+    conjuncts = _conjuncts(cond)
+    plain = 0
+    for c in conjuncts:
         if class_name(c) not in ("EqualTo", "EqualNullSafe"):
             continue
         a, b = _column(c.left()), _column(c.right())
@@ -395,7 +398,8 @@ def _equi(cond: JObj, left: ir.Node, right: ir.Node) -> tuple[tuple[int, int], .
             a, b = b, a
         if a in lids and b in rids:
             pairs.append((a, b))
-    return tuple(pairs)
+            plain += class_name(c) == "EqualTo"
+    return tuple(pairs), plain < len(conjuncts)
 
 
 def _conjuncts(e: JObj) -> list[JObj]:

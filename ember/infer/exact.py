@@ -1,0 +1,102 @@
+"""Whether the pushed-down predicates select exactly the lineage, so a trace needs no re-run.
+
+PredTrace's exact mode evaluates the pushed predicates at the sources and saves an
+intermediate only where they would select more than the lineage; ember re-runs the job,
+restricted, in those places instead (`ember.infer.lineage`). This pure check over the IR
+finds the plans that need neither: a trace is then the rows each scan's predicates and
+filters select, cut across every join to the rows whose key has a partner (superset
+mode's refinement), and that is the lineage exactly.
+
+A plan qualifies when, under a top of projections, sorts, filters and limits (which keep
+or drop whole output rows):
+- either one aggregate whose grouping keys all reach the output, so the traced row pins
+  its whole group; or no aggregate, and every output column pins some scan column;
+- below that, only scans, filters right over scans (applied with the predicates),
+  projections, sorts and repartitions, and inner or semi joins on exactly one
+  `column = column` condition whose columns come from scans.
+One equality per join makes the joins a tree, and on a tree cutting each side to the
+values of the other until nothing changes is a full reducer (Yannakakis): every row
+left joins into some result row of the traced group, and every such result row's rows
+are left. Anything else (outer and anti joins, subqueries, windows, unions, nested
+aggregates, composite or theta conditions, filters above joins) keeps the re-run.
+"""
+
+from __future__ import annotations
+
+from ember.infer.pushdown import Inference, origins
+from ember.plan import ir
+from ember.plan.ir import column_of, walk
+
+_KEEP_ROWS = ("sort", "repartition")
+
+
+def why_rerun(plan: ir.Node, inference: Inference) -> str | None:
+    """None when the pushed predicates are the exact lineage of any traced row, otherwise
+    why a trace must re-run the job."""
+    for node in walk(plan):
+        if any(e.subqueries for e in node.expressions()):
+            return f"{type(node).__name__} holds a subquery"
+    bound = {a.id for a in plan.output}
+    node = plan
+    while _passes_rows(node, (ir.Project, ir.Filter, ir.Limit)):
+        assert isinstance(node, ir.Unary)
+        if isinstance(node, ir.Project):
+            bound = {c for c in (column_of(n.expr) for n in node.columns if n.attr.id in bound) if c is not None}
+        node = node.child
+    if isinstance(node, ir.Aggregate):  # filters above it drop whole groups
+        return _unpinned_key(node, bound, inference) or _not_a_join_tree(node.child)
+    pinned = {b.column for sp in inference.scans for b in sp.bindings if not b.padded}
+    missing = [a.name for j, a in enumerate(plan.output) if j not in pinned]
+    if missing:
+        return f"output columns {missing} pin no source column"
+    body = plan
+    while _passes_rows(body, (ir.Project, ir.Limit)):  # no filters: one above a join would be lost
+        assert isinstance(body, ir.Unary)
+        body = body.child
+    return _not_a_join_tree(body)
+
+
+def _passes_rows(node: ir.Node, kinds: tuple[type[ir.Node], ...]) -> bool:
+    return isinstance(node, kinds) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS)
+
+
+def _unpinned_key(agg: ir.Aggregate, bound: set[int], inference: Inference) -> str | None:
+    """Why some grouping key of `agg` is not fixed by the traced row, or None."""
+    residuals = {id(b.expr) for sp in inference.scans for b in sp.bindings if b.expr is not None and not b.padded}
+    for key in agg.keys:
+        col = column_of(key)
+        out = [
+            c
+            for c in agg.columns
+            if (col is not None and column_of(c.expr) == col)
+            or (col is None and isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql))
+        ]
+        reached = [c for c in out if c.attr.id in bound and (col is not None or id(c.expr) in residuals)]
+        if not reached:
+            text = key.sql if isinstance(key, ir.Expr) else str(key)
+            return f"grouping key {text} does not reach the output"
+    return None
+
+
+def _not_a_join_tree(node: ir.Node) -> str | None:
+    """Why the rows below the traced group are not a tree of single-equality joins over
+    filtered scans, or None."""
+    if isinstance(node, ir.Scan):
+        return None
+    if isinstance(node, ir.Filter):
+        below = node.child
+        while isinstance(below, ir.Filter):
+            below = below.child
+        return None if isinstance(below, ir.Scan) else "a filter sits above a join or projection"
+    if isinstance(node, ir.Project) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
+        return _not_a_join_tree(node.child)
+    if isinstance(node, ir.Join):
+        if node.kind not in ("inner", "semi"):
+            return f"{node.kind} join"
+        if node.theta or len(node.equi) != 1:
+            return "a join condition other than one column equality"
+        (lid, rid), = node.equi
+        if not origins(node.left, lid) or not origins(node.right, rid):
+            return "a join key computed from more than one scan column"
+        return _not_a_join_tree(node.left) or _not_a_join_tree(node.right)
+    return f"{type(node).__name__.lower()} below the traced group"
