@@ -12,7 +12,7 @@ from ember.capture.annotate import annotate
 from ember.capture.capture import run_annotated
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
-from ember.infer import spark
+from ember.infer import duck_scan, spark
 from ember.infer.exact import why_rerun
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
@@ -136,12 +136,17 @@ class InferredLineage:
         needed = needed_columns(cut_list)
         frames: dict[int, pa.Table] = {}
         for sp in traced:
-            cond = spark.selection(self._jvm, sp, rows, filters=True)
-            if cond is None and id(sp.scan) not in needed:
+            attrs = sorted(needed.get(id(sp.scan), ()), key=_attr_id)
+            tuples = spark.bound_values(sp.bindings, rows)
+            if tuples is None and not sp.filters and id(sp.scan) not in needed:
                 continue  # every row of the scan
-            df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
-            cols = spark.columns(self._jvm, sp.scan)
-            frames[id(sp.scan)] = spark.candidates(df, cols, sorted(needed.get(id(sp.scan), ()), key=_attr_id))
+            source = self._by_key.get(sp.scan.source.key, sp.scan.source)
+            read = duck_scan.candidates(source, sp, tuples, attrs)
+            if read is None:
+                cond = spark.selection(self._jvm, sp, rows, filters=True)
+                df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
+                read = spark.candidates(df, spark.columns(self._jvm, sp.scan), attrs)
+            frames[id(sp.scan)] = read
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
         frames, settled = refine(usable, frames, drop_nulls=self.rerun_reason is None)
         settled = settled and len(usable) == len(cut_list)

@@ -73,9 +73,10 @@ def refine(
     for _ in range(MAX_ROUNDS):
         before = {k: t.num_rows for k, t in frames.items()}
         for cut in cut_list:
-            values = pa.chunked_array(
-                [chunk for scan, col in cut.by for chunk in frames[scan].column(f"a{col.id}").chunks],
-                type=frames[cut.target].schema.field(f"a{cut.column.id}").type,
+            kind = frames[cut.target].schema.field(f"a{cut.column.id}").type
+            values = pa.chunked_array(  # scans read by Spark and by DuckDB may type a key differently
+                [pc.cast(chunk, kind) for scan, col in cut.by for chunk in frames[scan].column(f"a{col.id}").chunks],
+                type=kind,
             )
             target = frames[cut.target]
             keep = pc.is_in(target.column(f"a{cut.column.id}"), value_set=pc.unique(values), skip_nulls=drop_nulls)

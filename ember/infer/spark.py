@@ -40,7 +40,7 @@ def selection(jvm: Jvm, plan: ScanPlan, rows: pa.Table | None, filters: bool) ->
     them anyway).
     """
     cols = columns(jvm, plan.scan)
-    tuples = None if rows is None else _bound_values(plan.bindings, rows)
+    tuples = None if rows is None else bound_values(plan.bindings, rows)
     conds: list[Column] = []
     if tuples is not None:
         conds.append(_match_any([_term(jvm, cols, b) for b in plan.bindings], tuples))
@@ -60,7 +60,7 @@ def _term(jvm: Jvm, cols: dict[int, Column], b: Binding) -> Column:
     return jvm.column(handle.child() if class_name(handle) == "Alias" else handle)
 
 
-def _bound_values(bindings: tuple[Binding, ...], rows: pa.Table) -> list[tuple[tuple[int, Any], ...]] | None:
+def bound_values(bindings: tuple[Binding, ...], rows: pa.Table) -> list[tuple[tuple[int, Any], ...]] | None:
     """Per traced row, the (binding number, value) pairs it pins; None when some row pins nothing."""
     if not bindings:
         return None
