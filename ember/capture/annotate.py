@@ -11,9 +11,16 @@ Every row of the rewritten plan carries *slots* next to its own columns:
 
 Side tables are themselves plans whose rows carry slots, so lineage stays normalized
 (Smoke's rid index, not Perm's repeated tuples): an aggregate's output row holds one
-ref, not the list of its input rows, and nothing travels through a shuffle but the
-usual aggregate state. Indexes are composed from slots and side tables after the job
-(`store.index`).
+ref, not the list of its input rows. Indexes are composed from slots and side tables
+after the job (`store.index`).
+
+A side table is its own Spark job, unless it can ride in the job's result: an aggregate
+whose output rows reach the result one for one (only projections, filters, sorts, limits
+and unions above it) carries its group's rows as a list column instead (a *list slot*),
+so the job's result is already the side table grouped by output row and no second job
+runs. Below a join or another aggregate a list would be copied into every row the output
+row meets, so there the side table stays separate. So does a group list too large for
+the driver to receive with the result (`inline_rids`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
+from ember.plan.ir import walk
 
 FRESH_IDS_FROM = 1 << 40  # ember-made attribute ids; Catalyst's own ids stay far below
 
@@ -54,7 +62,20 @@ class RefSlot:
         return (*self.keys, self.present, *bounds)
 
 
-Slot = RidSlot | RefSlot
+@dataclass(frozen=True)
+class ListSlot:
+    """The rows of side table `table` that belong to this row, carried in the row itself as
+    the list column `attr` (a list of structs of that table's slot attributes)."""
+
+    table: int
+    attr: ir.Attr
+
+    @property
+    def attrs(self) -> tuple[ir.Attr, ...]:
+        return (self.attr,)
+
+
+Slot = RidSlot | RefSlot | ListSlot
 
 
 @dataclass(frozen=True)
@@ -67,6 +88,7 @@ class SideTable:
     slots: tuple[Slot, ...]
     why: str  # what produced it, for messages and manifests
     order: tuple[ir.Attr, ...] = ()  # within a group (window position)
+    inline: bool = False  # its rows ride in the job's result as a list slot; `plan` is not run
 
 
 @dataclass(frozen=True)
@@ -105,12 +127,26 @@ class Workload:
         return self.sources is None or name in self.sources
 
 
+# Operators that pass each input row to the output at most once (no join, no group):
+# a list slot made below them reaches the result without being copied.
+_ONE_FOR_ONE = (ir.Project, ir.Filter, ir.Limit, ir.Passthrough, ir.Union)
+
+# How many source rows an aggregate's input may hold for its lineage to come back with the
+# job's result (Spark caps a result at `spark.driver.maxResultSize`, 1 GiB by default).
+INLINE_RIDS = 32_000_000
+
+
 @dataclass
 class _Rewriter:
     workload: Workload = field(default_factory=Workload)
     share: bool = True
+    inline_rids: int = INLINE_RIDS
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
     tables: list[SideTable] = field(default_factory=list)
+    # Whether the rows of the node being rewritten reach the result one for one, and
+    # whether its children's rows will (they do if it passes them on one for one).
+    at_result: bool = True
+    reaches_result: bool = True
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -123,8 +159,9 @@ class _Rewriter:
         slots: tuple[Slot, ...],
         why: str,
         order: tuple[ir.Attr, ...] = (),
+        inline: bool = False,
     ) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why, order)
+        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline)
         self.tables.append(t)
         return t.id
 
@@ -137,8 +174,14 @@ class _Rewriter:
     def rewrite(self, node: ir.Node) -> tuple[ir.Node, tuple[Slot, ...]]:
         """`node` rewritten so its output is its own columns followed by its slots."""
         method = getattr(self, f"_{type(node).__name__}")
-        new, slots = method(node)
-        new, slots = self._with_subqueries(node, new, slots)
+        here = self.at_result = self.reaches_result
+        self.reaches_result = here and isinstance(node, _ONE_FOR_ONE)
+        try:
+            new, slots = method(node)
+            self.reaches_result = False  # subqueries' rows reach the result only through a side table
+            new, slots = self._with_subqueries(node, new, slots)
+        finally:
+            self.reaches_result = here
         return self._normalized(node.output, new, slots), slots
 
     def _normalized(self, output: tuple[ir.Attr, ...], new: ir.Node, slots: tuple[Slot, ...]) -> ir.Node:
@@ -207,6 +250,8 @@ class _Rewriter:
     def _renamed(self, slot: Slot) -> Slot:
         if isinstance(slot, RidSlot):
             return replace(slot, attr=self.fresh("rid", slot.attr.dtype, slot.attr.nullable))
+        if isinstance(slot, ListSlot):
+            return replace(slot, attr=self.fresh("list", slot.attr.dtype))
         keys = tuple(self.fresh("key", k.dtype) for k in slot.keys)
         lo, hi = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint")) if slot.lo is not None else (None, None)
         return replace(slot, keys=keys, present=self.fresh("present", "boolean"), lo=lo, hi=hi)
@@ -256,13 +301,20 @@ class _Rewriter:
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
+        inline = self.at_result and _input_rows(node.child) <= self.inline_rids
         child, slots = self.rewrite(node.child)
         if not slots:
             return replace(node, child=child), ()
-        child = self.shared(child)
         for k in node.keys:
             if isinstance(k, ir.Expr) and not k.deterministic:
                 raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
+        if inline:
+            attrs = slot_attrs(slots)
+            tid = self.table(_keep(child, attrs), (), slots, "aggregate groups", inline=True)
+            rows = self.fresh("list", "array<struct<" + ",".join(f"{a.name}:{a.dtype}" for a in attrs) + ">>", False)
+            collected = ir.Named(ir.Collected(attrs), rows)
+            return replace(node, child=child, columns=(*node.columns, collected)), (ListSlot(tid, rows),)
+        child = self.shared(child)
         side_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
         side = ir.Project(
             child,
@@ -354,6 +406,17 @@ class _Rewriter:
         return RefSlot(tid, keys, present, *bounds)
 
 
+def _input_rows(plan: ir.Node) -> int:
+    """A generous guess at how many rows reach an aggregate: the rows of every scan below
+    it (exact over one source, and a join on a key keeps its larger side's count); a text
+    source not counted yet is guessed at one row per eight bytes."""
+    total = 0
+    for n in walk(plan):
+        if isinstance(n, ir.Scan):
+            total += n.source.rows or sum(f.size for f in n.source.files) // 8
+    return total
+
+
 def _dtype(e: ir.AnyExpr) -> str:
     if isinstance(e, ir.Expr):
         return e.dtype
@@ -368,8 +431,8 @@ def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
     return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
 
 
-def annotate(plan: ir.Node, workload: Workload | None = None) -> Annotated:
+def annotate(plan: ir.Node, workload: Workload | None = None, inline_rids: int = INLINE_RIDS) -> Annotated:
     """The capture rewrite of a whole plan."""
-    rw = _Rewriter(workload or Workload())
+    rw = _Rewriter(workload or Workload(), inline_rids=inline_rids)
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

@@ -56,11 +56,12 @@ def capture(
     The output is the job's own result; traces need no further Spark job.
 
     `strategy`: "inject" runs the rewritten plan, so the job's own rows carry their rids
-    (aggregates, semi joins, subqueries and windows add side-table jobs); "defer" runs
-    `df` untouched and returns its result at full speed, then captures in a background
-    thread (traces wait for it; sources are checked unchanged by size and modification
-    time); "auto" injects when the plan needs no side table (lineage then rides in the
-    job itself) and defers otherwise.
+    (an aggregate whose rows reach the result one for one carries its groups' rids as
+    lists; other aggregates, semi joins, subqueries and windows add side-table jobs);
+    "defer" runs `df` untouched and returns its result at full speed, then captures in a
+    background thread (traces wait for it; sources are checked unchanged by size and
+    modification time); "auto" injects when the plan needs no side-table job (lineage
+    then rides in the job itself) and defers otherwise.
 
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
@@ -87,7 +88,7 @@ def capture(
     _check_predicates(jvm, plan, workload)
     annotated = annotate(plan, workload)
     names = [a.name for a in plan.output]
-    if strategy == "inject" or (strategy == "auto" and not annotated.tables):
+    if strategy == "inject" or (strategy == "auto" and all(t.inline for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
@@ -171,17 +172,20 @@ def run_annotated(
 
 def _run(
     jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, small: bool = False
-) -> tuple[pa.Table, list[pa.Table]]:
-    """The rewritten job's rows (its columns, then the slots) and each side table's rows."""
+) -> tuple[pa.Table, list[pa.Table | None]]:
+    """The rewritten job's rows (its columns, then the slots) and each side table's rows
+    (None for a table whose rows ride in the job's result)."""
     builder = Builder(jvm, sources)
     main = builder.dataframe(annotated.plan)
-    sides = [builder.dataframe(t.plan) for t in annotated.tables]
+    jobs = [t for t in annotated.tables if not t.inline]
+    sides = [builder.dataframe(t.plan) for t in jobs]
     try:
-        if small:
-            return main.toArrow(), [side.toArrow() for side in sides]
-        return main.toArrow(), _side_tables(sides, staging)
+        result = main.toArrow()
+        data = [side.toArrow() for side in sides] if small else _side_tables(sides, staging)
     finally:
         builder.release()
+    by_id = {t.id: d for t, d in zip(jobs, data, strict=True)}
+    return result, [by_id.get(t.id) for t in annotated.tables]
 
 
 def _deferred(

@@ -20,7 +20,7 @@ from pyspark.sql.window import Window as W
 from ember.capture.numbering import TextNumbering
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
-from ember.plan.jvm import JObj, Jvm, iterate
+from ember.plan.jvm import LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.plan.sources import Source
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
@@ -30,7 +30,10 @@ _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
 class Builder:
     jvm: Jvm
     sources: dict[str, Source]  # by key, as numbered for this capture
-    attrs: dict[int, JObj] = field(default_factory=dict)  # exprId → Catalyst attribute
+    attrs: dict[int, JObj] = field(default_factory=dict)  # exprId → Catalyst attribute, once fetched
+    # exprId → (output Seq of the latest built node that outputs it, position), fetched on use:
+    # reading every attribute of every node cost four py4j round trips each.
+    outputs: dict[int, tuple[JObj, int]] = field(default_factory=dict)
     shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
 
     def release(self) -> None:
@@ -39,17 +42,18 @@ class Builder:
             df.unpersist()
         self.shared.clear()
 
-    @property
-    def logical(self) -> JObj:
-        return self.jvm.jvm.org.apache.spark.sql.catalyst.plans.logical
+    def logical(self, name: str) -> JObj:
+        return self.jvm.name(f"{LOGICAL}.{name}")
 
     def dataframe(self, node: ir.Node) -> DataFrame:
         return self.jvm.dataframe(self.build(node))
 
     def build(self, node: ir.Node) -> JObj:
         plan: JObj = getattr(self, f"_{type(node).__name__}")(node)
-        for a in iterate(plan.output()):
-            self.attrs[int(a.exprId().id())] = a
+        output = plan.output()
+        for i, expr_id in enumerate(output_ids(output)):
+            self.attrs.pop(expr_id, None)
+            self.outputs[expr_id] = (output, i)
         return plan
 
     # --- expressions -------------------------------------------------------
@@ -60,21 +64,24 @@ class Builder:
             return e.handle
         if isinstance(e, ir.ColumnRef):
             return self.attr(e.attr)
-        if isinstance(e, ir.FrameCount):
-            raise AssertionError("frame counts live only in window nodes")
+        if isinstance(e, ir.FrameCount | ir.Collected):
+            raise AssertionError("frame counts and collected lists live only in window and aggregate nodes")
         if e.value is True:
             return self.jvm.true()
         return self.jvm.null(self.dtype(e.like))
 
     def attr(self, a: ir.Attr) -> JObj:
-        try:
-            return self.attrs[a.id]
-        except KeyError:
-            raise AssertionError(f"attribute {a.name}#{a.id} is not in any built input") from None
+        found = self.attrs.get(a.id)
+        if found is None:
+            if a.id not in self.outputs:
+                raise AssertionError(f"attribute {a.name}#{a.id} is not in any built input")
+            output, i = self.outputs[a.id]
+            found = self.attrs[a.id] = output.apply(i)
+        return found
 
     def dtype(self, a: ir.Attr) -> JObj:
-        if a.id in self.attrs:
-            return self.attrs[a.id].dataType()
+        if a.id in self.outputs:
+            return self.attr(a).dataType()
         return self.jvm.type(a.dtype)
 
     def named(self, n: ir.Named) -> JObj:
@@ -102,36 +109,39 @@ class Builder:
     _Generate = _same
 
     def _Filter(self, node: ir.Filter) -> JObj:
-        return self.logical.Filter(self.expr(node.cond), self.build(node.child))
+        return self.logical("Filter")(self.expr(node.cond), self.build(node.child))
 
     def _Project(self, node: ir.Project) -> JObj:
         child = self.build(node.child)
-        return self.logical.Project(self.seq([self.named(c) for c in node.columns]), child)
+        return self.logical("Project")(self.seq([self.named(c) for c in node.columns]), child)
 
     def _Join(self, node: ir.Join) -> JObj:
         if node.handle is not None:
             return self._same(node)
         left, right = self.build(node.left), self.build(node.right)
-        plans = self.jvm.jvm.org.apache.spark.sql.catalyst.plans
         cond = self.jvm.some(self.expr(node.cond)) if node.cond is not None else self.jvm.none()
-        hint = getattr(getattr(self.logical, "JoinHint$"), "MODULE$").NONE()
-        return self.logical.Join(left, right, plans.JoinType.apply(node.kind), cond, hint)
+        hint = self.logical("JoinHint$.MODULE$").NONE()
+        kind = self.jvm.name("org.apache.spark.sql.catalyst.plans.JoinType.apply")(node.kind)
+        return self.logical("Join")(left, right, kind, cond, hint)
 
     def _Aggregate(self, node: ir.Aggregate) -> JObj:
         child = self.build(node.child)
         hint = node.handle.productElement(3) if node.handle is not None else self.jvm.none()
-        return self.logical.Aggregate(
-            self.seq([self.expr(k) for k in node.keys]),
-            self.seq([self.named(c) for c in node.columns]),
-            child,
-            hint,
-        )
+        columns = [self._collected(child, c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in node.columns]
+        return self.logical("Aggregate")(self.seq([self.expr(k) for k in node.keys]), self.seq(columns), child, hint)
+
+    def _collected(self, child: JObj, n: ir.Named) -> JObj:
+        """`collect_list(struct(...))` over the aggregate's input, resolved by Spark."""
+        assert isinstance(n.expr, ir.Collected)
+        rows = F.collect_list(F.struct(*[self.jvm.column(self.attr(a)) for a in n.expr.attrs]))
+        made = self.jvm.analyzed(self.jvm.dataframe(child).agg(rows)).aggregateExpressions().head()
+        return self.jvm.alias(made.child(), n.attr.name, n.attr.id)
 
     def _Union(self, node: ir.Union) -> JObj:
         children = [self.build(c) for c in node.inputs]
         if node.handle is not None:
             return node.handle.withNewChildren(self.seq(children))
-        return self.logical.Union(self.seq(children), False, False)
+        return self.logical("Union")(self.seq(children), False, False)
 
     def _Expand(self, node: ir.Expand) -> JObj:
         child = self.build(node.child)
@@ -145,7 +155,7 @@ class Builder:
             src = node.projections[0][i]
             dtype = self.expr(src).dataType()
             output.append(self.jvm.attribute(a.name, dtype, True, a.id))
-        return self.logical.Expand(self.seq(projections), self.seq(output), child)
+        return self.logical("Expand")(self.seq(projections), self.seq(output), child)
 
     def _Window(self, node: ir.Window) -> JObj:
         child = self.build(node.child)
@@ -153,7 +163,7 @@ class Builder:
         made = [c for c in node.columns if isinstance(c.expr, ir.FrameCount)]
         if made:
             own += self._frame_counts(node, child, made)
-        return self.logical.Window(
+        return self.logical("Window")(
             self.seq(own),
             node.handle.partitionSpec(),
             node.handle.orderSpec(),
@@ -200,8 +210,7 @@ class Builder:
         else:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
         alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)
-        cols: list[Column] = [self.jvm.column(a) for a in iterate(scan.handle.output())]
-        return self.jvm.analyzed(df.select(*cols, self.jvm.column(alias)))
+        return self.jvm.analyzed(df.select("*", self.jvm.column(alias)))
 
     def _numbered_memory(self, source: Source, scan: ir.Scan, node: ir.Numbered) -> JObj:
         table: pa.Table = source.data
@@ -212,7 +221,7 @@ class Builder:
         aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs[:-1], scan.attrs, strict=True)]
         kept = _kept(self.jvm.column(fresh_attrs[-1]), node.only)
         aliases.append(self.jvm.alias(self.jvm.expression(kept), node.rid.name, node.rid.id))
-        return self.logical.Project(self.seq(aliases), plan)
+        return self.logical("Project")(self.seq(aliases), plan)
 
 
 def _kept(rid: Column, only: str | None) -> Column:

@@ -81,7 +81,15 @@ class FrameCount:
     frame: Frame | None = None
 
 
-AnyExpr = Expr | ColumnRef | Constant | FrameCount
+@dataclass(frozen=True)
+class Collected:
+    """An ember-made aggregate: the list of its group's rows, each the struct of `attrs`.
+    It carries an aggregate's lineage in the job's own result (see `capture.annotate`)."""
+
+    attrs: tuple[Attr, ...]
+
+
+AnyExpr = Expr | ColumnRef | Constant | FrameCount | Collected
 
 
 @dataclass(frozen=True)

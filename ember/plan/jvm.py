@@ -7,6 +7,7 @@ Spark upgrade has few places to check.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -15,6 +16,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 JObj = Any  # a py4j JavaObject; typed loosely on purpose
 
 CATALYST = "org.apache.spark.sql.catalyst"
+EXPRESSIONS = CATALYST + ".expressions"
+LOGICAL = CATALYST + ".plans.logical"
+
+# Resolved JVM names per gateway. py4j resolves `jvm.org.apache...` one round trip per dot,
+# and building a plan names the same few classes thousands of times.
+_NAMES: dict[int, tuple[Any, dict[str, JObj]]] = {}
 
 
 class Jvm:
@@ -25,51 +32,65 @@ class Jvm:
         self.jvm: Any = spark._jvm
         self.jsession: JObj = spark._jsparkSession
         self._jvm_id: JObj | None = None
+        client = spark._sc._gateway._gateway_client  # type: ignore[union-attr]
+        known = _NAMES.get(id(client))
+        if known is None or known[0] is not client:
+            known = _NAMES[id(client)] = (client, {})
+        self._names = known[1]
+
+    def name(self, path: str) -> JObj:
+        """A JVM package, class, static method or Scala object (`Foo$.MODULE$`), resolved once."""
+        found = self._names.get(path)
+        if found is None:
+            head, _, last = path.rpartition(".")
+            found = getattr(self.name(head) if head else self.jvm, last)
+            self._names[path] = found
+        return found
 
     # --- Scala collections -------------------------------------------------
     def seq(self, items: Iterable[JObj]) -> JObj:
-        jlist = self.jvm.java.util.ArrayList()
+        jlist = self.name("java.util.ArrayList")()
         for item in items:
             jlist.add(item)
-        return self.jvm.org.apache.spark.api.python.PythonUtils.toSeq(jlist)
+        return self.name("org.apache.spark.api.python.PythonUtils.toSeq")(jlist)
 
     def some(self, value: JObj) -> JObj:
-        return self.jvm.scala.Some(value)
+        return self.name("scala.Some")(value)
 
     def none(self) -> JObj:
-        return getattr(getattr(self.jvm.scala, "None$"), "MODULE$")
+        return self.name("scala.None$.MODULE$")
 
     # --- expressions ---------------------------------------------------------
     def expr_id(self, value: int) -> JObj:
         if self._jvm_id is None:
-            self._jvm_id = self.jvm.org.apache.spark.sql.catalyst.expressions.NamedExpression.newExprId().jvmId()
-        return self.jvm.org.apache.spark.sql.catalyst.expressions.ExprId(value, self._jvm_id)
+            self._jvm_id = self.name(EXPRESSIONS + ".NamedExpression.newExprId")().jvmId()
+        return self.name(EXPRESSIONS + ".ExprId")(value, self._jvm_id)
 
     def alias(self, expr: JObj, name: str, expr_id: int) -> JObj:
         """An Alias that keeps a chosen exprId, so parents resolve it by id."""
-        e = self.jvm.org.apache.spark.sql.catalyst.expressions
-        return e.Alias(expr, name, self.expr_id(expr_id), self.seq([]), self.none(), self.seq([]))
+        empty = self.seq([])
+        return self.name(EXPRESSIONS + ".Alias")(expr, name, self.expr_id(expr_id), empty, self.none(), empty)
 
     def attribute(self, name: str, dtype: JObj, nullable: bool, expr_id: int) -> JObj:
-        e = self.jvm.org.apache.spark.sql.catalyst.expressions
-        metadata = self.jvm.org.apache.spark.sql.types.Metadata.empty()
-        return e.AttributeReference(name, dtype, nullable, metadata, self.expr_id(expr_id), self.seq([]))
+        metadata = self.name("org.apache.spark.sql.types.Metadata.empty")()
+        make = self.name(EXPRESSIONS + ".AttributeReference")
+        return make(name, dtype, nullable, metadata, self.expr_id(expr_id), self.seq([]))
 
     def null(self, dtype: JObj) -> JObj:
-        return self.jvm.org.apache.spark.sql.catalyst.expressions.Literal(None, dtype)
+        return self.name(EXPRESSIONS + ".Literal")(None, dtype)
 
     def true(self) -> JObj:
-        return self.jvm.org.apache.spark.sql.catalyst.expressions.Literal.create(True, self.type("boolean"))
+        return self.name(EXPRESSIONS + ".Literal.create")(True, self.type("boolean"))
 
     def type(self, ddl: str) -> JObj:
-        return self.jvm.org.apache.spark.sql.types.DataType.fromDDL(ddl)
+        return self.name("org.apache.spark.sql.types.DataType.fromDDL")(ddl)
 
     def column(self, expr: JObj) -> Column:
         """Wraps a resolved Catalyst expression as a PySpark Column."""
         from pyspark.sql.classic.column import Column as ClassicColumn
 
-        node = self.jvm.org.apache.spark.sql.classic.ExpressionColumnNode.apply(expr)
-        return ClassicColumn(self.jvm.org.apache.spark.sql.Column(node))
+        node = self.name("org.apache.spark.sql.classic.ExpressionColumnNode.apply")(expr)
+        return ClassicColumn(self.name("org.apache.spark.sql.Column")(node))
 
     def expression(self, col: Column) -> JObj:
         """The Catalyst expression behind a Column (unresolved if built from names)."""
@@ -77,7 +98,7 @@ class Jvm:
 
     # --- plans -----------------------------------------------------------------
     def dataframe(self, plan: JObj) -> DataFrame:
-        jdf = self.jvm.org.apache.spark.sql.classic.Dataset.ofRows(self.jsession, plan)
+        jdf = self.name("org.apache.spark.sql.classic.Dataset.ofRows")(self.jsession, plan)
         return DataFrame(jdf, self.spark)
 
     @staticmethod
@@ -102,3 +123,22 @@ def class_name(obj: JObj) -> str:
 
 def option(opt: JObj) -> JObj | None:
     return opt.get() if opt.isDefined() else None
+
+
+_ATTRIBUTE_ID = re.compile(r"#(\d+)L?(?:-T\d+ms)?$")
+_SEPARATOR = "\x1f"
+
+
+def texts(seq: JObj) -> list[str]:
+    """How each element of a Scala Seq prints, in one round trip."""
+    text = str(seq.mkString(_SEPARATOR))
+    return text.split(_SEPARATOR) if text or seq.nonEmpty() else []
+
+
+def output_ids(output: JObj) -> list[int]:
+    """The exprIds of a plan's output attributes, in one round trip: each attribute prints
+    as `name#id`, with `L` after a long's id and a watermark delay after that."""
+    found = [_ATTRIBUTE_ID.search(part) for part in texts(output)]
+    if not all(found):
+        raise AssertionError(f"unexpected attribute names in a plan's output: {texts(output)!r}")
+    return [int(m.group(1)) for m in found if m]

@@ -11,6 +11,7 @@ any job runs.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
-from ember.plan.jvm import JObj, Jvm, class_name, iterate, option
+from ember.plan.jvm import (
+    CATALYST,
+    EXPRESSIONS,
+    JObj,
+    Jvm,
+    class_name,
+    iterate,
+    option,
+    output_ids,
+    texts,
+)
 from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
@@ -114,6 +125,20 @@ class Importer:
     def attr(self, a: JObj) -> ir.Attr:
         return ir.Attr(int(a.exprId().id()), str(a.name()), str(a.dataType().simpleString()), bool(a.nullable()))
 
+    def attrs(self, seq: JObj) -> tuple[ir.Attr, ...]:
+        """A Seq of attributes in a few round trips (ids, then names, types and nullability
+        from the schema they make), instead of six per attribute."""
+        ids = output_ids(seq)
+        schema = self.jvm.name(CATALYST + ".types.DataTypeUtils.fromAttributes")(seq)
+        fields = json.loads(str(schema.json()))["fields"]
+        out = []
+        for i, (expr_id, f) in enumerate(zip(ids, fields, strict=True)):
+            dtype = _simple_type(f["type"])
+            if dtype is None:
+                dtype = str(seq.apply(i).dataType().simpleString())
+            out.append(ir.Attr(expr_id, str(f["name"]), dtype, bool(f["nullable"])))
+        return tuple(out)
+
     def expr(self, e: JObj) -> ir.Expr:
         text = str(e.toString())
         refs = frozenset(int(a.exprId().id()) for a in iterate(e.references()))
@@ -136,6 +161,20 @@ class Importer:
     def named(self, e: JObj) -> ir.Named:
         return ir.Named(self.expr(e), self.attr(e.toAttribute()))
 
+    def named_list(self, seq: JObj, output: JObj) -> tuple[ir.Named, ...]:
+        """Named expressions with the output attributes they make. A bare column prints
+        as its output attribute does and is read without asking about it (most of a
+        projection's columns are bare)."""
+        attrs = self.attrs(output)
+        out = []
+        for i, (text, made, attr) in enumerate(zip(texts(seq), texts(output), attrs, strict=True)):
+            if text == made:
+                bare = ir.Expr(text, frozenset({attr.id}), seq.apply(i), dtype=attr.dtype, column=attr.id)
+                out.append(ir.Named(bare, attr))
+            else:
+                out.append(ir.Named(self.expr(seq.apply(i)), attr))
+        return tuple(out)
+
     def exprs(self, seq: JObj) -> tuple[ir.Expr, ...]:
         return tuple(self.expr(e) for e in iterate(seq))
 
@@ -154,13 +193,13 @@ class Importer:
             return ir.Limit(self.node(p.child()), kind=kind, handle=p)
         if kind in _PASSTHROUGH:
             child = self.node(p.child())
-            added = tuple(a for a in (self.attr(x) for x in iterate(p.output())) if a not in child.output)
+            added = tuple(a for a in self.attrs(p.output()) if a not in child.output)
             exprs = tuple(self.expr(e) for e in iterate(p.expressions()))
             return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p)
         raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {p.simpleString(200)!s}")
 
     def _Project(self, p: JObj) -> ir.Node:
-        return ir.Project(self.node(p.child()), columns=tuple(self.named(e) for e in iterate(p.projectList())))
+        return ir.Project(self.node(p.child()), columns=self.named_list(p.projectList(), p.output()))
 
     def _Filter(self, p: JObj) -> ir.Node:
         child = self.node(p.child())
@@ -169,7 +208,7 @@ class Importer:
             return child
         cond = kept[0]
         for c in kept[1:]:
-            cond = self.jvm.jvm.org.apache.spark.sql.catalyst.expressions.And(cond, c)
+            cond = self.jvm.name(EXPRESSIONS + ".And")(cond, c)
         return ir.Filter(child, cond=self.expr(cond))
 
     def _Join(self, p: JObj) -> ir.Node:
@@ -190,7 +229,7 @@ class Importer:
         return ir.Aggregate(
             self.node(p.child()),
             keys=self.exprs(p.groupingExpressions()),
-            columns=tuple(self.named(e) for e in iterate(p.aggregateExpressions())),
+            columns=self.named_list(p.aggregateExpressions(), p.output()),
             handle=p,
         )
 
@@ -199,7 +238,7 @@ class Importer:
         blind = frozenset(i for i, c in enumerate(children) if _is_except_all_right(c))
         return ir.Union(
             tuple(self.node(c) for c in children),
-            tuple(self.attr(a) for a in iterate(p.output())),
+            self.attrs(p.output()),
             blind=blind,
             handle=p,
         )
@@ -220,8 +259,8 @@ class Importer:
         return ir.Generate(
             self.node(p.child()),
             generator=self.expr(p.generator()),
-            generated=tuple(self.attr(a) for a in iterate(p.generatorOutput())),
-            kept=tuple(self.attr(a) for a in iterate(p.requiredChildOutput())),
+            generated=self.attrs(p.generatorOutput()),
+            kept=self.attrs(p.requiredChildOutput()),
             handle=p,
         )
 
@@ -229,14 +268,14 @@ class Importer:
         return ir.Expand(
             self.node(p.child()),
             projections=tuple(self.exprs(proj) for proj in iterate(p.projections())),
-            attrs=tuple(self.attr(a) for a in iterate(p.output())),
+            attrs=self.attrs(p.output()),
             handle=p,
         )
 
     # --- leaves --------------------------------------------------------------
     def _scan(self, p: JObj, source: Source) -> ir.Node:
         source = self.sources.setdefault(source.key, source)
-        return ir.Scan(source=source, attrs=tuple(self.attr(a) for a in iterate(p.output())), handle=p)
+        return ir.Scan(source=source, attrs=self.attrs(p.output()), handle=p)
 
     def _LogicalRelation(self, p: JObj) -> ir.Node:
         rel = p.relation()
@@ -360,6 +399,23 @@ def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
     importer = Importer(jvm, view_names(jvm, analyzed))
     root = importer.node(optimized_plan(jvm, df))
     return root, importer.sources
+
+
+# Spark's JSON names of atomic types → their simpleString (what Attr.dtype holds).
+_SIMPLE_TYPES = {
+    "long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint", "string": "string",
+    "double": "double", "float": "float", "boolean": "boolean", "date": "date", "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp_ntz", "binary": "binary", "null": "void",
+}  # fmt: skip
+
+
+def _simple_type(json_type: object) -> str | None:
+    """The simpleString of a type given as Spark's schema JSON, where that is plain to see."""
+    if not isinstance(json_type, str):
+        return None
+    if json_type.startswith("decimal("):
+        return json_type
+    return _SIMPLE_TYPES.get(json_type)
 
 
 def _dtype(e: JObj) -> str:

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ember import duck
-from ember.capture.annotate import RefSlot, RidSlot, SideTable, Slot
+from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable, Slot
 from ember.store.columns import IntColumn, Plain, encode, expand_ranges
 
 
@@ -182,22 +183,57 @@ def build_index(
     output: pa.Table,
     output_slots: tuple[Slot, ...],
     tables: tuple[SideTable, ...],
-    data: list[pa.Table],
+    data: list[pa.Table | None],
     compress: bool = True,
 ) -> LineageIndex:
-    """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes."""
+    """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes.
+
+    A table whose rows rode in the result (`data` None) is its output list slot flattened:
+    already grouped by output row, so its ranges are the lists' offsets.
+    """
     con = duck.connect()
     groups: list[pa.Table] = []
     levels: list[Level] = []
+    spans: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    lists = {s.table: s for s in output_slots if isinstance(s, ListSlot)}
     for table, arrow in zip(tables, data, strict=True):
         # Within a group, rows sorted by window position, else by rid: a group's rids come out sorted.
         tie = table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
-        ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *tie)])
-        levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress))
+        if arrow is None:
+            ordered, spans[table.id] = _flattened(output.column(lists[table.id].attr.name), [a.name for a in tie])
+        else:
+            ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *tie)])
+        levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress, spans))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
-    out = _level(con, output, output_slots, groups, levels, "output", compress)
+    out = _level(con, output, output_slots, groups, levels, "output", compress, spans)
     con.close()
     return LineageIndex(out, tuple(levels))
+
+
+def _flattened(lists: pa.ChunkedArray, tie: list[str]) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray]]:
+    """A list-of-struct column as one table of its structs, each list's rows sorted by
+    `tie`, and the `[start, end)` row range of each list (empty for a null list)."""
+    arr = lists.combine_chunks() if lists.num_chunks != 1 else lists.chunk(0)
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy().astype(np.int64)
+    end = np.cumsum(lengths)
+    start = end - lengths
+    rows = pa.Table.from_struct_array(arr.flatten())
+    if tie and rows.num_rows:
+        rows = rows.take(_within_groups(lengths, rows.column(tie[0])))
+    return rows, (start, end)
+
+
+def _within_groups(lengths: np.ndarray, values: pa.ChunkedArray) -> np.ndarray:
+    """The permutation that sorts `values` within consecutive groups of `lengths` rows.
+
+    Collected lists arrive as a few ascending runs (one per task), which a stable sort
+    on (group, value) merges in close to linear time."""
+    v = values.fill_null(-1).to_numpy().astype(np.int64) + 1
+    group = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+    span = int(v.max()) + 1
+    if span and lengths.size >= (1 << 62) // span:
+        return np.lexsort((v, group))
+    return np.argsort(group * span + v, kind="stable")
 
 
 def _quote(name: str) -> str:
@@ -234,6 +270,7 @@ def _level(
     levels: list[Level],
     why: str,
     compress: bool,
+    spans: dict[int, tuple[np.ndarray, np.ndarray]],
 ) -> Level:
     n = arrow.num_rows
     pack = encode if compress else Plain
@@ -243,6 +280,9 @@ def _level(
         if isinstance(slot, RidSlot):
             col = arrow.column(slot.attr.name)
             rids.append((slot.source, pack(col.fill_null(-1).to_numpy().astype(np.int64, copy=False))))
+        elif isinstance(slot, ListSlot):
+            start, end = spans[slot.table]
+            refs.append(Ranges(slot.table, pack(start), pack(end)))
         else:
             start, end = _resolve(con, arrow, slot, groups[slot.table], levels[slot.table].rows)
             refs.append(Ranges(slot.table, pack(start), pack(end)))

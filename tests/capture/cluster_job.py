@@ -1,7 +1,10 @@
 """Run by test_cluster.py in its own process (one SparkContext per process): captures on a
 standalone cluster and saves the stores for the test to compare with local mode.
 
-    python -m tests.capture.cluster_job MASTER_URL TPCH_DIR OUT_DIR QUERY
+    python -m tests.capture.cluster_job MASTER_URL TPCH_DIR OUT_DIR QUERY RETRIED_QUERY
+
+RETRIED_QUERY is captured twice more: cleanly, and with the first attempt of every
+stage's first task failing.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ def wait_for_executors(spark: SparkSession, n: int, timeout: float = 120) -> Non
         time.sleep(0.5)
 
 
-def main(master: str, data: Path, out: Path, n: int) -> None:
+def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     spark = (
         SparkSession.builder.master(master)
         .appName("ember-cluster-test")
@@ -48,6 +51,7 @@ def main(master: str, data: Path, out: Path, n: int) -> None:
     traced = {s: sorted(r[0] for r in trace.ids(s).collect()) for s in trace.sources}
     reached = {s: sorted(r[0] for r in lin.forward_distributed(spark, s, ids=[0, 1, 2]).collect()) for s in lin.sources}
     (out / "distributed.json").write_text(json.dumps({"backward": traced, "forward": reached}))
+    ember.capture(tpch.query(spark, retried)).save(str(out / "clean-retried"))
 
     markers = out / "failed"
     markers.mkdir()
@@ -63,9 +67,9 @@ def main(master: str, data: Path, out: Path, n: int) -> None:
     lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
     udf = F.udf(flaky, "decimal(15,2)")
     lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
-    ember.capture(tpch.query(spark, n)).save(str(out / "retried"))
+    ember.capture(tpch.query(spark, retried)).save(str(out / "retried"))
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

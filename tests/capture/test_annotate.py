@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.capture.annotate import RefSlot, RidSlot, annotate
+from ember.capture.annotate import ListSlot, RefSlot, RidSlot, annotate
 from ember.plan import ir
 from ember.plan.sources import Source
 
@@ -26,14 +26,46 @@ def test_scan_gets_one_rid_slot_and_keeps_its_columns_first() -> None:
     assert out.tables == ()
 
 
+def group_by_a(child: ir.Node) -> ir.Aggregate:
+    return ir.Aggregate(child, keys=(ref(A),), columns=(ir.Named(ref(A), A),))
+
+
 def test_aggregate_keeps_lineage_normalized_in_a_side_table() -> None:
-    agg = ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A),))
-    out = annotate(agg)
-    (slot,) = out.slots
-    assert isinstance(slot, RefSlot) and slot.table == 0 and len(slot.keys) == 1
+    agg = group_by_a(scan("t", A, B))
+    joined = ir.Join("inner", agg, scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
+    out = annotate(joined)
+    ref_slot, rid = out.slots
+    assert isinstance(ref_slot, RefSlot) and ref_slot.table == 0 and len(ref_slot.keys) == 1
+    assert isinstance(rid, RidSlot) and rid.source == "u"
     (table,) = out.tables
-    assert [type(s) for s in table.slots] == [RidSlot]
+    assert [type(s) for s in table.slots] == [RidSlot] and not table.inline
     assert out.plan.output[0] == A
+
+
+def test_aggregate_reaching_the_result_carries_its_groups_in_a_list() -> None:
+    top = ir.Limit(ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A)))
+    out = annotate(top)
+    (slot,) = out.slots
+    assert isinstance(slot, ListSlot) and slot.attr in out.plan.output
+    (table,) = out.tables
+    assert table.inline and [type(s) for s in table.slots] == [RidSlot]
+    assert not any(isinstance(n, ir.Shared) for n in ir.walk(out.plan))  # nothing cached: no second job
+
+
+def test_lists_stop_where_a_row_could_be_copied_or_the_groups_are_too_big() -> None:
+    inner = group_by_a(scan("t", A, B))
+    nested = annotate(ir.Aggregate(inner, keys=(), columns=(ir.Named(ref(A), A),)))
+    assert [t.inline for t in nested.tables] == [False, True]  # the outer one reaches the result
+    big = annotate(group_by_a(scan("t", A, B)), inline_rids=2)  # the scan holds 3 rows
+    assert isinstance(big.slots[0], RefSlot) and not big.tables[0].inline
+
+
+def test_union_of_aggregates_gives_each_its_own_list() -> None:
+    union = ir.Union((group_by_a(scan("l", A)), group_by_a(scan("r", A))), (A,))
+    out = annotate(union)
+    first, second = out.slots
+    assert isinstance(first, ListSlot) and isinstance(second, ListSlot) and first.attr != second.attr
+    assert [t.inline for t in out.tables] == [True, True]
 
 
 def test_anti_join_passes_only_the_outer_rows_lineage() -> None:
@@ -66,3 +98,4 @@ def test_scalar_subquery_lineage_is_a_keyless_reference() -> None:
     keyless = [s for s in out.slots if isinstance(s, RefSlot) and not s.keys]
     assert len(keyless) == 1
     assert out.tables[keyless[0].table].why == "scalar subquery"
+    assert not any(t.inline for t in out.tables)  # the subquery's rows reach the result only by reference

@@ -32,10 +32,12 @@ def sales(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path
     return path
 
 
-def test_auto_injects_without_side_tables_and_defers_with_them(spark: SparkSession, sales: Path) -> None:
+def test_auto_injects_without_side_table_jobs_and_defers_with_them(spark: SparkSession, sales: Path) -> None:
     df = spark.read.parquet(str(sales))
     assert ember.capture(df.filter("amount > 3")).mode == "inject"
-    assert ember.capture(df.groupBy("shop").count()).mode == "defer"
+    assert ember.capture(df.groupBy("shop").count()).mode == "inject"  # its groups come back as lists
+    grouped = df.groupBy("shop").count()
+    assert ember.capture(df.join(grouped, "shop")).mode == "defer"  # the groups are a side-table job
     with pytest.raises(ValueError, match="strategy"):
         ember.capture(df, strategy="eager")
 
