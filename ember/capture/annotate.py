@@ -131,8 +131,9 @@ class Workload:
 # a list slot made below them reaches the result without being copied.
 _ONE_FOR_ONE = (ir.Project, ir.Filter, ir.Limit, ir.Passthrough, ir.Union)
 
-# How many source rows an aggregate's input may hold for its lineage to come back with the
-# job's result (Spark caps a result at `spark.driver.maxResultSize`, 1 GiB by default).
+# How many rows lineage may hold to come back through the driver's result channel (Spark
+# caps a result at `spark.driver.maxResultSize`, 1 GiB by default); past it, an aggregate's
+# groups become a side table, and side tables are written to files by the executors.
 INLINE_RIDS = 32_000_000
 
 
@@ -140,7 +141,7 @@ INLINE_RIDS = 32_000_000
 class _Rewriter:
     workload: Workload = field(default_factory=Workload)
     share: bool = True
-    inline_rids: int = INLINE_RIDS
+    inline_rids: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
     tables: list[SideTable] = field(default_factory=list)
     # Whether the rows of the node being rewritten reach the result one for one, and
@@ -301,7 +302,7 @@ class _Rewriter:
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
-        inline = self.at_result and _input_rows(node.child) <= self.inline_rids
+        inline = self.at_result and input_rows(node.child) <= self.inline_rids
         child, slots = self.rewrite(node.child)
         if not slots:
             return replace(node, child=child), ()
@@ -311,7 +312,8 @@ class _Rewriter:
         if inline:
             attrs = slot_attrs(slots)
             tid = self.table(_keep(child, attrs), (), slots, "aggregate groups", inline=True)
-            rows = self.fresh("list", "array<struct<" + ",".join(f"{a.name}:{a.dtype}" for a in attrs) + ">>", False)
+            item = attrs[0].dtype if len(attrs) == 1 else "struct<" + ",".join(f"{a.name}:{a.dtype}" for a in attrs) + ">"
+            rows = self.fresh("list", f"array<{item}>", False)
             collected = ir.Named(ir.Collected(attrs), rows)
             return replace(node, child=child, columns=(*node.columns, collected)), (ListSlot(tid, rows),)
         child = self.shared(child)
@@ -406,10 +408,10 @@ class _Rewriter:
         return RefSlot(tid, keys, present, *bounds)
 
 
-def _input_rows(plan: ir.Node) -> int:
-    """A generous guess at how many rows reach an aggregate: the rows of every scan below
-    it (exact over one source, and a join on a key keeps its larger side's count); a text
-    source not counted yet is guessed at one row per eight bytes."""
+def input_rows(plan: ir.Node) -> int:
+    """A generous guess at how many rows a plan makes: the rows of every scan in it (exact
+    over one source, and a join on a key keeps its larger side's count); a text source not
+    counted yet is guessed at one row per eight bytes."""
     total = 0
     for n in walk(plan):
         if isinstance(n, ir.Scan):
@@ -431,8 +433,8 @@ def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
     return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
 
 
-def annotate(plan: ir.Node, workload: Workload | None = None, inline_rids: int = INLINE_RIDS) -> Annotated:
+def annotate(plan: ir.Node, workload: Workload | None = None, inline_rids: int | None = None) -> Annotated:
     """The capture rewrite of a whole plan."""
-    rw = _Rewriter(workload or Workload(), inline_rids=inline_rids)
+    rw = _Rewriter(workload or Workload(), inline_rids=INLINE_RIDS if inline_rids is None else inline_rids)
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import tempfile
-import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import TimestampType
 
+from ember.capture import sides
 from ember.capture.align import match_rows
 from ember.capture.annotate import Annotated, Workload, annotate
 from ember.capture.numbering import number_source
@@ -30,7 +27,6 @@ from ember.plan.spark_import import import_plan
 from ember.query import grouped
 from ember.query.grouped import Grouping
 from ember.query.trace import OID
-from ember.store.files import filesystem
 from ember.store.index import LineageIndex, build_index
 
 WRITTEN_FILE = "part-00000.parquet"
@@ -176,16 +172,11 @@ def _run(
     """The rewritten job's rows (its columns, then the slots) and each side table's rows
     (None for a table whose rows ride in the job's result)."""
     builder = Builder(jvm, sources)
-    main = builder.dataframe(annotated.plan)
-    jobs = [t for t in annotated.tables if not t.inline]
-    sides = [builder.dataframe(t.plan) for t in jobs]
     try:
-        result = main.toArrow()
-        data = [side.toArrow() for side in sides] if small else _side_tables(sides, staging)
+        result = builder.dataframe(annotated.plan).toArrow()
+        return result, sides.fetch(builder, annotated, result, staging, small)
     finally:
         builder.release()
-    by_id = {t.id: d for t, d in zip(jobs, data, strict=True)}
-    return result, [by_id.get(t.id) for t in annotated.tables]
 
 
 def _deferred(
@@ -202,38 +193,6 @@ def _deferred(
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = build_index(result, annotated.slots, annotated.tables, side_data)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
-
-
-def _side_tables(sides: list[DataFrame], staging: str | None) -> list[pa.Table]:
-    """Runs each side table as a job whose tasks write Parquet files into `staging`.
-
-    Spark's output committer keeps only the files of successful task attempts, so a
-    retried or speculative task leaves no duplicate or orphan lineage, and the rows do
-    not pass through the driver's result channel. Timestamps travel as microseconds
-    (Spark would write INT96, which readers turn into other types).
-    """
-    if not sides:
-        return []
-    root = staging or tempfile.mkdtemp(prefix="ember-staging-")
-    fs, base = filesystem(f"{root.rstrip('/')}/{uuid.uuid4().hex[:12]}")
-    target = base if "://" in root else "file://" + base
-    tables = []
-    try:
-        for i, side in enumerate(sides):
-            names = side.columns  # may repeat a name; Parquet columns may not
-            stamps = [j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)]
-            cols = [F.unix_micros(side[j]) if j in stamps else side[j] for j in range(len(names))]
-            side.select(*[c.alias(f"c{j}") for j, c in enumerate(cols)]).write.parquet(f"{target}/t{i}")
-            table = pq.read_table(f"{base}/t{i}", filesystem=fs)
-            for j in stamps:
-                table = table.set_column(j, f"c{j}", table.column(j).cast(pa.timestamp("us", tz="UTC")))
-            tables.append(table.rename_columns(names))
-    finally:
-        if fs.get_file_info(base).type != pafs.FileType.NotFound:
-            fs.delete_dir(base)
-        if staging is None:
-            os.rmdir(root)
-    return tables
 
 
 def _check_target(path: str, format: str) -> None:

@@ -131,9 +131,11 @@ class Builder:
         return self.logical("Aggregate")(self.seq([self.expr(k) for k in node.keys]), self.seq(columns), child, hint)
 
     def _collected(self, child: JObj, n: ir.Named) -> JObj:
-        """`collect_list(struct(...))` over the aggregate's input, resolved by Spark."""
+        """`collect_list(struct(...))` over the aggregate's input, resolved by Spark (a bare
+        column's list is cheaper to build than a list of one-field structs)."""
         assert isinstance(n.expr, ir.Collected)
-        rows = F.collect_list(F.struct(*[self.jvm.column(self.attr(a)) for a in n.expr.attrs]))
+        cols = [self.jvm.column(self.attr(a)) for a in n.expr.attrs]
+        rows = F.collect_list(cols[0] if len(cols) == 1 else F.struct(*cols))
         made = self.jvm.analyzed(self.jvm.dataframe(child).agg(rows)).aggregateExpressions().head()
         return self.jvm.alias(made.child(), n.attr.name, n.attr.id)
 

@@ -83,8 +83,9 @@ class FrameCount:
 
 @dataclass(frozen=True)
 class Collected:
-    """An ember-made aggregate: the list of its group's rows, each the struct of `attrs`.
-    It carries an aggregate's lineage in the job's own result (see `capture.annotate`)."""
+    """An ember-made aggregate: the list of its group's rows, each the struct of `attrs`
+    (or the bare value of the one attribute; nulls, which mean no lineage, are then left
+    out). It carries an aggregate's lineage in the job's own result (`capture.annotate`)."""
 
     attrs: tuple[Attr, ...]
 

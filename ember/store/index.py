@@ -200,7 +200,8 @@ def build_index(
         # Within a group, rows sorted by window position, else by rid: a group's rids come out sorted.
         tie = table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
         if arrow is None:
-            ordered, spans[table.id] = _flattened(output.column(lists[table.id].attr.name), [a.name for a in tie])
+            slot = lists[table.id]
+            ordered, spans[table.id] = _flattened(output.column(slot.attr.name), table.slots, [a.name for a in tie])
         else:
             ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *tie)])
         levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress, spans))
@@ -210,17 +211,29 @@ def build_index(
     return LineageIndex(out, tuple(levels))
 
 
-def _flattened(lists: pa.ChunkedArray, tie: list[str]) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray]]:
-    """A list-of-struct column as one table of its structs, each list's rows sorted by
-    `tie`, and the `[start, end)` row range of each list (empty for a null list)."""
+def _flattened(
+    lists: pa.ChunkedArray, slots: tuple[Slot, ...], tie: list[str]
+) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray]]:
+    """A list column as one table of its items (structs of the slots' attributes, or the
+    one attribute's values), each list's rows sorted by `tie`, and the `[start, end)` row
+    range of each list (empty for a null list)."""
     arr = lists.combine_chunks() if lists.num_chunks != 1 else lists.chunk(0)
     lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy().astype(np.int64)
     end = np.cumsum(lengths)
     start = end - lengths
-    rows = pa.Table.from_struct_array(arr.flatten())
+    rows = list_items(lists, slots)
     if tie and rows.num_rows:
         rows = rows.take(_within_groups(lengths, rows.column(tie[0])))
     return rows, (start, end)
+
+
+def list_items(lists: pa.ChunkedArray, slots: tuple[Slot, ...]) -> pa.Table:
+    """The items of every (non-null) list of a list slot's column, in order, as a table."""
+    items = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
+    if pa.types.is_struct(items.type):
+        return pa.Table.from_struct_array(items)
+    (attr,) = (a for s in slots for a in s.attrs)
+    return pa.table({attr.name: items})
 
 
 def _within_groups(lengths: np.ndarray, values: pa.ChunkedArray) -> np.ndarray:

@@ -3,8 +3,9 @@ standalone cluster and saves the stores for the test to compare with local mode.
 
     python -m tests.capture.cluster_job MASTER_URL TPCH_DIR OUT_DIR QUERY RETRIED_QUERY
 
-RETRIED_QUERY is captured twice more: cleanly, and with the first attempt of every
-stage's first task failing.
+RETRIED_QUERY is captured twice more, with no lineage allowed through the driver's result
+channel (every side table is written by the executors): cleanly, and with the first
+attempt of every stage's first task failing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pyspark.sql import functions as F
 
 import ember
 from ember import tpch
+from ember.capture import annotate
 
 
 def wait_for_executors(spark: SparkSession, n: int, timeout: float = 120) -> None:
@@ -51,6 +53,7 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     traced = {s: sorted(r[0] for r in trace.ids(s).collect()) for s in trace.sources}
     reached = {s: sorted(r[0] for r in lin.forward_distributed(spark, s, ids=[0, 1, 2]).collect()) for s in lin.sources}
     (out / "distributed.json").write_text(json.dumps({"backward": traced, "forward": reached}))
+    annotate.INLINE_RIDS = 0
     ember.capture(tpch.query(spark, retried)).save(str(out / "clean-retried"))
 
     markers = out / "failed"

@@ -1,0 +1,151 @@
+"""Side tables, fetched after the job, parents first, each cut to the groups its parents use.
+
+A side table holds lineage for every row of an intermediate result (every group of an
+aggregate, every probe value of a semi join), but only the groups that rows above it
+point at are ever traced: Q18's `GROUP BY l_orderkey HAVING ...` has 1.5 M groups, of
+which 57 reach the output. The job's result names the groups the output needs (its ref
+slots' keys), so side tables run top down (a table only points at lower ids) and each is
+restricted, by a broadcast semi join on its keys, to the groups named by the output and
+the tables already fetched. Lineage is then as big as what it traces, not as the job.
+
+Rows come back through the driver's result channel when the table cannot outgrow it
+(`annotate.INLINE_RIDS`), else through Parquet files the executors write into a staging
+folder. Either way only successful task attempts count: the scheduler keeps one result
+per task, and Spark's output committer one file per task.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
+
+from ember.capture import annotate
+from ember.capture.annotate import Annotated, ListSlot, RefSlot, SideTable, Slot, input_rows
+from ember.capture.spark_build import Builder
+from ember.store.files import filesystem
+from ember.store.index import list_items
+
+_Reader = Callable[[DataFrame], pa.Table]
+
+# Past this many referenced groups, a table is fetched whole: broadcasting the keys would
+# cost more than it saves.
+MAX_KEYS = 1_000_000
+
+
+@dataclass
+class _Wanted:
+    """The groups of one side table that fetched rows point at."""
+
+    whole: bool = False  # a keyless ref (a scalar subquery) wants every row
+    keys: list[pa.Table] = field(default_factory=list)  # columns k0..kn, one table per referencing level
+
+    def add(self, rows: pa.Table, slot: RefSlot) -> None:
+        present = rows.column(slot.present.name).is_valid()
+        if not slot.keys:
+            self.whole = self.whole or bool(present.to_numpy(zero_copy_only=False).any())
+            return
+        keys = rows.select([k.name for k in slot.keys]).filter(present)
+        self.keys.append(keys.rename_columns([f"k{i}" for i in range(len(slot.keys))]))
+
+    def distinct(self) -> pa.Table | None:
+        """The distinct referenced keys, or None when the whole table is wanted."""
+        if self.whole or not self.keys:
+            return None if self.whole else pa.table({})
+        keys = pa.concat_tables(self.keys, promote_options="permissive")
+        distinct = keys.group_by(keys.column_names, use_threads=False).aggregate([])
+        return None if distinct.num_rows > MAX_KEYS else distinct
+
+
+def fetch(
+    builder: Builder, annotated: Annotated, result: pa.Table, staging: str | None, small: bool
+) -> list[pa.Table | None]:
+    """Each side table's rows that the result reaches (None for a table whose rows ride in
+    the result itself as a list slot)."""
+    wanted = {t.id: _Wanted() for t in annotated.tables}
+    _note(wanted, result, annotated.slots)
+    for slot in annotated.slots:
+        if isinstance(slot, ListSlot):
+            slots = annotated.tables[slot.table].slots
+            _note(wanted, list_items(result.column(slot.attr.name), slots), slots)
+    data: dict[int, pa.Table] = {}
+    with _staging(staging) as write:
+        for table in reversed(annotated.tables):
+            if table.inline:
+                continue
+            keys = wanted[table.id].distinct()
+            side = builder.dataframe(table.plan)
+            if keys is not None and keys.num_rows == 0:
+                rows = side.limit(0).toArrow()  # nothing points at it: an empty plan, no scan
+            else:
+                side = side if keys is None else _restricted(builder, side, table, keys)
+                rows = side.toArrow() if small or input_rows(table.plan) <= annotate.INLINE_RIDS else write(side)
+            data[table.id] = rows
+            _note(wanted, rows, table.slots)
+    return [data.get(t.id) for t in annotated.tables]
+
+
+def _note(wanted: dict[int, _Wanted], rows: pa.Table, slots: tuple[Slot, ...]) -> None:
+    for slot in slots:
+        if isinstance(slot, RefSlot):
+            wanted[slot.table].add(rows, slot)
+
+
+def _restricted(builder: Builder, side: DataFrame, table: SideTable, keys: pa.Table) -> DataFrame:
+    """The side table's rows whose keys are among `keys` (null keys match null-safely, as
+    refs are resolved)."""
+    wanted = F.broadcast(builder.jvm.spark.createDataFrame(keys))
+    at = {name: j for j, name in enumerate(side.columns)}
+    cond = [side[at[k.name]].eqNullSafe(wanted[f"k{i}"]) for i, k in enumerate(table.keys)]
+    on = cond[0]
+    for c in cond[1:]:
+        on = on & c
+    return side.join(wanted, on, "left_semi")
+
+
+@contextmanager
+def _staging(staging: str | None) -> Iterator[_Reader]:
+    """Runs side-table jobs whose tasks write Parquet files into a staging folder (made on
+    first use, removed afterwards) and reads them back."""
+    made: list[tuple[pafs.FileSystem, str, str]] = []
+    count = itertools.count()
+
+    def write(side: DataFrame) -> pa.Table:
+        """Timestamps travel as microseconds (Spark would write INT96, which readers turn
+        into other types)."""
+        if not made:
+            root = staging or tempfile.mkdtemp(prefix="ember-staging-")
+            fs, base = filesystem(f"{root.rstrip('/')}/{uuid.uuid4().hex[:12]}")
+            made.append((fs, base, root))
+        fs, base, root = made[0]
+        target = base if "://" in root else "file://" + base
+        i = next(count)
+        names = side.columns  # may repeat a name; Parquet columns may not
+        stamps = [j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)]
+        cols = [F.unix_micros(side[j]) if j in stamps else side[j] for j in range(len(names))]
+        side.select(*[c.alias(f"c{j}") for j, c in enumerate(cols)]).write.parquet(f"{target}/t{i}")
+        table = pq.read_table(f"{base}/t{i}", filesystem=fs)
+        for j in stamps:
+            table = table.set_column(j, f"c{j}", table.column(j).cast(pa.timestamp("us", tz="UTC")))
+        return table.rename_columns(names)
+
+    try:
+        yield write
+    finally:
+        for fs, base, root in made:
+            if fs.get_file_info(base).type != pafs.FileType.NotFound:
+                fs.delete_dir(base)
+            if staging is None:
+                os.rmdir(root)
+
