@@ -18,9 +18,11 @@ A side table is its own Spark job, unless it can ride in the job's result: an ag
 whose output rows reach the result one for one (only projections, filters, sorts, limits
 and unions above it) carries its group's rows as a list column instead (a *list slot*),
 so the job's result is already the side table grouped by output row and no second job
-runs. Below a join or another aggregate a list would be copied into every row the output
-row meets, so there the side table stays separate. So does a group list too large for
-the driver to receive with the result (`inline_rids`).
+runs. Its input rows each land in one group's list, so an aggregate below it (and below
+only such operators) carries its groups as lists too, nested in the outer lists. Below
+a join a list would be copied into every row the output row meets, so there the side
+table stays separate. So does a group list too large for the driver to receive with
+the result (`inline_rids`).
 """
 
 from __future__ import annotations
@@ -302,7 +304,8 @@ class _Rewriter:
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
-        inline = self.at_result and input_rows(node.child) <= self.inline_rids
+        inline = self.at_result and 0 < self.inline_rids and input_rows(node.child) <= self.inline_rids
+        self.reaches_result = inline  # each input row lands in one group's list
         child, slots = self.rewrite(node.child)
         if not slots:
             return replace(node, child=child), ()
@@ -311,7 +314,7 @@ class _Rewriter:
                 raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
         if inline:
             attrs = slot_attrs(slots)
-            tid = self.table(_keep(child, attrs), (), slots, "aggregate groups", inline=True)
+            tid = self.table(_keep(child, attrs), (), slots, "aggregate groups, listed in the result", inline=True)
             item = attrs[0].dtype if len(attrs) == 1 else "struct<" + ",".join(f"{a.name}:{a.dtype}" for a in attrs) + ">"
             rows = self.fresh("list", f"array<{item}>", False)
             collected = ir.Named(ir.Collected(attrs), rows)
@@ -411,11 +414,12 @@ class _Rewriter:
 def input_rows(plan: ir.Node) -> int:
     """A generous guess at how many rows a plan makes: the rows of every scan in it (exact
     over one source, and a join on a key keeps its larger side's count); a text source not
-    counted yet is guessed at one row per eight bytes."""
+    counted yet is guessed at one row per eight bytes, an in-memory one not collected yet
+    at none (it is on the driver already)."""
     total = 0
     for n in walk(plan):
         if isinstance(n, ir.Scan):
-            total += n.source.rows or sum(f.size for f in n.source.files) // 8
+            total += max(n.source.rows, 0) or sum(f.size for f in n.source.files) // 8
     return total
 
 

@@ -32,10 +32,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from ember.capture import annotate
-from ember.capture.annotate import Annotated, ListSlot, RefSlot, SideTable, Slot, input_rows
+from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot, input_rows
 from ember.capture.spark_build import Builder
 from ember.store.files import filesystem
-from ember.store.index import list_items
+from ember.store.index import inline_rows
 
 _Reader = Callable[[DataFrame], pa.Table]
 
@@ -75,10 +75,8 @@ def fetch(
     the result itself as a list slot)."""
     wanted = {t.id: _Wanted() for t in annotated.tables}
     _note(wanted, result, annotated.slots)
-    for slot in annotated.slots:
-        if isinstance(slot, ListSlot):
-            slots = annotated.tables[slot.table].slots
-            _note(wanted, list_items(result.column(slot.attr.name), slots), slots)
+    for tid, (rows, _) in inline_rows(result, annotated.slots, annotated.tables).items():
+        _note(wanted, rows, annotated.tables[tid].slots)
     data: dict[int, pa.Table] = {}
     with _staging(staging) as write:
         for table in reversed(annotated.tables):
@@ -90,7 +88,8 @@ def fetch(
                 rows = side.limit(0).toArrow()  # nothing points at it: an empty plan, no scan
             else:
                 side = side if keys is None else _restricted(builder, side, table, keys)
-                rows = side.toArrow() if small or input_rows(table.plan) <= annotate.INLINE_RIDS else write(side)
+                bounded = 0 < annotate.INLINE_RIDS and input_rows(table.plan) <= annotate.INLINE_RIDS
+                rows = side.toArrow() if small or bounded else write(side)
             data[table.id] = rows
             _note(wanted, rows, table.slots)
     return [data.get(t.id) for t in annotated.tables]

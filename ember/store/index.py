@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from ember import duck
 from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable, Slot
+from ember.plan.ir import Attr
 from ember.store.columns import IntColumn, Plain, encode, expand_ranges
 
 
@@ -188,22 +189,19 @@ def build_index(
 ) -> LineageIndex:
     """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes.
 
-    A table whose rows rode in the result (`data` None) is its output list slot flattened:
-    already grouped by output row, so its ranges are the lists' offsets.
+    A table whose rows rode in the result (`data` None) is a list slot flattened: already
+    grouped by the row that holds the list, so its ranges are the lists' offsets.
     """
     con = duck.connect()
     groups: list[pa.Table] = []
     levels: list[Level] = []
-    spans: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    lists = {s.table: s for s in output_slots if isinstance(s, ListSlot)}
+    flat = inline_rows(output, output_slots, tables, sort=True)
+    spans = {tid: span for tid, (_, span) in flat.items()}
     for table, arrow in zip(tables, data, strict=True):
-        # Within a group, rows sorted by window position, else by rid: a group's rids come out sorted.
-        tie = table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
         if arrow is None:
-            slot = lists[table.id]
-            ordered, spans[table.id] = _flattened(output.column(slot.attr.name), table.slots, [a.name for a in tie])
+            ordered = flat[table.id][0]
         else:
-            ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *tie)])
+            ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *_tie(table))])
         levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress, spans))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
     out = _level(con, output, output_slots, groups, levels, "output", compress, spans)
@@ -211,29 +209,52 @@ def build_index(
     return LineageIndex(out, tuple(levels))
 
 
-def _flattened(
-    lists: pa.ChunkedArray, slots: tuple[Slot, ...], tie: list[str]
-) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray]]:
+Spans = tuple[np.ndarray, np.ndarray]
+
+
+def _tie(table: SideTable) -> tuple[Attr, ...]:
+    """Within a group, rows sorted by window position, else by rid: a group's rids come out sorted."""
+    return table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
+
+
+def inline_rows(
+    output: pa.Table, output_slots: tuple[Slot, ...], tables: tuple[SideTable, ...], sort: bool = False
+) -> dict[int, tuple[pa.Table, Spans]]:
+    """Each inline table's rows, flattened from the list slot that carries them (in the
+    output, or in the rows of an enclosing inline table: an aggregate under an aggregate),
+    and the `[start, end)` range of each holder row's list. Parents are flattened before
+    their children, so a child's ranges index its parent's rows as sorted (`sort`)."""
+    holders: dict[int, tuple[int | None, ListSlot]] = {s.table: (None, s) for s in output_slots if isinstance(s, ListSlot)}
+    for t in tables:
+        holders.update({s.table: (t.id, s) for s in t.slots if isinstance(s, ListSlot)})
+    flat: dict[int, tuple[pa.Table, Spans]] = {}
+    for table in reversed(tables):
+        if table.inline:
+            holder, slot = holders[table.id]
+            rows = output if holder is None else flat[holder][0]
+            tie = [a.name for a in _tie(table)] if sort else []
+            flat[table.id] = _flattened(rows.column(slot.attr.name), table.slots, tie)
+    return flat
+
+
+def _flattened(lists: pa.ChunkedArray, slots: tuple[Slot, ...], tie: list[str]) -> tuple[pa.Table, Spans]:
     """A list column as one table of its items (structs of the slots' attributes, or the
     one attribute's values), each list's rows sorted by `tie`, and the `[start, end)` row
     range of each list (empty for a null list)."""
-    arr = lists.combine_chunks() if lists.num_chunks != 1 else lists.chunk(0)
-    lengths = pc.fill_null(pc.list_value_length(arr), 0).to_numpy().astype(np.int64)
+    lengths = np.concatenate(
+        [np.zeros(0, np.int64)] + [pc.fill_null(pc.list_value_length(c), 0).to_numpy().astype(np.int64) for c in lists.chunks]
+    )
     end = np.cumsum(lengths)
     start = end - lengths
-    rows = list_items(lists, slots)
+    items = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
+    if pa.types.is_struct(items.type):
+        rows = pa.Table.from_struct_array(items)
+    else:
+        (attr,) = (a for s in slots for a in s.attrs)
+        rows = pa.table({attr.name: items})
     if tie and rows.num_rows:
         rows = rows.take(_within_groups(lengths, rows.column(tie[0])))
     return rows, (start, end)
-
-
-def list_items(lists: pa.ChunkedArray, slots: tuple[Slot, ...]) -> pa.Table:
-    """The items of every (non-null) list of a list slot's column, in order, as a table."""
-    items = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
-    if pa.types.is_struct(items.type):
-        return pa.Table.from_struct_array(items)
-    (attr,) = (a for s in slots for a in s.attrs)
-    return pa.table({attr.name: items})
 
 
 def _within_groups(lengths: np.ndarray, values: pa.ChunkedArray) -> np.ndarray:
@@ -283,7 +304,7 @@ def _level(
     levels: list[Level],
     why: str,
     compress: bool,
-    spans: dict[int, tuple[np.ndarray, np.ndarray]],
+    spans: dict[int, Spans],
 ) -> Level:
     n = arrow.num_rows
     pack = encode if compress else Plain

@@ -52,10 +52,19 @@ def test_aggregate_reaching_the_result_carries_its_groups_in_a_list() -> None:
     assert not any(isinstance(n, ir.Shared) for n in ir.walk(out.plan))  # nothing cached: no second job
 
 
+def test_an_aggregate_under_a_listed_aggregate_is_listed_inside_its_lists() -> None:
+    nested = annotate(ir.Aggregate(group_by_a(scan("t", A, B)), keys=(), columns=(ir.Named(ref(A), A),)))
+    inner, outer = nested.tables
+    assert inner.inline and outer.inline
+    (holder,) = outer.slots
+    assert isinstance(holder, ListSlot) and holder.table == inner.id
+
+
 def test_lists_stop_where_a_row_could_be_copied_or_the_groups_are_too_big() -> None:
-    inner = group_by_a(scan("t", A, B))
-    nested = annotate(ir.Aggregate(inner, keys=(), columns=(ir.Named(ref(A), A),)))
-    assert [t.inline for t in nested.tables] == [False, True]  # the outer one reaches the result
+    cond = ir.Expr("a = c", frozenset({A.id, C.id}))
+    under_join = ir.Join("inner", group_by_a(scan("t", A, B)), scan("u", C), cond)
+    copied = annotate(ir.Aggregate(under_join, keys=(), columns=(ir.Named(ref(A), A),)))
+    assert [t.inline for t in copied.tables] == [False, True]  # a group row meets many u rows
     big = annotate(group_by_a(scan("t", A, B)), inline_rids=2)  # the scan holds 3 rows
     assert isinstance(big.slots[0], RefSlot) and not big.tables[0].inline
 

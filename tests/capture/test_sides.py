@@ -54,17 +54,21 @@ def test_an_aggregate_at_the_top_needs_no_side_table_job(views: SparkSession) ->
     o.assert_same_lineage(lin, kept)
 
 
-@pytest.fixture
-def no_result_lineage() -> Iterator[None]:
-    """Every side table written by the executors, none through the result channel."""
+@pytest.fixture(params=["lists", "staged"])
+def carried(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Lineage through the result (as lists), or none there: every side table written by
+    the executors."""
     saved = annotate.INLINE_RIDS
-    annotate.INLINE_RIDS = 0
-    yield
+    if request.param == "staged":
+        annotate.INLINE_RIDS = 0
+    yield request.param
     annotate.INLINE_RIDS = saved
 
 
-def test_staged_side_tables_trace_the_same(views: SparkSession, no_result_lineage: None) -> None:
-    df = views.sql("SELECT g.k, count(*) AS n FROM (SELECT k, sum(v) AS s FROM side_t GROUP BY k) g GROUP BY g.k")
+def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: SparkSession, carried: str) -> None:
+    df = views.sql("SELECT s % 3 AS m, count(*) AS n FROM (SELECT k, sum(v) AS s FROM side_t GROUP BY k) GROUP BY s % 3")
     lin = ember.capture(df, strategy="inject")
-    assert [t.why for t in lin._index.tables] == ["aggregate groups", "aggregate groups"]
-    o.assert_same_lineage(lin, o.group(sums(), lambda v: (v[0],), lambda vs: (len(vs),)))
+    listed = "aggregate groups, listed in the result"
+    assert [t.why for t in lin._index.tables] == [listed if carried == "lists" else "aggregate groups"] * 2
+    outer = o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),))
+    o.assert_same_lineage(lin, outer)
