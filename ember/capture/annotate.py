@@ -169,7 +169,9 @@ class _Rewriter:
         return t.id
 
     def shared(self, plan: ir.Node) -> ir.Node:
-        if not self.share or isinstance(plan, ir.Shared):
+        """A subplan that both the job and a side table read: cached once, unless running
+        it again is sure to give the same rows (recomputing costs less than caching)."""
+        if not self.share or isinstance(plan, ir.Shared) or ir.repeatable(plan):
             return plan
         return ir.Shared(plan, key=next(self.ids))
 
@@ -268,20 +270,15 @@ class _Rewriter:
             return replace(node, left=left, right=right), lslots + rslots
         if not rslots:  # the witnesses carry no captured source
             return replace(node, left=left), lslots
-        # The job and the side table read the same cached inputs: computed once, and the
-        # side table sees exactly the rows the job saw.
-        left, right = self.shared(left), self.shared(right)
-        # Witnesses of a left row depend only on the left columns the condition reads:
-        # the side table joins those distinct values with the right side.
+        # The side table reads the right side again (cached if a second run could differ).
+        right = self.shared(right)
+        # Witnesses of a left row depend only on the left columns the condition reads: the
+        # side table joins the values of those that the fetched lineage holds (`ir.Keys`)
+        # with the right side, so it never computes the left side again.
         probe = tuple(a for a in node.left.output if node.cond is not None and a.id in node.cond.refs)
         joined: ir.Node = right
         if probe:
-            distinct = ir.Aggregate(
-                _keep(left, probe),
-                keys=tuple(ir.ColumnRef(a) for a in probe),
-                columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in probe),
-            )
-            joined = ir.Join("inner", distinct, right, node.cond)
+            joined = ir.Join("inner", ir.Keys(attrs=probe), right, node.cond)
         elif node.cond is not None:
             joined = ir.Filter(right, cond=node.cond)
         keys = tuple(self.fresh("key", a.dtype) for a in probe)
@@ -304,7 +301,7 @@ class _Rewriter:
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
-        inline = self.at_result and 0 < self.inline_rids and input_rows(node.child) <= self.inline_rids
+        inline = self.at_result and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
         self.reaches_result = inline  # each input row lands in one group's list
         child, slots = self.rewrite(node.child)
         if not slots:

@@ -170,26 +170,29 @@ def _run(
     jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, small: bool = False
 ) -> tuple[pa.Table, list[pa.Table | None]]:
     """The rewritten job's rows (its columns, then the slots) and each side table's rows
-    (None for a table whose rows ride in the job's result)."""
+    (None for a table whose rows ride in the job's result).
+
+    Side tables read the sources again, so the files must be as they were when the plan
+    was read: checked after the last job."""
     builder = Builder(jvm, sources)
     try:
         result = builder.dataframe(annotated.plan).toArrow()
-        return result, sides.fetch(builder, annotated, result, staging, small)
+        data = sides.fetch(builder, annotated, result, staging, small)
     finally:
         builder.release()
+    for s in sources.values():
+        check_unchanged(s)
+    return result, data
 
 
 def _deferred(
     jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, user: pa.Table, workload: Workload
 ) -> tuple[LineageIndex, list[Source], tuple[Grouping, ...]]:
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
-    files = [s for s in sources.values() if s.files]
-    for s in files:
+    for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
     result, side_data = _run(jvm, annotated, numbered, staging)
-    for s in files:
-        check_unchanged(s)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = build_index(result, annotated.slots, annotated.tables, side_data)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)

@@ -6,7 +6,9 @@ point at are ever traced: Q18's `GROUP BY l_orderkey HAVING ...` has 1.5 M group
 which 57 reach the output. The job's result names the groups the output needs (its ref
 slots' keys), so side tables run top down (a table only points at lower ids) and each is
 restricted, by a broadcast semi join on its keys, to the groups named by the output and
-the tables already fetched. Lineage is then as big as what it traces, not as the job.
+the tables already fetched. A semi join's witnesses are computed from those keys alone
+(`ir.Keys`): the right side is joined with the referenced probe values, and the left side
+is never computed again. Lineage is then as big as what it traces, not as the job.
 
 Rows come back through the driver's result channel when the table cannot outgrow it
 (`annotate.INLINE_RIDS`), else through Parquet files the executors write into a staging
@@ -34,13 +36,14 @@ from pyspark.sql.types import TimestampType
 from ember.capture import annotate
 from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot, input_rows
 from ember.capture.spark_build import Builder
+from ember.plan import ir
 from ember.store.files import filesystem
 from ember.store.index import inline_rows
 
 _Reader = Callable[[DataFrame], pa.Table]
 
-# Past this many referenced groups, a table is fetched whole: broadcasting the keys would
-# cost more than it saves.
+# Past this many referenced groups, a table is not cut to them: broadcasting the keys would
+# cost more than it saves. (A semi join's witnesses are always computed from the keys.)
 MAX_KEYS = 1_000_000
 
 
@@ -64,8 +67,7 @@ class _Wanted:
         if self.whole or not self.keys:
             return None if self.whole else pa.table({})
         keys = pa.concat_tables(self.keys, promote_options="permissive")
-        distinct = keys.group_by(keys.column_names, use_threads=False).aggregate([])
-        return None if distinct.num_rows > MAX_KEYS else distinct
+        return keys.group_by(keys.column_names, use_threads=False).aggregate([])
 
 
 def fetch(
@@ -83,12 +85,15 @@ def fetch(
             if table.inline:
                 continue
             keys = wanted[table.id].distinct()
+            keyed = any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
+            builder.keys = keys
             side = builder.dataframe(table.plan)
             if keys is not None and keys.num_rows == 0:
                 rows = side.limit(0).toArrow()  # nothing points at it: an empty plan, no scan
             else:
-                side = side if keys is None else _restricted(builder, side, table, keys)
-                bounded = 0 < annotate.INLINE_RIDS and input_rows(table.plan) <= annotate.INLINE_RIDS
+                if not keyed and keys is not None and keys.num_rows <= MAX_KEYS:
+                    side = _restricted(builder, side, table, keys)
+                bounded = annotate.INLINE_RIDS > 0 and input_rows(table.plan) <= annotate.INLINE_RIDS
                 rows = side.toArrow() if small or bounded else write(side)
             data[table.id] = rows
             _note(wanted, rows, table.slots)

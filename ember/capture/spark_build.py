@@ -35,6 +35,7 @@ class Builder:
     # reading every attribute of every node cost four py4j round trips each.
     outputs: dict[int, tuple[JObj, int]] = field(default_factory=dict)
     shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
+    keys: pa.Table | None = None  # what an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`)
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
@@ -192,6 +193,22 @@ class Builder:
             df.persist(StorageLevel.MEMORY_AND_DISK)
             self.shared[node.key] = (df, df._jdf.queryExecution().withCachedData())
         return self.shared[node.key][1]
+
+    def _Keys(self, node: ir.Keys) -> JObj:
+        """The supplied values as a local relation, typed and identified as the attributes
+        they stand for, so the side table's join condition reads them."""
+        if self.keys is None:
+            raise AssertionError("a side table keyed by fetched values was built without them")
+        types = [str(self.dtype(a).sql()) for a in node.attrs]
+        if self.keys.num_rows == 0:  # nothing points at the table
+            fresh = self.jvm.spark.createDataFrame([], ", ".join(f"k{i} {t}" for i, t in enumerate(types)))
+        else:
+            fresh = self.jvm.spark.createDataFrame(self.keys)
+        typed = fresh.select(*[fresh[i].cast(t) for i, t in enumerate(types)])
+        plan = self.jvm.analyzed(typed)
+        made = list(iterate(plan.output()))
+        aliases = [self.jvm.alias(m, a.name, a.id) for m, a in zip(made, node.attrs, strict=True)]
+        return self.logical("Project")(self.seq(aliases), plan)
 
     def _Numbered(self, node: ir.Numbered) -> JObj:
         scan = node.child

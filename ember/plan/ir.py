@@ -349,6 +349,19 @@ class Numbered(Unary):
         return (*self.child.output, self.rid)
 
 
+@dataclass(frozen=True)
+class Keys(Node):
+    """Rows supplied when the plan runs (made by capture): the distinct values of `attrs`
+    that the lineage already fetched points at, so a side table is computed for those
+    values only, without the subplan that made them."""
+
+    attrs: tuple[Attr, ...] = ()
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.attrs
+
+
 OPERATOR_CLASSES: tuple[type[Node], ...] = (
     Scan,
     Filter,
@@ -401,6 +414,18 @@ def with_children(node: Node, children: tuple[Node, ...]) -> Node:
     if isinstance(node, Union):
         return replace(node, inputs=children)
     return node
+
+
+def repeatable(plan: Node) -> bool:
+    """Whether running the plan twice over unchanged sources gives the same rows: no
+    nondeterministic expression, no sample, and no limit or window whose rows could be
+    chosen differently among ties."""
+    for n in walk(plan):
+        if isinstance(n, Limit | Window) or (isinstance(n, Passthrough) and n.kind == "sample"):
+            return False
+        if any(not e.deterministic for e in n.expressions()):
+            return False
+    return True
 
 
 def walk(node: Node) -> list[Node]:
