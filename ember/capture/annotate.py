@@ -19,7 +19,8 @@ whose output rows reach the result one for one (only projections, filters, sorts
 and unions above it) carries its group's rows as a list column instead (a *list slot*),
 so the job's result is already the side table grouped by output row and no second job
 runs. Its input rows each land in one group's list, so an aggregate below it (and below
-only such operators) carries its groups as lists too, nested in the outer lists. Below
+only such operators) carries its groups as lists too, nested in the outer lists. The
+same holds within a scalar subquery, whose rows are its side table's result. Below
 a join a list would be copied into every row the output row meets, so there the side
 table stays separate. So does a group list too large for the driver to receive with
 the result (`inline_rids`).
@@ -169,9 +170,13 @@ class _Rewriter:
         return t.id
 
     def shared(self, plan: ir.Node) -> ir.Node:
-        """A subplan that both the job and a side table read: cached once, unless running
-        it again is sure to give the same rows (recomputing costs less than caching)."""
-        if not self.share or isinstance(plan, ir.Shared) or ir.repeatable(plan):
+        """A subplan that both the job and a side table read: cached once if a second run
+        could give other rows, or if it aggregates (its few rows cost less to keep than to
+        compute again); otherwise recomputed, which reads only what the side table's keys
+        reach (a scan and joins cost less to repeat than to cache whole)."""
+        if not self.share or isinstance(plan, ir.Shared):
+            return plan
+        if ir.repeatable(plan) and not any(isinstance(n, ir.Aggregate) for n in walk(plan)):
             return plan
         return ir.Shared(plan, key=next(self.ids))
 
@@ -183,7 +188,8 @@ class _Rewriter:
         self.reaches_result = here and isinstance(node, _ONE_FOR_ONE)
         try:
             new, slots = method(node)
-            self.reaches_result = False  # subqueries' rows reach the result only through a side table
+            # A subquery's rows are its side table's: they reach that job's result one for one.
+            self.reaches_result = True
             new, slots = self._with_subqueries(node, new, slots)
         finally:
             self.reaches_result = here

@@ -23,6 +23,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot, input_ro
 from ember.capture.spark_build import Builder
 from ember.plan import ir
 from ember.store.files import filesystem
-from ember.store.index import inline_rows
+from ember.store.index import holders, inline_rows
 
 _Reader = Callable[[DataFrame], pa.Table]
 
@@ -74,30 +75,76 @@ def fetch(
     builder: Builder, annotated: Annotated, result: pa.Table, staging: str | None, small: bool
 ) -> list[pa.Table | None]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
-    the result itself as a list slot)."""
-    wanted = {t.id: _Wanted() for t in annotated.tables}
+    the result itself as a list slot).
+
+    Tables run in waves: every table whose referrers are all fetched runs in the same
+    wave, its jobs side by side (a small side-table job is mostly scheduling latency)."""
+    tables = annotated.tables
+    wanted = {t.id: _Wanted() for t in tables}
     _note(wanted, result, annotated.slots)
-    for tid, (rows, _) in inline_rows(result, annotated.slots, annotated.tables).items():
-        _note(wanted, rows, annotated.tables[tid].slots)
     data: dict[int, pa.Table] = {}
-    with _staging(staging) as write:
-        for table in reversed(annotated.tables):
-            if table.inline:
-                continue
-            keys = wanted[table.id].distinct()
-            keyed = any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
-            builder.keys = keys
-            side = builder.dataframe(table.plan)
-            if keys is not None and keys.num_rows == 0:
-                rows = side.limit(0).toArrow()  # nothing points at it: an empty plan, no scan
-            else:
-                if not keyed and keys is not None and keys.num_rows <= MAX_KEYS:
-                    side = _restricted(builder, side, table, keys)
-                bounded = annotate.INLINE_RIDS > 0 and input_rows(table.plan) <= annotate.INLINE_RIDS
-                rows = side.toArrow() if small or bounded else write(side)
-            data[table.id] = rows
-            _note(wanted, rows, table.slots)
-    return [data.get(t.id) for t in annotated.tables]
+    listed: set[int] = set()
+
+    def note_lists() -> None:
+        """Notes the refs of inline tables whose holders are in (the result, fetched rows)."""
+        for tid, (rows, _) in inline_rows(result, annotated.slots, tables, data).items():
+            if tid not in listed:
+                listed.add(tid)
+                _note(wanted, rows, tables[tid].slots)
+
+    note_lists()
+    jobs = [t for t in tables if not t.inline]
+    referrers = _referrers(annotated)
+    staged = not small and any(not _bounded(t) for t in jobs)
+    with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:
+        while len(data) < len(jobs):
+            wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
+            runs = [pool.submit(_job(builder, t, wanted[t.id].distinct(), small, write)) for t in wave]
+            for table, run in zip(wave, runs, strict=True):
+                data[table.id] = run.result()
+                _note(wanted, data[table.id], table.slots)
+            note_lists()
+    return [data.get(t.id) for t in tables]
+
+
+def _referrers(annotated: Annotated) -> dict[int, set[int]]:
+    """Side table id → the side-table jobs whose rows hold refs to it (for a ref inside an
+    inline table: the job whose rows carry that table's list; none for the result's)."""
+    held = holders(annotated.slots, annotated.tables)
+
+    def job_of(tid: int | None) -> int | None:
+        while tid is not None and annotated.tables[tid].inline:
+            tid = held[tid][0]
+        return tid
+
+    found: dict[int, set[int]] = {t.id: set() for t in annotated.tables}
+    for t in annotated.tables:
+        for slot in t.slots:
+            anchor = job_of(t.id)
+            if isinstance(slot, RefSlot) and anchor is not None:
+                found[slot.table].add(anchor)
+    return found
+
+
+def _bounded(table: SideTable) -> bool:
+    """Whether the table's rows can come back through the result channel (see module doc)."""
+    return annotate.INLINE_RIDS > 0 and input_rows(table.plan) <= annotate.INLINE_RIDS
+
+
+def _job(
+    builder: Builder, table: SideTable, keys: pa.Table | None, small: bool, write: _Reader
+) -> Callable[[], pa.Table]:
+    """The side table built (on this thread: the builder is not shared) as a job to run."""
+    builder.keys = keys
+    side = builder.dataframe(table.plan)
+    if keys is not None and keys.num_rows == 0:
+        return side.limit(0).toArrow  # nothing points at it: an empty plan, no scan
+    keyed = any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
+    if not keyed and keys is not None and keys.num_rows <= MAX_KEYS:
+        side = _restricted(builder, side, table, keys)
+    if small or _bounded(table):
+        return side.toArrow
+    return lambda: write(side)
 
 
 def _note(wanted: dict[int, _Wanted], rows: pa.Table, slots: tuple[Slot, ...]) -> None:
@@ -119,21 +166,20 @@ def _restricted(builder: Builder, side: DataFrame, table: SideTable, keys: pa.Ta
 
 
 @contextmanager
-def _staging(staging: str | None) -> Iterator[_Reader]:
-    """Runs side-table jobs whose tasks write Parquet files into a staging folder (made on
-    first use, removed afterwards) and reads them back."""
-    made: list[tuple[pafs.FileSystem, str, str]] = []
+def _staging(staging: str | None, needed: bool) -> Iterator[_Reader]:
+    """Runs side-table jobs whose tasks write Parquet files into a staging folder (made if
+    `needed`, removed afterwards) and reads them back."""
+    if not needed:
+        yield _unstaged
+        return
+    root = staging or tempfile.mkdtemp(prefix="ember-staging-")
+    fs, base = filesystem(f"{root.rstrip('/')}/{uuid.uuid4().hex[:12]}")
+    target = base if "://" in root else "file://" + base
     count = itertools.count()
 
     def write(side: DataFrame) -> pa.Table:
         """Timestamps travel as microseconds (Spark would write INT96, which readers turn
         into other types)."""
-        if not made:
-            root = staging or tempfile.mkdtemp(prefix="ember-staging-")
-            fs, base = filesystem(f"{root.rstrip('/')}/{uuid.uuid4().hex[:12]}")
-            made.append((fs, base, root))
-        fs, base, root = made[0]
-        target = base if "://" in root else "file://" + base
         i = next(count)
         names = side.columns  # may repeat a name; Parquet columns may not
         stamps = [j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)]
@@ -147,9 +193,12 @@ def _staging(staging: str | None) -> Iterator[_Reader]:
     try:
         yield write
     finally:
-        for fs, base, root in made:
-            if fs.get_file_info(base).type != pafs.FileType.NotFound:
-                fs.delete_dir(base)
-            if staging is None:
-                os.rmdir(root)
+        if fs.get_file_info(base).type != pafs.FileType.NotFound:
+            fs.delete_dir(base)
+        if staging is None:
+            os.rmdir(root)
+
+
+def _unstaged(side: DataFrame) -> pa.Table:
+    raise AssertionError("a side table was to be staged, but no staging folder was made")
 

@@ -195,7 +195,8 @@ def build_index(
     con = duck.connect()
     groups: list[pa.Table] = []
     levels: list[Level] = []
-    flat = inline_rows(output, output_slots, tables, sort=True)
+    fetched = {t.id: d for t, d in zip(tables, data, strict=True) if d is not None}
+    flat = inline_rows(output, output_slots, tables, fetched, sort=True)
     spans = {tid: span for tid, (_, span) in flat.items()}
     for table, arrow in zip(tables, data, strict=True):
         if arrow is None:
@@ -217,23 +218,37 @@ def _tie(table: SideTable) -> tuple[Attr, ...]:
     return table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
 
 
+def holders(output_slots: tuple[Slot, ...], tables: tuple[SideTable, ...]) -> dict[int, tuple[int | None, ListSlot]]:
+    """Inline table id → the level whose rows carry its list (None: the output) and the slot."""
+    found: dict[int, tuple[int | None, ListSlot]] = {s.table: (None, s) for s in output_slots if isinstance(s, ListSlot)}
+    for t in tables:
+        found.update({s.table: (t.id, s) for s in t.slots if isinstance(s, ListSlot)})
+    return found
+
+
 def inline_rows(
-    output: pa.Table, output_slots: tuple[Slot, ...], tables: tuple[SideTable, ...], sort: bool = False
+    output: pa.Table,
+    output_slots: tuple[Slot, ...],
+    tables: tuple[SideTable, ...],
+    fetched: dict[int, pa.Table],
+    sort: bool = False,
 ) -> dict[int, tuple[pa.Table, Spans]]:
     """Each inline table's rows, flattened from the list slot that carries them (in the
-    output, or in the rows of an enclosing inline table: an aggregate under an aggregate),
-    and the `[start, end)` range of each holder row's list. Parents are flattened before
-    their children, so a child's ranges index its parent's rows as sorted (`sort`)."""
-    holders: dict[int, tuple[int | None, ListSlot]] = {s.table: (None, s) for s in output_slots if isinstance(s, ListSlot)}
-    for t in tables:
-        holders.update({s.table: (t.id, s) for s in t.slots if isinstance(s, ListSlot)})
+    output, in a fetched side table's rows, or in an enclosing inline table's: an aggregate
+    under an aggregate), and the `[start, end)` range of each holder row's list. Parents
+    are flattened before their children, so a child's ranges index its parent's rows as
+    sorted (`sort`). Tables whose holder is not fetched yet are left out."""
     flat: dict[int, tuple[pa.Table, Spans]] = {}
+    held = holders(output_slots, tables)
     for table in reversed(tables):
-        if table.inline:
-            holder, slot = holders[table.id]
-            rows = output if holder is None else flat[holder][0]
-            tie = [a.name for a in _tie(table)] if sort else []
-            flat[table.id] = _flattened(rows.column(slot.attr.name), table.slots, tie)
+        if not table.inline:
+            continue
+        holder, slot = held[table.id]
+        rows = output if holder is None else flat[holder][0] if holder in flat else fetched.get(holder)
+        if rows is None:
+            continue
+        tie = [a.name for a in _tie(table)] if sort else []
+        flat[table.id] = _flattened(rows.column(slot.attr.name), table.slots, tie)
     return flat
 
 

@@ -106,5 +106,7 @@ def test_scalar_subquery_lineage_is_a_keyless_reference() -> None:
     out = annotate(ir.Filter(scan("t", A), cond=cond))
     keyless = [s for s in out.slots if isinstance(s, RefSlot) and not s.keys]
     assert len(keyless) == 1
-    assert out.tables[keyless[0].table].why == "scalar subquery"
-    assert not any(t.inline for t in out.tables)  # the subquery's rows reach the result only by reference
+    subquery = out.tables[keyless[0].table]
+    assert subquery.why == "scalar subquery" and not subquery.inline  # reached by reference
+    (groups,) = subquery.slots  # its aggregate's rows ride in the subquery's own result
+    assert isinstance(groups, ListSlot) and out.tables[groups.table].inline
