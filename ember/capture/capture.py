@@ -93,7 +93,7 @@ def capture(
         )
     else:
         user = df.toArrow() if user is None else user
-        job = _DEFERRED.submit(_deferred, jvm, annotated, sources, staging, user, workload)
+        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, annotated, sources, staging, user, workload)
         lineage = Lineage(user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
@@ -104,7 +104,7 @@ def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[
     """Defer: the user's job runs while ember imports its plan (py4j round trips that would
     otherwise delay the job), so a refusal comes after the job, not before it."""
     df._jdf.queryExecution().executedPlan()  # fixed before the import switches optimizer rules off
-    imported = _IMPORTS.submit(import_plan, jvm, df)
+    imported = _IMPORTS.submit(jvm.threaded(import_plan), jvm, df)
     try:
         user = df.toArrow()
     finally:

@@ -99,7 +99,7 @@ def fetch(
     with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
-            runs = [pool.submit(_job(builder, t, wanted[t.id].distinct(), small, write)) for t in wave]
+            runs = [pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, write))) for t in wave]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)

@@ -8,12 +8,13 @@ Spark upgrade has few places to check.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
 JObj = Any  # a py4j JavaObject; typed loosely on purpose
+T = TypeVar("T")
 
 CATALYST = "org.apache.spark.sql.catalyst"
 EXPRESSIONS = CATALYST + ".expressions"
@@ -37,6 +38,22 @@ class Jvm:
         if known is None or known[0] is not client:
             known = _NAMES[id(client)] = (client, {})
         self._names = known[1]
+        self.activate()
+
+    def activate(self) -> None:
+        """Makes the session this thread's active one. Spark reads its settings (time zone,
+        shuffle partitions, excluded optimizer rules, ...) from the thread's active
+        session, and a thread that has none gets the defaults."""
+        self.name("org.apache.spark.sql.classic.SparkSession.setActiveSession")(self.jsession)
+
+    def threaded(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """`fn`, made to run with this session active on whatever thread calls it."""
+
+        def run(*args: Any, **kwargs: Any) -> T:
+            self.activate()
+            return fn(*args, **kwargs)
+
+        return run
 
     def name(self, path: str) -> JObj:
         """A JVM package, class, static method or Scala object (`Foo$.MODULE$`), resolved once."""

@@ -41,6 +41,9 @@ EXCLUDED_RULES = (
     _OPT + "RewriteNonCorrelatedExists",  # EXISTS → LIMIT 1 would keep one witness, not all
     _OPT + "InferWindowGroupLimit",  # drops rows before a window sees its whole partition
     _OPT + "LimitPushDownThroughWindow",
+    # Also drops an outer join whose other side matches at most once and is not read above
+    # (a count over `a LEFT JOIN (... GROUP BY k)`): the matched rows are lineage all the same.
+    _OPT + "EliminateOuterJoin",
 )
 
 _UNSUPPORTED = {

@@ -98,6 +98,16 @@ def test_outer_joins(views: SparkSession, kind: str) -> None:
     check(views.sql(f"SELECT a.k, a.v, b.k, b.w FROM a {kind} JOIN b ON a.k = b.k"), joined)
 
 
+def test_an_outer_join_spark_could_drop_still_gives_its_matched_rows(views: SparkSession) -> None:
+    """Spark removes a left join whose right side is unique on the key and unread above it;
+    the rows it matched are lineage all the same."""
+    per_key = o.group(b(), lambda v: (v[0],), lambda vs: (len(vs),))
+    joined = o.join(a(), per_key, lambda x, y: x[0] == y[0], "left", rw=2)
+    expected = o.group(joined, lambda v: (v[0],), lambda vs: (len(vs),))
+    sql = "SELECT a.k, count(*) FROM a LEFT JOIN (SELECT k, count(*) AS n FROM b GROUP BY k) c ON a.k = c.k GROUP BY a.k"
+    check(views.sql(sql), expected)
+
+
 def test_semi_joins_exists_and_in(views: SparkSession) -> None:
     expected = o.semi(a(), b(), lambda x, y: x[0] == y[0])
     check(views.sql("SELECT * FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k)"), expected)
