@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -10,13 +11,14 @@ from pyspark.sql import DataFrame
 
 from ember.errors import EmberError
 from ember.rdd.debug import LIST_PARAM, CulpritError, Guard, culprit
-from ember.rdd.points import IndexedInput, Point, TextInput
+from ember.rdd.points import MASK, MAX_SLOTS, SHIFT, IndexedInput, Point, Ref, TextInput
 from ember.rdd.tracked import TrackedRDD
 
 if TYPE_CHECKING:
     from ember.rdd.lineage_rdd import LineageRDD
 
 T = TypeVar("T")
+LineageId = tuple[int, int, int]  # (point uid, partition, n): an id as users see it
 
 
 class LineageContext:
@@ -25,6 +27,7 @@ class LineageContext:
     def __init__(self, sc: SparkContext) -> None:
         self.sc = sc
         self._points: list[Point] = []
+        self._bases: list[int] = []  # first slot of each point, in uid order
         self._acted: list[TrackedRDD] = []
         self._skipped: Accumulator[list[Any]] | None = None
 
@@ -48,9 +51,9 @@ class LineageContext:
         skip-and-resume) and list them in `skipped_records()` instead of failing the job."""
         self._skipped = self.sc.accumulator([], LIST_PARAM) if skip else None
 
-    def skipped_records(self) -> list[tuple[Any, tuple[int, int, int]]]:
+    def skipped_records(self) -> list[tuple[Any, LineageId]]:
         """(record, lineage id) of every record skipped so far."""
-        return [] if self._skipped is None else list(self._skipped.value)
+        return [] if self._skipped is None else [(rec, self._decode(ref)) for rec, ref in self._skipped.value]
 
     def clear(self) -> None:
         """Drops every stored lineage table (and the records cached with it)."""
@@ -58,9 +61,34 @@ class LineageContext:
             point.unpersist()
         self._acted.clear()
 
-    def _register(self, point: Point) -> int:
+    def _register(self, point: Point, partitions: int) -> tuple[int, int]:
+        """The point's uid and first slot."""
+        base = self._bases[-1] + self._points[-1].partitions if self._points else 0
+        if base + partitions > MAX_SLOTS:
+            raise EmberError(f"more than {MAX_SLOTS} partitions captured in one LineageContext; use a new one")
         self._points.append(point)
-        return len(self._points) - 1
+        self._bases.append(base)
+        return len(self._points) - 1, base
+
+    def _decoder(self) -> Callable[[Ref], LineageId]:
+        """Internal id -> `(uid, partition, n)`; a plain function, so tasks can run it."""
+        bases = list(self._bases)
+
+        def decode(ref: Ref) -> LineageId:
+            slot = ref >> SHIFT
+            uid = bisect.bisect_right(bases, slot) - 1
+            return uid, slot - bases[uid], ref & MASK
+
+        return decode
+
+    def _decode(self, ref: Ref) -> LineageId:
+        return self._decoder()(ref)
+
+    def _encode(self, lineage_id: LineageId) -> Ref:
+        uid, pid, n = lineage_id
+        if not (0 <= uid < len(self._points) and 0 <= pid < self._points[uid].partitions and 0 <= n <= MASK):
+            raise EmberError(f"{lineage_id!r} is not a lineage id of this LineageContext")
+        return (self._bases[uid] + pid) << SHIFT | n
 
     def _guard(self) -> Guard:
         return Guard(self._skipped)
@@ -74,16 +102,17 @@ class LineageContext:
             if found is None:
                 raise
             record, ref, cause = found
-            inputs = self.lineage([ref]).goBackAll().collectWithIds()
-            raise CulpritError(record, ref, cause, inputs) from None
+            lineage_id = self._decode(ref)
+            inputs = self.lineage([lineage_id]).goBackAll().collectWithIds()
+            raise CulpritError(record, lineage_id, cause, inputs) from None
 
-    def lineage(self, ids: Iterable[tuple[int, int, int]]) -> LineageRDD:
+    def lineage(self, ids: Iterable[LineageId]) -> LineageRDD:
         """A trace that starts from lineage ids (a culprit's, a saved trace's) directly."""
-        from ember.rdd.lineage_rdd import LineageRDD
+        from ember.rdd.lineage_rdd import LOCAL_IDS, LineageRDD
 
-        refs = sorted(set(ids))
-        points = tuple(dict.fromkeys(self._points[ref[0]] for ref in refs))
-        return LineageRDD(self, points, lambda: self.sc.parallelize(refs, 1))
+        refs = sorted({self._encode(tuple(i)) for i in ids})  # type: ignore[arg-type]
+        points = tuple(dict.fromkeys(self._points[self._decode(ref)[0]] for ref in refs))
+        return LineageRDD(self, points, lambda: self.sc.parallelize(refs, 1), local=lambda: refs if len(refs) <= LOCAL_IDS else None)
 
     def _children(self, point: Point) -> list[Point]:
         return [p for p in self._points if point in p.parents]

@@ -72,7 +72,7 @@ class Guard:
     def __init__(self, skipped: Accumulator[list[Any]] | None) -> None:
         self.skipped = skipped
 
-    def fail(self, record: Any, ref: tuple[int, int, int], exc: Exception) -> None:
+    def fail(self, record: Any, ref: int, exc: Exception) -> None:
         if self.skipped is not None:
             self.skipped.add([(record, ref)])
             return
@@ -80,8 +80,8 @@ class Guard:
         raise RecordFailure(f"EMBER-CULPRIT:{base64.b64encode(payload).decode()}:END") from exc
 
 
-def culprit(exc: BaseException) -> tuple[Any, tuple[int, int, int], str] | None:
-    """The (record, id, cause) a worker's `Guard` packed into a failed job's message."""
+def culprit(exc: BaseException) -> tuple[Any, int, str] | None:
+    """The (record, internal id, cause) a worker's `Guard` packed into a failed job's message."""
     found = _MARK.search(str(exc))
     return None if found is None else pickle.loads(base64.b64decode(found.group(1)))
 

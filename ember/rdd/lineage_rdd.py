@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import RDD
 
-from ember.rdd.points import Captured, Point, Ref
+from ember.rdd.points import SHIFT, Captured, Point, Ref
 
 if TYPE_CHECKING:
-    from ember.rdd.context import LineageContext
+    from ember.rdd.context import LineageContext, LineageId
     from ember.rdd.tracked import TrackedRDD
 
 Refs = Callable[[], RDD[Any]]
@@ -33,8 +33,8 @@ LOCAL_IDS = 200_000  # traced ids up to this many are kept on the driver between
 
 
 def _at(refs: RDD[Any], point: Point) -> RDD[Any]:
-    uid = point.uid
-    return refs.filter(lambda r: r[0] == uid)
+    low, high = point.base << SHIFT, (point.base + point.partitions) << SHIFT
+    return refs.filter(lambda r: low <= r < high)
 
 
 class LineageRDD:
@@ -79,9 +79,9 @@ class LineageRDD:
             return data.map(lambda rr: (rr[1], rr[0]))
         known = self._local_ids()
         if known is not None:
-            pairs = [pair for p in self.points for pair in p.local_records([r for r in known if r[0] == p.uid])]
+            pairs = [pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])]
             return self.lc.sc.parallelize(pairs, 1)
-        refs = self.ids()
+        refs = self._ids()
         parts = [p.records(_at(refs, p)) for p in self.points]
         return self.lc.sc.union(parts)
 
@@ -89,7 +89,7 @@ class LineageRDD:
         """The traced ids on the driver if there are at most `LOCAL_IDS` (one job to find out)."""
         if self._local is not None:
             return self._local()
-        capped = self.ids().mapPartitions(lambda it: [list(islice(it, LOCAL_IDS + 1))]).collect()
+        capped = self._ids().mapPartitions(lambda it: [list(islice(it, LOCAL_IDS + 1))]).collect()
         if sum(len(part) for part in capped) > LOCAL_IDS:
             return None
         return sorted({r for part in capped for r in part})
@@ -98,12 +98,16 @@ class LineageRDD:
         """A native RDD of the raw records here: input lines, (key, value) pairs, outputs."""
         return self._pairs().map(lambda pair: pair[1])
 
-    def collectWithIds(self) -> list[tuple[Ref, Any]]:
+    def collectWithIds(self) -> list[tuple[LineageId, Any]]:
         """(lineage id, raw record) pairs, for reports and for tests of the ids themselves."""
-        return self._pairs().collect()
+        decode = self.lc._decoder()
+        return [(decode(ref), rec) for ref, rec in self._pairs().collect()]
 
     def ids(self) -> RDD[Any]:
         """The traced lineage ids `(point uid, partition, n)`."""
+        return self._ids().map(self.lc._decoder())
+
+    def _ids(self) -> RDD[Any]:
         if self.origin is not None:
             return self._pairs().map(lambda pair: pair[0])
         assert self._refs is not None
@@ -112,7 +116,7 @@ class LineageRDD:
     def _at_points(self) -> LineageRDD:
         if self.origin is None:
             return self
-        return LineageRDD(self.lc, self.origin.points, self.ids, local=functools.cache(self._local_ids))
+        return LineageRDD(self.lc, self.origin.points, self._ids, local=functools.cache(self._local_ids))
 
     def goBack(self) -> LineageRDD:
         """One capture point back; at the input this is the identity."""
@@ -122,7 +126,7 @@ class LineageRDD:
         captured = [p for p in here.points if isinstance(p, Captured)]
         if not captured:
             return here
-        refs = here.ids
+        refs = here._ids
 
         @functools.cache
         def local_back() -> list[Ref] | None:
@@ -131,7 +135,7 @@ class LineageRDD:
                 return None
             found: set[Ref] = set()
             for p in here.points:
-                mine = [r for r in current if r[0] == p.uid]
+                mine = [r for r in current if p.owns(r)]
                 found.update(p.local_parents(mine) if isinstance(p, Captured) else mine)
             return sorted(found) if len(found) <= LOCAL_IDS else None
 
@@ -171,15 +175,15 @@ class LineageRDD:
         if not any(moves.values()):
             if goal.at_point:
                 return here
-            return LineageRDD(self.lc, (), here.ids, goal)
-        refs = here.ids
+            return LineageRDD(self.lc, (), here._ids, goal)
+        refs = here._ids
 
         def forward() -> RDD[Any]:
             known = here._local_ids()
             current: set[Ref] = set(known if known is not None else refs().collect())
             parts: list[RDD[Any]] = []
             for p, children in moves.items():
-                mine = {r for r in current if r[0] == p.uid}
+                mine = {r for r in current if p.owns(r)}
                 if not children:
                     parts.append(self.lc.sc.parallelize(sorted(mine), 1))
                 parts.extend(c.children_of(mine) for c in children if isinstance(c, Captured))

@@ -1,9 +1,12 @@
 """Titian's capture points: where lineage ids are assigned and where their tables live.
 
-A lineage id ("ref") is `(point uid, partition, n)`: the partition of the capture point that
-holds the record, so a trace can send the id straight to that partition (the directed
-shuffle), and `n`, the record's number within that partition (a byte offset for text input,
-the element index for `parallelize`, the output position for every other point).
+A lineage id names a record at a capture point: its partition there, so a trace can send
+the id straight to that partition (the directed shuffle), and `n`, the record's number
+within that partition (a byte offset for text input, the element index for `parallelize`,
+the output position for every other point). Users see ids as `(point uid, partition, n)`;
+inside, an id is one int, `slot << SHIFT | n`, where `slot` numbers the (point, partition)
+pairs of a context: an int is a third of a tuple's cost to build, hash and pickle on every
+record, and a table of them is a numpy array.
 
 Input points keep no table: their ids name the record itself. Every other point runs as one
 blocking pass per partition that yields the partition's lineage table first and then its
@@ -13,14 +16,16 @@ that produced it and exists only once that attempt has succeeded.
 
 from __future__ import annotations
 
-import bisect
-import pickle
+import os
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice, pairwise
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+import numpy as np
+from numpy.typing import NDArray
 from pyspark import RDD, StorageLevel
 
 from ember.errors import EmberError
@@ -29,11 +34,14 @@ from ember.rdd.debug import SET_PARAM
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext
 
-Ref = tuple[int, int, int]
+Ref = int  # slot << SHIFT | n
 Row = Sequence[Ref]
+SHIFT = 40  # n below 2**40: byte offsets of files up to 1 TB
+MASK = (1 << SHIFT) - 1
+MAX_SLOTS = 1 << 23  # (point, partition) pairs per context, so an id fits an int64
 
-CHUNK_REFS = 1 << 15  # parent refs per pickled chunk: a lookup unpickles only the chunks it needs
-Table = tuple[list[int], list[bytes]]  # (first row of each chunk, pickled chunks)
+# (row offsets, parent ids): row i names parents[offsets[i]:offsets[i + 1]]
+Table = tuple[NDArray[np.int64], NDArray[np.int64]]
 
 
 class LineageSourceError(EmberError):
@@ -41,56 +49,44 @@ class LineageSourceError(EmberError):
 
 
 def encode_table(rows: Sequence[Row]) -> Table:
-    """Chunks of about `CHUNK_REFS` refs (a frequent key's row alone may exceed it), so a
-    lookup next to a frequent key does not unpickle its refs too."""
-    starts: list[int] = []
-    size = CHUNK_REFS
-    for i, row in enumerate(rows):
-        if size >= CHUNK_REFS:
-            starts.append(i)
-            size = 0
-        size += len(row) + 1
-    bounds = [*starts, len(rows)]
-    return starts, [pickle.dumps(list(rows[a:b]), 5) for a, b in pairwise(bounds)]
+    """The rows as one offsets array and one parents array: a lookup slices, a forward
+    step tests membership in one vectorised pass, and pickling copies two buffers."""
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if rows and all(isinstance(row, array) for row in rows):
+        parents = np.frombuffer(b"".join(rows), np.int64)  # type: ignore[arg-type]
+    else:
+        parents = np.fromiter(chain.from_iterable(rows), np.int64, int(offsets[-1]))
+    return offsets, parents
 
 
-def lookup(table: Table, ns: Iterable[int]) -> Iterator[Row]:
-    """The parent refs of rows `ns` of one partition's table."""
-    starts, blobs = table
-    chunk: list[Row] = []
-    current = -1
-    for n in sorted(set(ns)):
-        at = bisect.bisect_right(starts, n) - 1
-        if at != current:
-            current = at
-            chunk = pickle.loads(blobs[at])
-        yield chunk[n - starts[at]]
+def lookup(table: Table, ns: Iterable[int]) -> NDArray[np.int64]:
+    """The parent ids of rows `ns` of one partition's table."""
+    offsets, parents = table
+    rows = np.unique(np.fromiter(ns, np.int64))
+    starts, ends = offsets[rows], offsets[rows + 1]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return parents[np.arange(total, dtype=np.int64) + shift]
 
 
-def table_rows(table: Table) -> Iterator[Row]:
-    for blob in table[1]:
-        yield from pickle.loads(blob)
+def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The rows of `table` that name any of `parents` (sorted)."""
+    offsets, named = table
+    hits = np.flatnonzero(np.isin(named, parents))
+    return np.unique(np.searchsorted(offsets, hits, side="right") - 1)
+
+
+def table_rows(table: Table) -> Iterator[list[Ref]]:
+    offsets, parents = table
+    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        yield parents[a:b].tolist()
 
 
 def _identity(key: int) -> int:
     return key
-
-
-def directed(refs: RDD[Any], partitions: int) -> RDD[Any]:
-    """Only the traced ids move: each `(pid, n)` goes to partition `pid` of its capture point."""
-    return refs.map(lambda r: (r[1], r[2])).partitionBy(partitions, _identity)
-
-
-def _ns(wanted: Iterable[tuple[int, int]]) -> list[int]:
-    return sorted({n for _, n in wanted})
-
-
-def by_partition(refs: Iterable[Ref]) -> dict[int, list[int]]:
-    """`pid -> sorted ns` of refs known on the driver."""
-    found: dict[int, set[int]] = {}
-    for _, pid, n in refs:
-        found.setdefault(pid, set()).add(n)
-    return {pid: sorted(ns) for pid, ns in found.items()}
 
 
 def on_partitions(
@@ -105,7 +101,8 @@ def on_partitions(
 
 
 class Point(ABC):
-    """A capture point; `parents` are the points its ids refer to."""
+    """A capture point; `parents` are the points its ids refer to. Its ids use the slots
+    `base .. base + partitions - 1`."""
 
     kind = "input"
 
@@ -113,7 +110,24 @@ class Point(ABC):
         self.lc = lc
         self.parents = tuple(parents)
         self.partitions = partitions
-        self.uid = lc._register(self)
+        self.uid, self.base = lc._register(self, partitions)
+
+    def owns(self, ref: Ref) -> bool:
+        """On the driver only (a point holds its context)."""
+        return self.base <= ref >> SHIFT < self.base + self.partitions
+
+    def split(self, refs: Iterable[Ref]) -> dict[int, list[int]]:
+        """`pid -> sorted ns` of this point's ids known on the driver."""
+        found: dict[int, set[int]] = {}
+        for ref in refs:
+            found.setdefault((ref >> SHIFT) - self.base, set()).add(ref & MASK)
+        return {pid: sorted(ns) for pid, ns in found.items()}
+
+    def directed(self, refs: RDD[Any]) -> RDD[Any]:
+        """Only the traced ids move: each goes, as `n`, to its partition of this point."""
+        base = self.base
+        pairs = refs.map(lambda r: ((r >> SHIFT) - base, r & MASK))
+        return pairs.partitionBy(self.partitions, _identity)
 
     @abstractmethod
     def records(self, refs: RDD[Any]) -> RDD[Any]:
@@ -127,6 +141,10 @@ class Point(ABC):
         """Drops the tables this point persisted."""
 
 
+def _ns(wanted: Iterable[tuple[int, int]]) -> list[int]:
+    return sorted({n for _, n in wanted})
+
+
 class IndexedInput(Point):
     """`parallelize` and DataFrame rows: `source` holds `(n, record)`, n the element index."""
 
@@ -135,31 +153,31 @@ class IndexedInput(Point):
         self.source = source
 
     def tagged(self) -> RDD[Any]:
-        uid = self.uid
+        base = self.base
         return self.source.mapPartitionsWithIndex(
-            lambda pid, it: ((x, (uid, pid, n)) for n, x in it), preservesPartitioning=True
+            lambda pid, it: ((x, (base + pid) << SHIFT | n) for n, x in it), preservesPartitioning=True
         )
 
-    def records(self, refs: RDD[Any]) -> RDD[Any]:
-        uid = self.uid
-
-        def pick(pair: tuple[list[tuple[int, int]], list[tuple[int, Any]]]) -> Iterator[Any]:
-            wanted, rows = pair
-            if not wanted:
-                return
-            pid, ns = wanted[0][0], set(_ns(wanted))
-            yield from (((uid, pid, n), x) for n, x in rows if n in ns)
-
-        return directed(refs, self.partitions).glom().zip(self.source.glom()).flatMap(pick)
-
-    def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
-        uid = self.uid
+    def _pick(self) -> Callable[[int, Iterable[tuple[int, Any]], list[int]], Iterator[Any]]:
+        base = self.base
 
         def pick(pid: int, rows: Iterable[tuple[int, Any]], ns: list[int]) -> Iterator[Any]:
-            keep = set(ns)
-            return (((uid, pid, n), x) for n, x in rows if n in keep)
+            keep, slot = set(ns), (base + pid) << SHIFT
+            return ((slot | n, x) for n, x in rows if n in keep)
 
-        return on_partitions(self.source, by_partition(refs), pick)
+        return pick
+
+    def records(self, refs: RDD[Any]) -> RDD[Any]:
+        pick = self._pick()
+
+        def picked(pair: tuple[list[tuple[int, int]], list[tuple[int, Any]]]) -> Iterator[Any]:
+            wanted, rows = pair
+            return pick(wanted[0][0], rows, _ns(wanted)) if wanted else iter(())
+
+        return self.directed(refs).glom().zip(self.source.glom()).flatMap(picked)
+
+    def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
+        return on_partitions(self.source, self.split(refs), self._pick())
 
 
 class TextInput(Point):
@@ -175,6 +193,8 @@ class TextInput(Point):
                 raise LineageSourceError(f"{path}: only local files can be re-read by offset")
             splits.append((url.path, int(split.getStart())))
         for file in {p for p, _ in splits}:
+            if os.path.getsize(file) > MASK:
+                raise LineageSourceError(f"{file}: larger than {MASK} bytes, the largest offset an id holds")
             with open(file, "rb") as f:
                 if b"\r\n" in f.read(1 << 16):
                     raise LineageSourceError(f"{file}: CRLF line ends; ids assume LF")
@@ -183,7 +203,7 @@ class TextInput(Point):
         self.splits = splits
 
     def tagged(self) -> RDD[Any]:
-        uid, splits = self.uid, self.splits
+        base, splits = self.base, self.splits
 
         def tag(pid: int, lines: Iterable[str]) -> Iterator[tuple[str, Ref]]:
             path, pos = splits[pid]
@@ -191,32 +211,37 @@ class TextInput(Point):
                 with open(path, "rb") as f:
                     f.seek(pos)
                     pos += len(f.readline())
+            slot = (base + pid) << SHIFT
             for line in lines:
-                yield line, (uid, pid, pos)
+                yield line, slot | pos
                 pos += (len(line) if line.isascii() else len(line.encode())) + 1
 
         return self.lines.mapPartitionsWithIndex(tag, preservesPartitioning=True)
 
     def records(self, refs: RDD[Any]) -> RDD[Any]:
-        uid, splits = self.uid, self.splits
-        return directed(refs, self.partitions).mapPartitionsWithIndex(
-            lambda pid, wanted: _lines(splits[pid][0], uid, pid, _ns(wanted))
+        base, splits = self.base, self.splits
+        return self.directed(refs).mapPartitionsWithIndex(
+            lambda pid, wanted: _lines(splits[pid][0], (base + pid) << SHIFT, _ns(wanted))
         )
 
     def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
         """Read by the driver, seeking to each line: the file is local to it (checked when
         the input was opened), and a job would cost more than the reads."""
-        return [rec for pid, ns in sorted(by_partition(refs).items()) for rec in _lines(self.splits[pid][0], self.uid, pid, ns)]
+        return [
+            rec
+            for pid, ns in sorted(self.split(refs).items())
+            for rec in _lines(self.splits[pid][0], (self.base + pid) << SHIFT, ns)
+        ]
 
 
-def _lines(path: str, uid: int, pid: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
+def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
     """The lines starting at byte offsets `ns` of `path`."""
     if not ns:
         return
     with open(path, "rb") as f:
         for n in ns:
             f.seek(n)
-            yield (uid, pid, n), f.readline().rstrip(b"\n").decode()
+            yield slot | n, f.readline().rstrip(b"\n").decode()
 
 
 class Captured(Point):
@@ -228,18 +253,20 @@ class Captured(Point):
         kind: str,
         parents: Sequence[Point],
         upstream: RDD[Any],
-        run: Callable[[int, Iterable[Any]], tuple[list[Row], list[Any]]],
+        run: Callable[[int, Iterable[Any]], tuple[Sequence[Row], list[Any]]],
     ) -> None:
         super().__init__(lc, parents, upstream.getNumPartitions())
         self.kind = kind
-        uid = self.uid
+        base = self.base
         reach = self.reach = lc.sc.accumulator(set(), SET_PARAM)
 
         def capture(pid: int, items: Iterable[Any]) -> Iterator[Any]:
             rows, out = run(pid, items)
-            reach.add({(pid, -1, -1)} | {(pid, r[0], r[1]) for row in rows for r in row})
-            yield encode_table(rows)
-            yield from ((rec, (uid, pid, n)) for n, rec in enumerate(out))
+            table = encode_table(rows)
+            reach.add({(pid, -1)} | {(pid, s) for s in np.unique(table[1] >> SHIFT).tolist()})
+            yield table
+            slot = (base + pid) << SHIFT
+            yield from ((rec, slot | n) for n, rec in enumerate(out))
 
         self.stored = upstream.mapPartitionsWithIndex(capture).persist(
             StorageLevel.MEMORY_AND_DISK
@@ -252,45 +279,43 @@ class Captured(Point):
 
         def expand(pair: tuple[list[tuple[int, int]], list[Table]]) -> Iterator[Ref]:
             wanted, (table,) = pair
-            for row in lookup(table, _ns(wanted)):
-                yield from row
+            return iter(lookup(table, _ns(wanted)).tolist()) if wanted else iter(())
 
-        return directed(refs, self.partitions).glom().zip(self.tables.glom()).flatMap(expand)
+        return self.directed(refs).glom().zip(self.tables.glom()).flatMap(expand)
 
     def local_parents(self, refs: Sequence[Ref]) -> list[Ref]:
         """`parents_of` for refs known on the driver: tasks on only the tables they name."""
 
-        def expand(pid: int, tables: Iterable[Table], ns: list[int]) -> Iterator[Ref]:
-            for row in lookup(next(iter(tables)), ns):
-                yield from row
+        def expand(pid: int, tables: Iterable[Table], ns: list[int]) -> Iterator[NDArray[np.int64]]:
+            yield lookup(next(iter(tables)), ns)
 
-        return on_partitions(self.tables, by_partition(refs), expand)
+        found = on_partitions(self.tables, self.split(refs), expand)
+        return np.concatenate(found).tolist() if found else []
 
     def children_of(self, parents: set[Ref]) -> RDD[Any]:
         """One forward step: the rows of this point's tables that name any of `parents`,
         scanning only the tables whose task saw those parents' partitions."""
-        uid = self.uid
-        known = self.lc.sc.broadcast(parents)
+        base = self.base
+        known = self.lc.sc.broadcast(np.array(sorted(parents), np.int64))
 
         def scan(pid: int, tables: Iterable[Table], ns: list[int] | None = None) -> Iterator[Ref]:
+            slot = (base + pid) << SHIFT
             for table in tables:
-                for n, row in enumerate(table_rows(table)):
-                    if not known.value.isdisjoint(row):
-                        yield (uid, pid, n)
+                yield from (slot | n for n in children(table, known.value).tolist())
 
-        reached = self._reached({(r[0], r[1]) for r in parents})
+        reached = self._reached({r >> SHIFT for r in parents})
         if reached is None:
             return self.tables.mapPartitionsWithIndex(scan)
         found = on_partitions(self.tables, {pid: [] for pid in reached}, scan)
         return self.lc.sc.parallelize(found, 1)
 
-    def _reached(self, partitions: set[tuple[int, int]]) -> list[int] | None:
-        """This point's partitions whose tables name any of these parent partitions, from
-        what the capture tasks reported; None until every partition has reported."""
+    def _reached(self, slots: set[int]) -> list[int] | None:
+        """This point's partitions whose tables name any of these parent slots, from what
+        the capture tasks reported; None until every partition has reported."""
         seen = self.reach.value
-        if {pid for pid, _, _ in seen} != set(range(self.partitions)):
+        if {pid for pid, _ in seen} != set(range(self.partitions)):
             return None
-        return sorted({pid for pid, u, p in seen if (u, p) in partitions})
+        return sorted({pid for pid, slot in seen if slot in slots})
 
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         def pick(pair: tuple[list[tuple[int, int]], list[tuple[Any, Ref]]]) -> Iterator[Any]:
@@ -299,14 +324,14 @@ class Captured(Point):
                 rec, ref = rows[n]
                 yield ref, rec
 
-        return directed(refs, self.partitions).glom().zip(self.data.glom()).flatMap(pick)
+        return self.directed(refs).glom().zip(self.data.glom()).flatMap(pick)
 
     def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
         def pick(pid: int, data: Iterable[tuple[Any, Ref]], ns: list[int]) -> Iterator[Any]:
             rows = list(islice(data, ns[-1] + 1))
             return ((rows[n][1], rows[n][0]) for n in ns)
 
-        return on_partitions(self.data, by_partition(refs), pick)
+        return on_partitions(self.data, self.split(refs), pick)
 
     def unpersist(self) -> None:
         self.stored.unpersist()

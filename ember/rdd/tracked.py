@@ -9,7 +9,9 @@ that give their outputs new ids and record which ids went into each.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Iterator
+import functools
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark import RDD
@@ -36,8 +38,48 @@ _ACTIONS = frozenset(
 )
 
 
+Step = tuple[str, Callable[[Any], Any]]  # ("map" | "filter" | "flatMap", the user's function)
+Expand = Callable[[Any, Ref], list[Any]]
+
+
+def _apply(kind: str, f: Callable[[Any], Any], records: list[Any]) -> list[Any]:
+    if kind == "map":
+        return [f(x) for x in records]
+    if kind == "filter":
+        return [x for x in records if f(x)]
+    return [y for x in records for y in f(x)]
+
+
+def _expander(steps: Sequence[Step], guard: Guard) -> Expand:
+    """One input record -> its records after a run of narrow transformations, all of which
+    keep its id; fused so a record's id is not re-paired at every step. When a function
+    raises, the step is redone record by record to name the one it failed on (the records
+    before it see the function twice, as on a retried task)."""
+
+    def guarded(kind: str, f: Callable[[Any], Any], records: list[Any], ref: Ref) -> list[Any]:
+        kept: list[Any] = []
+        for x in records:
+            try:
+                kept.extend(_apply(kind, f, [x]))
+            except Exception as exc:
+                guard.fail(x, ref, exc)
+        return kept
+
+    def expand(rec: Any, ref: Ref) -> list[Any]:
+        records = [rec]
+        for kind, f in steps:
+            try:
+                records = _apply(kind, f, records)
+            except Exception:
+                records = guarded(kind, f, records, ref)
+        return records
+
+    return expand
+
+
 def _narrow(kind: str, f: Callable[[Any], Any], guard: Guard) -> Callable[[Iterable[Any]], Any]:
-    """map / filter / flatMap over `(record, ref)` pairs; the output keeps the input's ref."""
+    """One narrow transformation over `(record, ref)` pairs, each output keeping its input's
+    ref; cheaper per record than `_expander` where no aggregation follows."""
 
     def run(items: Iterable[tuple[Any, Ref]]) -> Iterator[tuple[Any, Ref]]:
         for rec, ref in items:
@@ -60,22 +102,26 @@ def _narrow(kind: str, f: Callable[[Any], Any], guard: Guard) -> Callable[[Itera
 
 
 def _group(
-    create: Callable[[Any], Any], merge: Callable[[Any, Any], Any], guard: Guard
-) -> Callable[[Iterable[tuple[Any, Any, Ref]]], tuple[list[Row], list[tuple[Any, Any]]]]:
-    """Titian's combiner/reducer agent: the native hash aggregation plus key -> input ids."""
+    create: Callable[[Any], Any], merge: Callable[[Any, Any], Any], expand: Expand, guard: Guard
+) -> Callable[[Iterable[tuple[Any, Ref]]], tuple[list[Row], list[tuple[Any, Any]]]]:
+    """Titian's combiner/reducer agent: the native hash aggregation plus, per key, the ids
+    that went into it (once each: an input's records arrive together)."""
 
-    def run(items: Iterable[tuple[Any, Any, Ref]]) -> tuple[list[Row], list[tuple[Any, Any]]]:
-        groups: dict[Any, list[Any]] = {}
-        for key, value, ref in items:
-            entry = groups.get(key)
-            try:
-                if entry is None:
-                    groups[key] = [create(value), [ref]]
-                else:
-                    entry[0] = merge(entry[0], value)
-                    entry[1].append(ref)
-            except Exception as exc:
-                guard.fail((key, value), ref, exc)
+    def run(items: Iterable[tuple[Any, Ref]]) -> tuple[list[Row], list[tuple[Any, Any]]]:
+        groups: dict[Any, list[Any]] = {}  # key -> [combined value, ids, last id]
+        for rec, ref in items:
+            for key, value in expand(rec, ref):
+                entry = groups.get(key)
+                try:
+                    if entry is None:
+                        groups[key] = [create(value), array("q", (ref,)), ref]
+                    else:
+                        entry[0] = merge(entry[0], value)
+                        if entry[2] is not ref:
+                            entry[2] = ref
+                            entry[1].append(ref)
+                except Exception as exc:
+                    guard.fail((key, value), ref, exc)
         return [e[1] for e in groups.values()], [(k, e[0]) for k, e in groups.items()]
 
     return run
@@ -123,6 +169,10 @@ def _first(value: Any, _: Any) -> Any:
     return value
 
 
+def _with_none(value: Any) -> tuple[Any, None]:
+    return value, None
+
+
 def _first_of(pair: tuple[Any, Any]) -> Any:
     return pair[0]
 
@@ -131,12 +181,31 @@ class TrackedRDD:
     """An RDD created through a `LineageContext`; same transformations, plus `getLineage()`."""
 
     def __init__(
-        self, lc: LineageContext, data: RDD[Any], points: Iterable[Point], at_point: bool = False
+        self,
+        lc: LineageContext,
+        source: RDD[Any],
+        points: Iterable[Point],
+        at_point: bool = False,
+        steps: tuple[Step, ...] = (),
     ) -> None:
         self.lc = lc
-        self.data = data  # (record, ref) pairs
+        self.source = source  # (record, ref) pairs before `steps`
         self.points = tuple(dict.fromkeys(points))
         self.at_point = at_point  # the records are exactly those of its single capture point
+        self.steps = steps  # narrow transformations not yet applied
+        self.guard = lc._guard()  # skip mode as it was when the program was built
+
+    @functools.cached_property
+    def data(self) -> RDD[Any]:
+        """(record, ref) pairs."""
+        runs = [_narrow(kind, f, self.guard) for kind, f in self.steps]
+
+        def run(items: Iterable[tuple[Any, Ref]]) -> Iterable[tuple[Any, Ref]]:
+            for step in runs:
+                items = step(items)
+            return items
+
+        return self.source.mapPartitions(run, True) if runs else self.source
 
     def __getattr__(self, name: str) -> Any:
         if name == "getNumPartitions":
@@ -161,8 +230,8 @@ class TrackedRDD:
         return LineageRDD.of(self)
 
     def _narrowed(self, kind: str, f: Callable[[Any], Any]) -> TrackedRDD:
-        run = _narrow(kind, f, self.lc._guard())
-        return TrackedRDD(self.lc, self.data.mapPartitions(run, True), self.points)
+        steps = (*self.steps, (kind, f))
+        return TrackedRDD(self.lc, self.source, self.points, steps=steps)
 
     def map(self, f: Callable[[Any], Any]) -> TrackedRDD:
         return self._narrowed("map", f)
@@ -177,7 +246,7 @@ class TrackedRDD:
         return self._narrowed("map", lambda kv: (kv[0], f(kv[1])))
 
     def flatMapValues(self, f: Callable[[Any], Iterable[Any]]) -> TrackedRDD:
-        return self._narrowed("flatMap", lambda kv: ((kv[0], x) for x in f(kv[1])))
+        return self._narrowed("flatMap", lambda kv: [(kv[0], x) for x in f(kv[1])])
 
     def keyBy(self, f: Callable[[Any], Any]) -> TrackedRDD:
         return self._narrowed("map", lambda x: (f(x), x))
@@ -240,7 +309,7 @@ class TrackedRDD:
         )  # fmt: skip
 
     def distinct(self, numPartitions: int | None = None) -> TrackedRDD:
-        keyed = TrackedRDD(self.lc, self.data.map(lambda rr: ((rr[0], None), rr[1])), self.points)
+        keyed = self._narrowed("map", _with_none)
         return keyed._aggregate(_same, _first, _first, numPartitions, portable_hash, _first_of)
 
     def _aggregate(
@@ -254,19 +323,19 @@ class TrackedRDD:
     ) -> TrackedRDD:
         """Combiner agent on the map side, shuffle, reducer agent on the reduce side."""
         guard = self.lc._guard()
-        combine = _group(create, merge_value, guard)
-        reduce = _group(_same, merge_combiners, guard)
+        combine = _group(create, merge_value, _expander(self.steps, self.guard), guard)
+        reduce = _group(_same, merge_combiners, _expander((), guard), guard)
 
         def map_side(pid: int, items: Iterable[Any]) -> tuple[list[Row], list[Any]]:
-            return combine((rec[0], rec[1], ref) for rec, ref in items)
+            return combine(items)
 
         def reduce_side(pid: int, items: Iterable[Any]) -> tuple[list[Row], list[Any]]:
-            rows, out = reduce((key, acc, ref) for key, (acc, ref) in items)
+            rows, out = reduce(((key, acc), ref) for key, (acc, ref) in items)
             return rows, [finish(kv) for kv in out]
 
-        combiner = Captured(self.lc, "combiner", self.points, self.data, map_side)
+        combiner = Captured(self.lc, "combiner", self.points, self.source, map_side)
         shuffled = combiner.data.map(lambda rr: (rr[0][0], (rr[0][1], rr[1]))).partitionBy(
-            partitions or self.data._defaultReducePartitions(), partition_func
+            partitions or self.source._defaultReducePartitions(), partition_func
         )
         reducer = Captured(self.lc, "reducer", (combiner,), shuffled, reduce_side)
         return TrackedRDD(self.lc, reducer.data, (reducer,), at_point=True)

@@ -16,7 +16,7 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from ember.rdd import LineageContext
-from ember.rdd.points import Captured, directed, table_rows
+from ember.rdd.points import SHIFT, Captured, table_rows
 from tests.conftest import ROOT
 from tests.rdd.logs import DSCR, program, write_log
 
@@ -37,14 +37,14 @@ def test_tables_stay_with_their_partitions_and_ids_move_to_theirs(lc: LineageCon
     assert isinstance(point, Captured) and point.kind == "combiner"
     assert point.stored.is_cached and point.stored.getStorageLevel() == StorageLevel.MEMORY_AND_DISK
     assert point.tables.count() == point.partitions  # one table per task
-    ids = combiner.ids()
-    for pid, moved in enumerate(directed(ids, point.partitions).glom().collect()):
+    for pid, moved in enumerate(point.directed(combiner._ids()).glom().collect()):
         assert moved and {p for p, _ in moved} == {pid}
-    # every combiner row names only lines of its own input split
+    # every combiner row names only lines of its own input split, each line once
     for table_pid, tables in enumerate(point.tables.glom().collect()):
         (table,) = tables
-        rows = list(table_rows(table))
-        assert rows and all(pid == table_pid for row in rows for _, pid, _ in row)
+        rows = [[lc._decode(ref) for ref in row] for row in table_rows(table)]
+        assert rows and all(len(set(row)) == len(row) for row in rows)
+        assert all(pid == table_pid for row in rows for _, pid, _ in row)
 
 
 @pytest.mark.slow
@@ -98,7 +98,7 @@ def test_forward_scans_only_tables_that_saw_the_parents(lc: LineageContext, tmp_
     first = [(uid, pid, n) for uid, pid, n in sorted(ref for ref, _ in reports.getLineage().goBackAll().collectWithIds())][:2]
     combiner = reports.getLineage().goBack().goBack().points[0]
     assert isinstance(combiner, Captured)
-    assert combiner._reached({(first[0][0], first[0][1])}) == [first[0][1]]  # map-side tables name their own split
+    assert combiner._reached({lc._encode(first[0]) >> SHIFT}) == [first[0][1]]  # map-side tables name their own split
     pruned = sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr)
     monkeypatch.setattr(Captured, "_reached", lambda self, partitions: None)
     assert pruned and sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr) == pruned
