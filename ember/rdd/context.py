@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import bisect
+import os
+import shutil
+import tempfile
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +32,8 @@ class LineageContext:
         self.sc = sc
         self._points: list[Point] = []
         self._bases: list[int] = []  # first slot of each point, in uid order
+        # where capture tasks write their table files, on each host
+        self._folder = os.path.join(tempfile.gettempdir(), f"ember-rdd-{sc.applicationId}-{uuid.uuid4().hex[:8]}")
         self._acted: list[TrackedRDD] = []
         self._skipped: Accumulator[list[Any]] | None = None
 
@@ -56,10 +62,12 @@ class LineageContext:
         return [] if self._skipped is None else [(rec, self._decode(ref)) for rec, ref in self._skipped.value]
 
     def clear(self) -> None:
-        """Drops every stored lineage table (and the records cached with it)."""
+        """Drops every stored lineage table (and the records cached with it) and this host's
+        table files (a cluster's other hosts keep theirs in their temp folder)."""
         for point in self._points:
             point.unpersist()
         self._acted.clear()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     def _register(self, point: Point, partitions: int) -> tuple[int, int]:
         """The point's uid and first slot."""

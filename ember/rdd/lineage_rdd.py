@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 Refs = Callable[[], RDD[Any]]
 Local = Callable[[], "list[Ref] | None"]
 
-LOCAL_IDS = 200_000  # traced ids up to this many are kept on the driver between steps
+LOCAL_IDS = 1_000_000  # traced ids up to this many are kept on the driver between steps
 
 
 def _at(refs: RDD[Any], point: Point) -> RDD[Any]:
@@ -77,13 +77,19 @@ class LineageRDD:
                 keep = self.lc.sc.broadcast(set(self._refs().collect()))
                 data = data.filter(lambda rr: rr[1] in keep.value)
             return data.map(lambda rr: (rr[1], rr[0]))
-        known = self._local_ids()
-        if known is not None:
-            pairs = [pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])]
-            return self.lc.sc.parallelize(pairs, 1)
+        local = self._local_pairs()
+        if local is not None:
+            return self.lc.sc.parallelize(local, 1)
         refs = self._ids()
         parts = [p.records(_at(refs, p)) for p in self.points]
         return self.lc.sc.union(parts)
+
+    def _local_pairs(self) -> list[tuple[Ref, Any]] | None:
+        """`_pairs` on the driver, while the ids are there (never at an origin)."""
+        known = None if self.origin is not None else self._local_ids()
+        if known is None:
+            return None
+        return [pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])]
 
     def _local_ids(self) -> list[Ref] | None:
         """The traced ids on the driver if there are at most `LOCAL_IDS` (one job to find out)."""
@@ -98,10 +104,20 @@ class LineageRDD:
         """A native RDD of the raw records here: input lines, (key, value) pairs, outputs."""
         return self._pairs().map(lambda pair: pair[1])
 
+    def collect(self) -> list[Any]:
+        """The raw records here (no job when the trace's ids are on the driver)."""
+        local = self._local_pairs()
+        return [rec for _, rec in local] if local is not None else self.rdd().collect()
+
+    def count(self) -> int:
+        local = self._local_pairs()
+        return len(local) if local is not None else self.rdd().count()
+
     def collectWithIds(self) -> list[tuple[LineageId, Any]]:
         """(lineage id, raw record) pairs, for reports and for tests of the ids themselves."""
         decode = self.lc._decoder()
-        return [(decode(ref), rec) for ref, rec in self._pairs().collect()]
+        local = self._local_pairs()
+        return [(decode(ref), rec) for ref, rec in (local if local is not None else self._pairs().collect())]
 
     def ids(self) -> RDD[Any]:
         """The traced lineage ids `(point uid, partition, n)`."""
@@ -178,7 +194,27 @@ class LineageRDD:
             return LineageRDD(self.lc, (), here._ids, goal)
         refs = here._ids
 
+        @functools.cache
+        def local_forward() -> list[Ref] | None:
+            known = here._local_ids()
+            if known is None:
+                return None
+            found: set[Ref] = set()
+            for p, children in moves.items():
+                mine = {r for r in known if p.owns(r)}
+                if not children:
+                    found |= mine
+                for c in children:
+                    reached = c.local_children(mine) if isinstance(c, Captured) else None
+                    if reached is None:
+                        return None
+                    found.update(reached)
+            return sorted(found) if len(found) <= LOCAL_IDS else None
+
         def forward() -> RDD[Any]:
+            local = local_forward()
+            if local is not None:
+                return self.lc.sc.parallelize(local, 1)
             known = here._local_ids()
             current: set[Ref] = set(known if known is not None else refs().collect())
             parts: list[RDD[Any]] = []
@@ -190,7 +226,7 @@ class LineageRDD:
             return self.lc.sc.union(parts)
 
         points = [c for p, children in moves.items() for c in (children or [p])]
-        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), forward)
+        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), forward, local=local_forward)
 
     def goNextAll(self, target: TrackedRDD | None = None) -> LineageRDD:
         """All the outputs of `target` (default: the latest program output) these records reached."""

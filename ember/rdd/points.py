@@ -17,6 +17,8 @@ that produced it and exists only once that attempt has succeeded.
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -77,6 +79,44 @@ def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
     offsets, named = table
     hits = np.flatnonzero(np.isin(named, parents))
     return np.unique(np.searchsorted(offsets, hits, side="right") - 1)
+
+
+def write_table(table: Table, folder: str, name: str) -> tuple[str, str]:
+    """Writes `table` as one .npy file (row count, offsets, parents) under `folder` on this
+    host, under a name of its own for this task attempt; returns `(host, path)`."""
+    offsets, parents = table
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}-{uuid.uuid4().hex}.npy")
+    packed = np.concatenate([np.array([len(offsets) - 1], np.int64), offsets, parents])
+    with open(path + ".tmp", "wb") as f:
+        np.save(f, packed)
+    os.replace(path + ".tmp", path)
+    return socket.gethostname(), path
+
+
+def read_table(path: str) -> Table:
+    packed = np.load(path, mmap_mode="r")
+    rows = int(packed[0])
+    return packed[1 : rows + 2], packed[rows + 2 :]
+
+
+DRAIN_RECORDS = 100_000
+
+
+def _table_of(items: Iterable[Any]) -> Iterator[Table]:
+    """A partition's table (the first item of its block)."""
+    it = iter(items)
+    table, records = next(it)
+    yield table
+    _drain(it, records)
+
+
+def _drain(rest: Iterator[Any], records: int) -> None:
+    """Reads a partition to its end when that is cheap: PySpark reuses a Python worker only
+    if its task read all its input (a replaced worker costs ~0.1 s a task)."""
+    if records <= DRAIN_RECORDS:
+        for _ in rest:
+            pass
 
 
 def table_rows(table: Table) -> Iterator[list[Ref]]:
@@ -245,7 +285,16 @@ def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
 
 
 class Captured(Point):
-    """A combiner, reducer, join or stage point: `run(pid, items)` yields table rows and records."""
+    """A combiner, reducer, join or stage point: `run(pid, items)` yields table rows and records.
+
+    Each capture task keeps its table twice: first in its persisted block (with the
+    records, so Spark commits it with the successful attempt and any executor can read it)
+    and as a file on its own disk, `<tmp>/ember-rdd-<context>/<uid>-<pid>-<attempt>.npy`,
+    which it names through an accumulator (Spark merges accumulators of successful
+    attempts only, so a failed attempt's file is never named). A driver on the same host
+    as the files memory-maps them and answers a step without a job; elsewhere a step runs
+    tasks over the blocks.
+    """
 
     def __init__(
         self,
@@ -257,14 +306,16 @@ class Captured(Point):
     ) -> None:
         super().__init__(lc, parents, upstream.getNumPartitions())
         self.kind = kind
-        base = self.base
+        uid, base, folder = self.uid, self.base, lc._folder
         reach = self.reach = lc.sc.accumulator(set(), SET_PARAM)
+        files = self.files = lc.sc.accumulator(set(), SET_PARAM)
 
         def capture(pid: int, items: Iterable[Any]) -> Iterator[Any]:
             rows, out = run(pid, items)
             table = encode_table(rows)
             reach.add({(pid, -1)} | {(pid, s) for s in np.unique(table[1] >> SHIFT).tolist()})
-            yield table
+            files.add({(pid, *write_table(table, folder, f"{uid}-{pid}"))})
+            yield table, len(out)
             slot = (base + pid) << SHIFT
             yield from ((rec, slot | n) for n, rec in enumerate(out))
 
@@ -272,7 +323,15 @@ class Captured(Point):
             StorageLevel.MEMORY_AND_DISK
         )
         self.data = self.stored.mapPartitions(lambda it: islice(it, 1, None), True)
-        self.tables = self.stored.mapPartitions(lambda it: islice(it, 1), True)
+        self.tables = self.stored.mapPartitions(_table_of, True)
+
+    def local_tables(self) -> dict[int, Table]:
+        """This point's tables whose files the driver can read, memory-mapped."""
+        found: dict[int, Table] = {}
+        for pid, host, path in sorted(self.files.value):
+            if pid not in found and host == socket.gethostname() and os.path.exists(path):
+                found[pid] = read_table(path)
+        return found
 
     def parents_of(self, refs: RDD[Any]) -> RDD[Any]:
         """One backward step: a local join of the directed ids with this point's tables."""
@@ -284,17 +343,45 @@ class Captured(Point):
         return self.directed(refs).glom().zip(self.tables.glom()).flatMap(expand)
 
     def local_parents(self, refs: Sequence[Ref]) -> list[Ref]:
-        """`parents_of` for refs known on the driver: tasks on only the tables they name."""
+        """`parents_of` for refs known on the driver: read from the table files where the
+        driver can, else by tasks on only the tables the refs name."""
 
         def expand(pid: int, tables: Iterable[Table], ns: list[int]) -> Iterator[NDArray[np.int64]]:
             yield lookup(next(iter(tables)), ns)
 
-        found = on_partitions(self.tables, self.split(refs), expand)
+        wanted = self.split(refs)
+        mapped = self.local_tables()
+        found = [lookup(mapped[pid], ns) for pid, ns in wanted.items() if pid in mapped]
+        rest = {pid: ns for pid, ns in wanted.items() if pid not in mapped}
+        found += on_partitions(self.tables, rest, expand)
         return np.concatenate(found).tolist() if found else []
 
     def children_of(self, parents: set[Ref]) -> RDD[Any]:
-        """One forward step: the rows of this point's tables that name any of `parents`,
-        scanning only the tables whose task saw those parents' partitions."""
+        """One forward step: the rows of this point's tables that name any of `parents`."""
+        local = self.local_children(parents)
+        if local is not None:
+            return self.lc.sc.parallelize(local, 1)
+        return self.tables.mapPartitionsWithIndex(self._scan(parents))
+
+    def local_children(self, parents: set[Ref]) -> list[Ref] | None:
+        """`children_of` on the driver: only the tables whose task saw those parents'
+        partitions, read from their files where it can, else by tasks on those tables.
+        None while not every partition has reported what it saw."""
+        reached = self._reached({r >> SHIFT for r in parents})
+        if reached is None:
+            return None
+        traced = np.array(sorted(parents), np.int64)
+        mapped = self.local_tables()
+        found = [
+            ((self.base + pid) << SHIFT) | n
+            for pid in reached
+            if pid in mapped
+            for n in children(mapped[pid], traced).tolist()
+        ]
+        rest: dict[int, list[int]] = {pid: [] for pid in reached if pid not in mapped}
+        return found + on_partitions(self.tables, rest, self._scan(parents))
+
+    def _scan(self, parents: set[Ref]) -> Callable[..., Iterator[Ref]]:
         base = self.base
         known = self.lc.sc.broadcast(np.array(sorted(parents), np.int64))
 
@@ -303,11 +390,7 @@ class Captured(Point):
             for table in tables:
                 yield from (slot | n for n in children(table, known.value).tolist())
 
-        reached = self._reached({r >> SHIFT for r in parents})
-        if reached is None:
-            return self.tables.mapPartitionsWithIndex(scan)
-        found = on_partitions(self.tables, {pid: [] for pid in reached}, scan)
-        return self.lc.sc.parallelize(found, 1)
+        return scan
 
     def _reached(self, slots: set[int]) -> list[int] | None:
         """This point's partitions whose tables name any of these parent slots, from what
@@ -327,11 +410,14 @@ class Captured(Point):
         return self.directed(refs).glom().zip(self.data.glom()).flatMap(pick)
 
     def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
-        def pick(pid: int, data: Iterable[tuple[Any, Ref]], ns: list[int]) -> Iterator[Any]:
-            rows = list(islice(data, ns[-1] + 1))
+        def pick(pid: int, stored: Iterable[Any], ns: list[int]) -> Iterator[Any]:
+            it = iter(stored)
+            _, records = next(it)
+            rows = list(islice(it, ns[-1] + 1))
+            _drain(it, records)
             return ((rows[n][1], rows[n][0]) for n in ns)
 
-        return on_partitions(self.data, self.split(refs), pick)
+        return on_partitions(self.stored, self.split(refs), pick)
 
     def unpersist(self) -> None:
         self.stored.unpersist()
