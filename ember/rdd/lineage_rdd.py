@@ -71,22 +71,26 @@ class LineageRDD:
 
     def _pairs(self) -> RDD[Any]:
         """`(ref, raw record)` at this position."""
+        local = self._local_pairs()
+        if local is not None:
+            return self.lc.sc.parallelize(local, 1)
         if self.origin is not None:
             data = self.origin.data
             if self._refs is not None:
                 keep = self.lc.sc.broadcast(set(self._refs().collect()))
                 data = data.filter(lambda rr: rr[1] in keep.value)
             return data.map(lambda rr: (rr[1], rr[0]))
-        local = self._local_pairs()
-        if local is not None:
-            return self.lc.sc.parallelize(local, 1)
         refs = self._ids()
         parts = [p.records(_at(refs, p)) for p in self.points]
         return self.lc.sc.union(parts)
 
     def _local_pairs(self) -> list[tuple[Ref, Any]] | None:
-        """`_pairs` on the driver, while the ids are there (never at an origin)."""
-        known = None if self.origin is not None else self._local_ids()
+        """`_pairs` on the driver: while the ids are there, or at an origin whose records
+        the driver has."""
+        if self.origin is not None:
+            pairs = None if self._refs is not None else self.origin.local_pairs()
+            return None if pairs is None else [(ref, rec) for rec, ref in pairs]
+        known = self._local_ids()
         if known is None:
             return None
         return [pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])]
@@ -95,6 +99,9 @@ class LineageRDD:
         """The traced ids on the driver if there are at most `LOCAL_IDS` (one job to find out)."""
         if self._local is not None:
             return self._local()
+        pairs = self._local_pairs() if self.origin is not None else None
+        if pairs is not None:
+            return sorted({ref for ref, _ in pairs}) if len(pairs) <= LOCAL_IDS else None
         capped = self._ids().mapPartitions(lambda it: [list(islice(it, LOCAL_IDS + 1))]).collect()
         if sum(len(part) for part in capped) > LOCAL_IDS:
             return None

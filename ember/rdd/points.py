@@ -16,7 +16,9 @@ that produced it and exists only once that attempt has succeeded.
 
 from __future__ import annotations
 
+import mmap
 import os
+import pickle
 import socket
 import uuid
 from abc import ABC, abstractmethod
@@ -81,17 +83,31 @@ def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
     return np.unique(np.searchsorted(offsets, hits, side="right") - 1)
 
 
-def write_table(table: Table, folder: str, name: str) -> tuple[str, str]:
+FILE_RECORDS = 100_000  # a partition with at most this many records also files them
+
+
+def write_table(table: Table, records: list[Any], folder: str, name: str) -> tuple[str, str, bool]:
     """Writes `table` as one .npy file (row count, offsets, parents) under `folder` on this
-    host, under a name of its own for this task attempt; returns `(host, path)`."""
+    host, under a name of its own for this task attempt, and the partition's records next
+    to it when they are few; returns `(host, path, records filed)`."""
     offsets, parents = table
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{name}-{uuid.uuid4().hex}.npy")
     packed = np.concatenate([np.array([len(offsets) - 1], np.int64), offsets, parents])
+    filed = len(records) <= FILE_RECORDS
+    if filed:
+        with open(path + ".tmp", "wb") as f:
+            pickle.dump(records, f, protocol=5)
+        os.replace(path + ".tmp", path + ".records")
     with open(path + ".tmp", "wb") as f:
         np.save(f, packed)
     os.replace(path + ".tmp", path)
-    return socket.gethostname(), path
+    return socket.gethostname(), path, filed
+
+
+def _load(path: str) -> Any:
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
 def read_table(path: str) -> Table:
@@ -278,10 +294,11 @@ def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
     """The lines starting at byte offsets `ns` of `path`."""
     if not ns:
         return
-    with open(path, "rb") as f:
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        size, find = len(m), m.find
         for n in ns:
-            f.seek(n)
-            yield slot | n, f.readline().rstrip(b"\n").decode()
+            end = find(b"\n", n)
+            yield slot | n, m[n : size if end < 0 else end].decode()
 
 
 class Captured(Point):
@@ -314,7 +331,7 @@ class Captured(Point):
             rows, out = run(pid, items)
             table = encode_table(rows)
             reach.add({(pid, -1)} | {(pid, s) for s in np.unique(table[1] >> SHIFT).tolist()})
-            files.add({(pid, *write_table(table, folder, f"{uid}-{pid}"))})
+            files.add({(pid, *write_table(table, out, folder, f"{uid}-{pid}"))})
             yield table, len(out)
             slot = (base + pid) << SHIFT
             yield from ((rec, slot | n) for n, rec in enumerate(out))
@@ -325,13 +342,25 @@ class Captured(Point):
         self.data = self.stored.mapPartitions(lambda it: islice(it, 1, None), True)
         self.tables = self.stored.mapPartitions(_table_of, True)
 
+    def _local_files(self) -> dict[int, tuple[str, bool]]:
+        """`pid -> (table file, records filed)` for the files the driver can read."""
+        found: dict[int, tuple[str, bool]] = {}
+        for pid, host, path, filed in sorted(self.files.value):
+            if host == socket.gethostname() and os.path.exists(path) and (pid not in found or filed):
+                found[pid] = path, filed
+        return found
+
     def local_tables(self) -> dict[int, Table]:
         """This point's tables whose files the driver can read, memory-mapped."""
-        found: dict[int, Table] = {}
-        for pid, host, path in sorted(self.files.value):
-            if pid not in found and host == socket.gethostname() and os.path.exists(path):
-                found[pid] = read_table(path)
-        return found
+        return {pid: read_table(path) for pid, (path, _) in self._local_files().items()}
+
+    def local_outputs(self) -> dict[int, list[Any]]:
+        """This point's records, for the partitions whose records the driver can read."""
+        return {
+            pid: _load(path + ".records")
+            for pid, (path, filed) in self._local_files().items()
+            if filed
+        }
 
     def parents_of(self, refs: RDD[Any]) -> RDD[Any]:
         """One backward step: a local join of the directed ids with this point's tables."""
@@ -410,6 +439,8 @@ class Captured(Point):
         return self.directed(refs).glom().zip(self.data.glom()).flatMap(pick)
 
     def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
+        """From the records files where the driver can read them, else by tasks."""
+
         def pick(pid: int, stored: Iterable[Any], ns: list[int]) -> Iterator[Any]:
             it = iter(stored)
             _, records = next(it)
@@ -417,7 +448,16 @@ class Captured(Point):
             _drain(it, records)
             return ((rows[n][1], rows[n][0]) for n in ns)
 
-        return on_partitions(self.stored, self.split(refs), pick)
+        wanted = self.split(refs)
+        filed = self.local_outputs()
+        found = [
+            (((self.base + pid) << SHIFT) | n, filed[pid][n])
+            for pid, ns in wanted.items()
+            if pid in filed
+            for n in ns
+        ]
+        rest = {pid: ns for pid, ns in wanted.items() if pid not in filed}
+        return found + on_partitions(self.stored, rest, pick)
 
     def unpersist(self) -> None:
         self.stored.unpersist()

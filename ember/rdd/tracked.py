@@ -19,7 +19,7 @@ from pyspark.rdd import portable_hash
 from pyspark.resultiterable import ResultIterable
 
 from ember.rdd.debug import Guard
-from ember.rdd.points import Captured, Point, Ref, Row
+from ember.rdd.points import SHIFT, Captured, Point, Ref, Row
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext
@@ -219,6 +219,24 @@ class TrackedRDD:
             return self.lc._reporting(lambda: action(*args, **kwargs))
 
         return run
+
+    def local_pairs(self) -> list[tuple[Any, Ref]] | None:
+        """The (record, ref) pairs computed on the driver from the records its capture point
+        filed, when every partition filed them (few records: a program's final counts);
+        saves a job over every partition to find the records a trace starts from. The
+        narrow functions after the point then run on the driver."""
+        point = self.points[0] if len(self.points) == 1 else None
+        if not isinstance(point, Captured) or self.source is not point.data:
+            return None
+        filed = point.local_outputs()
+        if len(filed) < point.partitions:
+            return None
+        expand = _expander(self.steps, self.guard)
+        pairs = []
+        for pid in range(point.partitions):
+            slot = (point.base + pid) << SHIFT
+            pairs += [(out, slot | n) for n, rec in enumerate(filed[pid]) for out in expand(rec, slot | n)]
+        return pairs
 
     def rdd(self) -> RDD[Any]:
         """The plain RDD of this program's records (no lineage)."""

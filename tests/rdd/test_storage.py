@@ -105,15 +105,16 @@ def test_forward_scans_only_tables_that_saw_the_parents(lc: LineageContext, tmp_
 
 
 def test_table_files_on_the_driver_and_blocks_in_tasks_agree(lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A driver on the capture tasks' host reads their table files; elsewhere tasks read the
-    tables kept in the persisted blocks. Both must give the same traces, both ways."""
+    """A driver on the capture tasks' host reads their table (and records) files; elsewhere
+    tasks read the persisted blocks. Both must give the same traces, both ways."""
     log = write_log(tmp_path / "log.txt", n=300)
     reports = program(lc.textFile(str(log.path), 3))
     reports.collect()
     combiner = reports.getLineage().goBack().goBack().points[0]
     assert isinstance(combiner, Captured)
     assert sorted(combiner.local_tables()) == list(range(combiner.partitions))  # one file per task
-    assert len({path for _, _, path in combiner.files.value}) == combiner.partitions
+    assert len({path for _, _, path, _ in combiner.files.value}) == combiner.partitions
+    assert sorted(combiner.local_outputs()) == list(range(combiner.partitions))  # few records: filed too
 
     def traces() -> tuple[list[object], list[object]]:
         back = sorted(reports.getLineage().goBackAll().collectWithIds())
@@ -122,5 +123,5 @@ def test_table_files_on_the_driver_and_blocks_in_tasks_agree(lc: LineageContext,
 
     from_files = traces()
     assert from_files[0] and from_files[1]
-    monkeypatch.setattr(Captured, "local_tables", lambda self: {})
+    monkeypatch.setattr(Captured, "_local_files", lambda self: {})
     assert traces() == from_files
