@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import os
 import shutil
@@ -34,6 +35,7 @@ class LineageContext:
         self._bases: list[int] = []  # first slot of each point, in uid order
         # where capture tasks write their table files, on each host
         self._folder = os.path.join(tempfile.gettempdir(), f"ember-rdd-{sc.applicationId}-{uuid.uuid4().hex[:8]}")
+        atexit.register(shutil.rmtree, self._folder, ignore_errors=True)  # files outlive no driver
         self._acted: list[TrackedRDD] = []
         self._skipped: Accumulator[list[Any]] | None = None
 

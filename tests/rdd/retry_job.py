@@ -2,7 +2,7 @@
 the log program once cleanly and once with tasks that fail on their first attempt, in
 the map-side (combiner) stage and in the reduce-side (reducer) stage. Prints, as JSON,
 for both runs: the results, the ids and records at every step back, and the input lines
-of two reports.
+of two reports; and the table folder of a context it never clears.
 
     python -m tests.rdd.retry_job LOG MARKER_DIR
 """
@@ -10,6 +10,7 @@ of two reports.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,9 @@ def main(path: str, markers: Path) -> None:
     spark.sparkContext.setLogLevel("FATAL")
     clean = traces(spark.sparkContext, path, None)
     retried = traces(spark.sparkContext, path, markers)
-    print(json.dumps({"clean": clean, "retried": retried}))
+    left = LineageContext(spark.sparkContext)  # never cleared: its files go at exit
+    errors_of(left.textFile(path, 2)).map(lambda line: (line, 1)).reduceByKey(lambda a, b: a + b).count()
+    print(json.dumps({"clean": clean, "retried": retried, "left": left._folder, "filed": os.path.isdir(left._folder)}))
     spark.stop()
 
 

@@ -60,6 +60,7 @@ def test_retried_tasks_leave_the_same_lineage(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     assert sorted(p.name for p in markers.iterdir()) == ["map", "reduce"]
     runs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert runs["filed"] and not Path(runs["left"]).exists()  # table files removed at exit
     assert runs["retried"] == runs["clean"]
     clean = runs["clean"]
     assert sorted(line for _, line in clean["input"]) == sorted(line for line in log.lines if line.startswith("ERROR"))
