@@ -350,17 +350,19 @@ class Captured(Point):
                 found[pid] = path, filed
         return found
 
-    def local_tables(self) -> dict[int, Table]:
-        """This point's tables whose files the driver can read, memory-mapped."""
-        return {pid: read_table(path) for pid, (path, _) in self._local_files().items()}
+    def local_tables(self, pids: Iterable[int] | None = None) -> dict[int, Table]:
+        """This point's tables (of partitions `pids`, default all) whose files the driver
+        can read, memory-mapped."""
+        files = self._local_files()
+        wanted = files if pids is None else [pid for pid in pids if pid in files]
+        return {pid: read_table(files[pid][0]) for pid in wanted}
 
-    def local_outputs(self) -> dict[int, list[Any]]:
-        """This point's records, for the partitions whose records the driver can read."""
-        return {
-            pid: _load(path + ".records")
-            for pid, (path, filed) in self._local_files().items()
-            if filed
-        }
+    def local_outputs(self, pids: Iterable[int] | None = None) -> dict[int, list[Any]]:
+        """This point's records (of partitions `pids`, default all), where the driver can
+        read them; unpickled only for the partitions asked for."""
+        files = {pid: path for pid, (path, filed) in self._local_files().items() if filed}
+        wanted = files if pids is None else [pid for pid in pids if pid in files]
+        return {pid: _load(files[pid] + ".records") for pid in wanted}
 
     def parents_of(self, refs: RDD[Any]) -> RDD[Any]:
         """One backward step: a local join of the directed ids with this point's tables."""
@@ -379,7 +381,7 @@ class Captured(Point):
             yield lookup(next(iter(tables)), ns)
 
         wanted = self.split(refs)
-        mapped = self.local_tables()
+        mapped = self.local_tables(wanted)
         found = [lookup(mapped[pid], ns) for pid, ns in wanted.items() if pid in mapped]
         rest = {pid: ns for pid, ns in wanted.items() if pid not in mapped}
         found += on_partitions(self.tables, rest, expand)
@@ -400,7 +402,7 @@ class Captured(Point):
         if reached is None:
             return None
         traced = np.array(sorted(parents), np.int64)
-        mapped = self.local_tables()
+        mapped = self.local_tables(reached)
         found = [
             ((self.base + pid) << SHIFT) | n
             for pid in reached
@@ -449,7 +451,7 @@ class Captured(Point):
             return ((rows[n][1], rows[n][0]) for n in ns)
 
         wanted = self.split(refs)
-        filed = self.local_outputs()
+        filed = self.local_outputs(wanted)
         found = [
             (((self.base + pid) << SHIFT) | n, filed[pid][n])
             for pid, ns in wanted.items()
