@@ -24,8 +24,8 @@ import uuid
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, islice
-from typing import TYPE_CHECKING, Any
+from itertools import chain, islice, pairwise
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlparse
 
 import numpy as np
@@ -44,8 +44,30 @@ SHIFT = 40  # n below 2**40: byte offsets of files up to 1 TB
 MASK = (1 << SHIFT) - 1
 MAX_SLOTS = 1 << 23  # (point, partition) pairs per context, so an id fits an int64
 
-# (row offsets, parent ids): row i names parents[offsets[i]:offsets[i + 1]]
-Table = tuple[NDArray[np.int64], NDArray[np.int64]]
+NARROW = 1 << 32  # a table whose parent ids span less than this stores them as uint32
+
+
+class Table(NamedTuple):
+    """Row i names parents `base + parents[offsets[i]:offsets[i + 1]]`. A combiner's or a
+    stage's parents all lie in one input split, so they span less than 2**32 and are kept
+    as uint32 offsets from `base`: half the bytes in every block, file and page fault."""
+
+    offsets: NDArray[np.int64]
+    base: int
+    parents: NDArray[np.integer[Any]]
+
+    def ids(self, at: NDArray[np.int64] | slice) -> NDArray[np.int64]:
+        """Parent ids at positions `at` of `parents`, as int64."""
+        picked = self.parents[at].astype(np.int64, copy=False)
+        return picked + self.base if self.base else picked
+
+    def slots(self) -> set[int]:
+        """The parent slots the table names (exact: a narrow span touches at most two)."""
+        if not len(self.parents):
+            return set()
+        if self.parents.dtype == np.uint32:
+            return {self.base >> SHIFT, (self.base + int(self.parents.max())) >> SHIFT}
+        return set(np.unique(self.parents >> SHIFT).tolist())
 
 
 class LineageSourceError(EmberError):
@@ -62,45 +84,56 @@ def encode_table(rows: Sequence[Row]) -> Table:
         parents = np.frombuffer(b"".join(rows), np.int64)  # type: ignore[arg-type]
     else:
         parents = np.fromiter(chain.from_iterable(rows), np.int64, int(offsets[-1]))
-    return offsets, parents
+    if len(parents):
+        low = int(parents.min())
+        if int(parents.max()) - low < NARROW:
+            return Table(offsets, low, (parents - low).astype(np.uint32))
+    return Table(offsets, 0, parents)
 
 
 def lookup(table: Table, ns: Iterable[int]) -> NDArray[np.int64]:
     """The parent ids of rows `ns` of one partition's table."""
-    offsets, parents = table
+    offsets = table.offsets
     rows = np.unique(np.fromiter(ns, np.int64))
     starts, ends = offsets[rows], offsets[rows + 1]
     lengths = ends - starts
     total = int(lengths.sum())
     shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    return parents[np.arange(total, dtype=np.int64) + shift]
+    return table.ids(np.arange(total, dtype=np.int64) + shift)
 
 
 def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
     """The rows of `table` that name any of `parents` (sorted)."""
-    offsets, named = table
+    named = table.parents
+    if named.dtype == np.uint32:
+        parents = parents - table.base
+        parents = parents[(parents >= 0) & (parents < NARROW)].astype(np.uint32)
     hits = np.flatnonzero(np.isin(named, parents))
-    return np.unique(np.searchsorted(offsets, hits, side="right") - 1)
+    return np.unique(np.searchsorted(table.offsets, hits, side="right") - 1)
 
 
 FILE_RECORDS = 100_000  # a partition with at most this many records also files them
 
 
+HEADER = 4  # int64s before a table file's arrays: rows, base, parent itemsize, parent count
+
+
 def write_table(table: Table, records: list[Any], folder: str, name: str) -> tuple[str, str, bool]:
-    """Writes `table` as one .npy file (row count, offsets, parents) under `folder` on this
-    host, under a name of its own for this task attempt, and the partition's records next
-    to it when they are few; returns `(host, path, records filed)`."""
-    offsets, parents = table
+    """Writes `table` as one file (header, offsets, parents) under `folder` on this host,
+    under a name of its own for this task attempt, and the partition's records next to it
+    when they are few; returns `(host, path, records filed)`."""
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}-{uuid.uuid4().hex}.npy")
-    packed = np.concatenate([np.array([len(offsets) - 1], np.int64), offsets, parents])
+    path = os.path.join(folder, f"{name}-{uuid.uuid4().hex}.table")
     filed = len(records) <= FILE_RECORDS
     if filed:
         with open(path + ".tmp", "wb") as f:
             pickle.dump(records, f, protocol=5)
         os.replace(path + ".tmp", path + ".records")
+    header = [len(table.offsets) - 1, table.base, table.parents.itemsize, len(table.parents)]
     with open(path + ".tmp", "wb") as f:
-        np.save(f, packed)
+        np.array(header, np.int64).tofile(f)
+        table.offsets.tofile(f)
+        table.parents.tofile(f)
     os.replace(path + ".tmp", path)
     return socket.gethostname(), path, filed
 
@@ -111,9 +144,16 @@ def _load(path: str) -> Any:
 
 
 def read_table(path: str) -> Table:
-    packed = np.load(path, mmap_mode="r")
-    rows = int(packed[0])
-    return packed[1 : rows + 2], packed[rows + 2 :]
+    """A table file, memory-mapped: a step reads only the pages of the rows it looks up."""
+    whole = np.memmap(path, np.uint8, "r")
+    rows, base, itemsize, count = whole[: HEADER * 8].view(np.int64).tolist()
+    start = (HEADER + rows + 1) * 8
+    dtype = np.uint32 if itemsize == 4 else np.int64
+    return Table(
+        whole[HEADER * 8 : start].view(np.int64),
+        base,
+        whole[start : start + itemsize * count].view(dtype),
+    )
 
 
 DRAIN_RECORDS = 100_000
@@ -136,9 +176,9 @@ def _drain(rest: Iterator[Any], records: int) -> None:
 
 
 def table_rows(table: Table) -> Iterator[list[Ref]]:
-    offsets, parents = table
-    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
-        yield parents[a:b].tolist()
+    offsets = table.offsets.tolist()
+    for a, b in pairwise(offsets):
+        yield table.ids(slice(a, b)).tolist()
 
 
 def _identity(key: int) -> int:
@@ -146,7 +186,9 @@ def _identity(key: int) -> int:
 
 
 def on_partitions(
-    rdd: RDD[Any], wanted: dict[int, list[int]], fn: Callable[[int, Iterable[Any], list[int]], Iterator[Any]]
+    rdd: RDD[Any],
+    wanted: dict[int, list[int]],
+    fn: Callable[[int, Iterable[Any], list[int]], Iterator[Any]],
 ) -> list[Any]:
     """`fn(pid, partition, ns)` on only the partitions named in `wanted`: one job, no shuffle,
     no task for a partition the trace does not reach (the driver-directed form of a step)."""
@@ -211,7 +253,8 @@ class IndexedInput(Point):
     def tagged(self) -> RDD[Any]:
         base = self.base
         return self.source.mapPartitionsWithIndex(
-            lambda pid, it: ((x, (base + pid) << SHIFT | n) for n, x in it), preservesPartitioning=True
+            lambda pid, it: ((x, (base + pid) << SHIFT | n) for n, x in it),
+            preservesPartitioning=True,
         )
 
     def _pick(self) -> Callable[[int, Iterable[tuple[int, Any]], list[int]], Iterator[Any]]:
@@ -250,7 +293,9 @@ class TextInput(Point):
             splits.append((url.path, int(split.getStart())))
         for file in {p for p, _ in splits}:
             if os.path.getsize(file) > MASK:
-                raise LineageSourceError(f"{file}: larger than {MASK} bytes, the largest offset an id holds")
+                raise LineageSourceError(
+                    f"{file}: larger than {MASK} bytes, the largest offset an id holds"
+                )
             with open(file, "rb") as f:
                 if b"\r\n" in f.read(1 << 16):
                     raise LineageSourceError(f"{file}: CRLF line ends; ids assume LF")
@@ -306,7 +351,7 @@ class Captured(Point):
 
     Each capture task keeps its table twice: first in its persisted block (with the
     records, so Spark commits it with the successful attempt and any executor can read it)
-    and as a file on its own disk, `<tmp>/ember-rdd-<context>/<uid>-<pid>-<attempt>.npy`,
+    and as a file on its own disk, `<tmp>/ember-rdd-<context>/<uid>-<pid>-<attempt>.table`,
     which it names through an accumulator (Spark merges accumulators of successful
     attempts only, so a failed attempt's file is never named). A driver on the same host
     as the files memory-maps them and answers a step without a job; elsewhere a step runs
@@ -330,15 +375,13 @@ class Captured(Point):
         def capture(pid: int, items: Iterable[Any]) -> Iterator[Any]:
             rows, out = run(pid, items)
             table = encode_table(rows)
-            reach.add({(pid, -1)} | {(pid, s) for s in np.unique(table[1] >> SHIFT).tolist()})
+            reach.add({(pid, -1)} | {(pid, s) for s in table.slots()})
             files.add({(pid, *write_table(table, out, folder, f"{uid}-{pid}"))})
             yield table, len(out)
             slot = (base + pid) << SHIFT
             yield from ((rec, slot | n) for n, rec in enumerate(out))
 
-        self.stored = upstream.mapPartitionsWithIndex(capture).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
+        self.stored = upstream.mapPartitionsWithIndex(capture).persist(StorageLevel.MEMORY_AND_DISK)
         self.data = self.stored.mapPartitions(lambda it: islice(it, 1, None), True)
         self.tables = self.stored.mapPartitions(_table_of, True)
 
@@ -346,7 +389,11 @@ class Captured(Point):
         """`pid -> (table file, records filed)` for the files the driver can read."""
         found: dict[int, tuple[str, bool]] = {}
         for pid, host, path, filed in sorted(self.files.value):
-            if host == socket.gethostname() and os.path.exists(path) and (pid not in found or filed):
+            if (
+                host == socket.gethostname()
+                and os.path.exists(path)
+                and (pid not in found or filed)
+            ):
                 found[pid] = path, filed
         return found
 
