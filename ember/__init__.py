@@ -60,9 +60,7 @@ def source(df: DataFrame, name: str) -> DataFrame:
     keys = {source_key(jvm, leaf) for leaf in leaves(jvm.analyzed(df))}
     keys.discard(None)
     if len(keys) != 1:
-        raise EmberError(
-            f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}"
-        )
+        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")
     SOURCE_NAMES[str(keys.pop())] = name
     return df
 

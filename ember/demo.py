@@ -31,12 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-DEMO_QUERIES = {
-    1: "pricing summary",
-    3: "shipping priority",
-    4: "order priority, EXISTS",
-    22: "global sales",
-}
+DEMO_QUERIES = {1: "pricing summary", 3: "shipping priority", 4: "order priority, EXISTS", 22: "global sales"}
 
 
 def run_demo(data: Path) -> None:
@@ -64,16 +59,12 @@ def run_demo(data: Path) -> None:
         counts = ", ".join(f"{name}: {trace.ids(name).size} rows" for name in trace.sources)
         console.print(f"backward trace of output row 0 ({ms:.1f} ms): {counts}")
         first = trace.sources[-1]
-        console.print(
-            _table(Table, trace.rows(first).slice(0, 3), f"{first} rows behind output row 0")
-        )
+        console.print(_table(Table, trace.rows(first).slice(0, 3), f"{first} rows behind output row 0"))
         rid = int(trace.ids(first)[0])
         started = time.perf_counter()
         reached = lin.forward(first, ids=[rid])
         ms = (time.perf_counter() - started) * 1000
-        console.print(
-            f"forward trace of {first} row {rid} ({ms:.1f} ms): output rows {reached.ids().tolist()}"
-        )
+        console.print(f"forward trace of {first} row {rid} ({ms:.1f} ms): output rows {reached.ids().tolist()}")
         _store_round_trip(console, lin)
     spark.stop()
 
@@ -89,10 +80,8 @@ def _store_round_trip(console: Console, lin: Lineage) -> None:
         started = time.perf_counter()
         trace = ember.load(str(store)).backward(oids=[0])
         ms = (time.perf_counter() - started) * 1000
-        console.print(
-            f"saved store: {size / 1024:.0f} KiB of index; load + backward trace of row 0: {ms:.1f} ms "
-            f"({', '.join(f'{n}: {trace.ids(n).size}' for n in trace.sources)})"
-        )
+        console.print(f"saved store: {size / 1024:.0f} KiB of index; load + backward trace of row 0: {ms:.1f} ms "
+                      f"({', '.join(f'{n}: {trace.ids(n).size}' for n in trace.sources)})")
 
 
 def _table(table_cls: type, data: pa.Table, title: str) -> object:

@@ -45,18 +45,14 @@ class Lineage:
         groupings: tuple[Grouping, ...] = (),
         columns: Sequence[tuple[str, list[tuple[str, str]]]] = (),
     ):
-        self._output = output.append_column(
-            OID, pa.array(np.arange(output.num_rows, dtype=np.int64))
-        )
+        self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._state = index  # a Future while a deferred capture is still building it
         self._named = {s.name: s for s in sources if s.kind != "none"}
         self._groupings = groupings  # what the workload asked to compute at capture
         self.mode = mode
         self.plan = plan
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
-        self.columns = list(
-            columns
-        )  # per output column: the (source, column) pairs it is computed from
+        self.columns = list(columns)  # per output column: the (source, column) pairs it is computed from
         self.store: str | None = None  # where it was saved or loaded from
 
     @property
@@ -115,21 +111,12 @@ class Lineage:
         sources, found = self._trace_back(chosen, through)
         for name, pred in (source_where or {}).items():
             src = source_by_name(sources, name)
-            found[src.key] = self._restricted(
-                src, chosen, found.get(src.key, np.empty(0, np.int64)), pred, through
-            )
+            found[src.key] = self._restricted(src, chosen, found.get(src.key, np.empty(0, np.int64)), pred, through)
         one = chosen.size == 1 and not through and not source_where
-        return Trace(
-            sources, found, answers=functools.partial(self._answer, int(chosen[0])) if one else None
-        )
+        return Trace(sources, found, answers=functools.partial(self._answer, int(chosen[0])) if one else None)
 
     def _restricted(
-        self,
-        src: Source,
-        oids: np.ndarray,
-        rids: np.ndarray,
-        where: str,
-        through: Sequence[Lineage],
+        self, src: Source, oids: np.ndarray, rids: np.ndarray, where: str, through: Sequence[Lineage]
     ) -> np.ndarray:
         """The traced `rids` of `src` that satisfy `where`: from a partition where one fits."""
         for g in () if through else self._groupings:
@@ -161,17 +148,13 @@ class Lineage:
         chosen = choose(self._output, "output", oids, where, OID)
         return distributed.backward(spark, self.store, self._sources, chosen)
 
-    def _trace_back(
-        self, oids: np.ndarray, through: Sequence[Lineage]
-    ) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
+    def _trace_back(self, oids: np.ndarray, through: Sequence[Lineage]) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
         sources, found = dict(self._sources), self._index.backward(oids)
         for src in self._sources.values():
             upstream = _producer(src, through)
             if upstream is None:
                 continue
-            up_sources, up_found = upstream._trace_back(
-                found.get(src.key, np.empty(0, np.int64)), through
-            )
+            up_sources, up_found = upstream._trace_back(found.get(src.key, np.empty(0, np.int64)), through)
             for name, up in up_sources.items():
                 if name in sources and sources[name].key != up.key:
                     raise EmberError(
@@ -180,9 +163,7 @@ class Lineage:
                     )
                 sources[name] = up
                 if up.key in up_found:
-                    found[up.key] = np.union1d(
-                        found.get(up.key, up_found[up.key]), up_found[up.key]
-                    )
+                    found[up.key] = np.union1d(found.get(up.key, up_found[up.key]), up_found[up.key])
         return sources, found
 
     def forward(
@@ -204,16 +185,10 @@ class Lineage:
                     reached = upstream.forward(source, ids, where, through).ids()
                     return ForwardTrace(self._output, self._index.forward(src.key, reached))
         src = source_by_name(self._sources, source)
-        return ForwardTrace(
-            self._output, self._index.forward(src.key, chosen_rids(src, ids, where))
-        )
+        return ForwardTrace(self._output, self._index.forward(src.key, chosen_rids(src, ids, where)))
 
     def forward_distributed(
-        self,
-        spark: SparkSession,
-        source: str,
-        ids: Iterable[int] | None = None,
-        where: str | None = None,
+        self, spark: SparkSession, source: str, ids: Iterable[int] | None = None, where: str | None = None
     ) -> DataFrame:
         """The forward trace as Spark jobs over the saved store: a DataFrame of `ember_oid`s."""
         if self.store is None:
@@ -238,30 +213,17 @@ class Lineage:
         those rows, so traces with rows need not decode the source's pages (0 keeps none).
         """
         sources = tuple(self._sources.values())
-        reached = (
-            self._index.backward(np.arange(self._output.num_rows, dtype=np.int64))
-            if keep_rows > 0
-            else {}
-        )
-        kept = {
-            s.key: rows_to_keep(s, reached.get(s.key, np.empty(0, np.int64)), keep_rows)
-            for s in sources
-        }
+        reached = self._index.backward(np.arange(self._output.num_rows, dtype=np.int64)) if keep_rows > 0 else {}
+        kept = {s.key: rows_to_keep(s, reached.get(s.key, np.empty(0, np.int64)), keep_rows) for s in sources}
         info = {
             "mode": self.mode,
             "plan": self.plan,
             "written": [asdict(f) for f in self.written],
             "columns": [[name, [list(o) for o in origins]] for name, origins in self.columns],
-            "text": {
-                s.key: s.data.recipe()
-                for s in sources
-                if s.kind in ("csv", "json") and s.data is not None
-            },
+            "text": {s.key: s.data.recipe() for s in sources if s.kind in ("csv", "json") and s.data is not None},
         }
         copies = {k: t for k, t in kept.items() if t is not None}
-        stored = Stored(
-            self._output.drop_columns([OID]), self._index, sources, info, self._groupings, copies
-        )
+        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings, copies)
         write_store(path, stored, overwrite)
         self.store = path
 
@@ -273,11 +235,7 @@ class Lineage:
         source the sorted `ember_rid`s it came from. Output rows with no source rows are
         listed with an empty `sources` object.
         """
-        chosen = _ids(
-            range(self._output.num_rows) if oids is None else oids,
-            self._output.num_rows,
-            "ember_oid",
-        )
+        chosen = _ids(range(self._output.num_rows) if oids is None else oids, self._output.num_rows, "ember_oid")
         pairs = self._index.backward_pairs(chosen)
         per_oid: dict[int, dict[str, list[int]]] = {int(o): {} for o in chosen}
         for name, src in sorted(self._sources.items()):
@@ -303,14 +261,10 @@ class Lineage:
 
     def _repr_html_(self) -> str:
         counts = [(n, s.rows) for n, s in sorted(self._sources.items())]
-        return render(
-            f"ember lineage ({self.mode}) of {self.plan}", counts, [("output", self._output)]
-        )
+        return render(f"ember lineage ({self.mode}) of {self.plan}", counts, [("output", self._output)])
 
     def __repr__(self) -> str:
-        return (
-            f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"
-        )
+        return f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"
 
 
 def load(path: str, spark: SparkSession | None = None) -> Lineage:
@@ -325,14 +279,7 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     info = stored.info
     columns = [(name, [(s, c) for s, c in origins]) for name, origins in info.get("columns", [])]
     lin = Lineage(
-        stored.output,
-        stored.index,
-        sources,
-        info.get("mode", "inject"),
-        info.get("plan", ""),
-        written,
-        stored.groupings,
-        columns,
+        stored.output, stored.index, sources, info.get("mode", "inject"), info.get("plan", ""), written, stored.groupings, columns
     )
     lin.store = path
     return lin
@@ -361,9 +308,7 @@ def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np
     return _ids(ids, src.rows, f"rid of source {src.name!r}")
 
 
-def choose(
-    table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str
-) -> np.ndarray:
+def choose(table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str) -> np.ndarray:
     """Row numbers of `table` given as ids or by a SQL `where` over its columns."""
     if (ids is None) == (where is None):
         raise TypeError("give exactly one of ids/oids or where")
@@ -376,9 +321,7 @@ def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:
     arr = np.unique(np.asarray(list(ids) if ids is not None else [], dtype=np.int64))
     bad = arr[(arr < 0) | (arr >= bound)]
     if bad.size:
-        raise IdOutOfRangeError(
-            f"{what} out of range: {bad[:5].tolist()} (valid: 0 to {bound - 1})"
-        )
+        raise IdOutOfRangeError(f"{what} out of range: {bad[:5].tolist()} (valid: 0 to {bound - 1})")
     return arr
 
 
@@ -394,9 +337,7 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
         except duckdb.ParserException as e:
             raise InvalidPredicateError(f"where={where!r} does not parse: {e}") from None
         except duckdb.BinderException as e:
-            raise InvalidPredicateError(
-                f"where={where!r} does not fit the columns of the {what}: {e}"
-            ) from None
+            raise InvalidPredicateError(f"where={where!r} does not fit the columns of the {what}: {e}") from None
         except duckdb.Error as e:
             raise InvalidPredicateError(f"where={where!r} failed on the {what}: {e}") from None
         return np.unique(res[column].astype(np.int64))
@@ -408,14 +349,10 @@ def _select_text(source: Source, where: str) -> np.ndarray:
     """Rids of a CSV/JSON source's rows matching `where`, evaluated by Spark (one job)."""
     check_unchanged(source)
     if source.data is None:
-        raise EmberError(
-            f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)"
-        )
+        raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)")
     df = source.data.numbered()
     try:
         rows = df.filter(where).select(RID).toArrow()
     except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
-        raise InvalidPredicateError(
-            f"where={where!r} failed on source {source.name!r}: {e}"
-        ) from None
+        raise InvalidPredicateError(f"where={where!r} failed on source {source.name!r}: {e}") from None
     return np.unique(rows.column(RID).to_numpy().astype(np.int64))

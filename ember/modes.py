@@ -15,9 +15,7 @@ MODES = ("auto", "eager", "lazy")
 LAZY_UP_TO = 3
 
 
-def lineage(
-    df: DataFrame, mode: str = "auto", traces: int | None = None
-) -> Lineage | InferredLineage:
+def lineage(df: DataFrame, mode: str = "auto", traces: int | None = None) -> Lineage | InferredLineage:
     """Lineage of `df`, captured (`"eager"`, `ember.capture`) or inferred (`"lazy"`,
     `ember.infer`). `"auto"` infers when at most `LAZY_UP_TO` traces are expected
     (`traces=`) and captures otherwise, including when nothing is declared (interactive

@@ -72,14 +72,5 @@ def tpch_oracle(lineage_duck: duckdb.DuckDBPyConnection, tpch: Path) -> Callable
 def table_rows(tpch: Path) -> dict[str, int]:
     return {
         t: pq.ParquetFile(tpch / f"{t}.parquet").metadata.num_rows
-        for t in (
-            "region",
-            "nation",
-            "supplier",
-            "customer",
-            "part",
-            "partsupp",
-            "orders",
-            "lineitem",
-        )
+        for t in ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
     }

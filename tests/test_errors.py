@@ -85,9 +85,7 @@ def test_ids_and_where_are_exclusive(lin: ember.Lineage) -> None:
         lin.backward()
 
 
-def test_source_changed_on_disk_since_capture(
-    parquet_source: tuple[Path, DataFrame], lin: ember.Lineage
-) -> None:
+def test_source_changed_on_disk_since_capture(parquet_source: tuple[Path, DataFrame], lin: ember.Lineage) -> None:
     path, _ = parquet_source
     trace = lin.backward(oids=[1])
     assert trace.rows("scores").column("v").to_pylist() == [20, 30]
@@ -110,9 +108,7 @@ def job_group(spark: SparkSession) -> Iterator[str]:
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
-def test_untraceable_operator_is_refused_before_any_job(
-    spark: SparkSession, job_group: str, tmp_path: Path
-) -> None:
+def test_untraceable_operator_is_refused_before_any_job(spark: SparkSession, job_group: str, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
 
     def touch(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -127,13 +123,7 @@ def test_untraceable_operator_is_refused_before_any_job(
 
 
 def test_every_error_is_an_ember_error() -> None:
-    for cls in (
-        IdOutOfRangeError,
-        InvalidPredicateError,
-        StaleSourceError,
-        UnknownSourceError,
-        UnsupportedOperatorError,
-    ):
+    for cls in (IdOutOfRangeError, InvalidPredicateError, StaleSourceError, UnknownSourceError, UnsupportedOperatorError):
         assert issubclass(cls, EmberError)
 
 

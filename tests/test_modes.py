@@ -10,11 +10,7 @@ import ember.modes
 
 
 def test_auto_infers_for_few_traces_and_captures_otherwise(spark: SparkSession) -> None:
-    df = (
-        spark.createDataFrame([(1, "a"), (2, "b"), (1, "c")], "k int, v string")
-        .groupBy("k")
-        .count()
-    )
+    df = spark.createDataFrame([(1, "a"), (2, "b"), (1, "c")], "k int, v string").groupBy("k").count()
     lazy = ember.lineage(df, traces=1)
     eager = ember.lineage(df)
     assert isinstance(lazy, ember.InferredLineage) and isinstance(eager, ember.Lineage)
@@ -23,11 +19,7 @@ def test_auto_infers_for_few_traces_and_captures_otherwise(spark: SparkSession) 
     oid = lazy.output().column("k").to_pylist().index(1)
     eager_oid = eager.output().column("k").to_pylist().index(1)
     name = eager.sources[0]
-    assert (
-        lazy.backward(oids=[oid]).ids(name).tolist()
-        == eager.backward(oids=[eager_oid]).ids(name).tolist()
-        == [0, 2]
-    )
+    assert lazy.backward(oids=[oid]).ids(name).tolist() == eager.backward(oids=[eager_oid]).ids(name).tolist() == [0, 2]
 
 
 def test_unknown_mode_is_refused(spark: SparkSession) -> None:

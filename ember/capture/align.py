@@ -31,9 +31,7 @@ def match_rows(user: pa.Table, captured: pa.Table) -> np.ndarray:
     con = duck.connect()
     try:
         con.register("u", pa.table([*(user.column(i) for i in keys), pos], names=[*names, "pos"]))
-        con.register(
-            "c", pa.table([*(captured.column(i) for i in keys), pos], names=[*names, "pos"])
-        )
+        con.register("c", pa.table([*(captured.column(i) for i in keys), pos], names=[*names, "pos"]))
         part = ", ".join(names)
         on = " AND ".join(f"u.{k} IS NOT DISTINCT FROM c.{k}" for k in names)
         pairs = con.execute(

@@ -195,9 +195,7 @@ class _Rewriter:
             self.reaches_result = here
         return self._normalized(node.output, new, slots), slots
 
-    def _normalized(
-        self, output: tuple[ir.Attr, ...], new: ir.Node, slots: tuple[Slot, ...]
-    ) -> ir.Node:
+    def _normalized(self, output: tuple[ir.Attr, ...], new: ir.Node, slots: tuple[Slot, ...]) -> ir.Node:
         want = output + slot_attrs(slots)
         if new.output == want:
             return new
@@ -218,9 +216,7 @@ class _Rewriter:
             tid = self.table(_keep(plan, slot_attrs(sub_slots)), (), sub_slots, "scalar subquery")
             extra.append(RefSlot(tid, (), self.fresh("present", "boolean")))
         columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(
-            ir.Named(ir.Constant(True, s.present), s.present)
-            for s in extra
-            if isinstance(s, RefSlot)
+            ir.Named(ir.Constant(True, s.present), s.present) for s in extra if isinstance(s, RefSlot)
         )
         return ir.Project(new, columns=columns), (*slots, *extra)
 
@@ -268,11 +264,7 @@ class _Rewriter:
         if isinstance(slot, ListSlot):
             return replace(slot, attr=self.fresh("list", slot.attr.dtype))
         keys = tuple(self.fresh("key", k.dtype) for k in slot.keys)
-        lo, hi = (
-            (self.fresh("lo", "bigint"), self.fresh("hi", "bigint"))
-            if slot.lo is not None
-            else (None, None)
-        )
+        lo, hi = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint")) if slot.lo is not None else (None, None)
         return replace(slot, keys=keys, present=self.fresh("present", "boolean"), lo=lo, hi=hi)
 
     def _Join(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
@@ -289,9 +281,7 @@ class _Rewriter:
         # Witnesses of a left row depend only on the left columns the condition reads: the
         # side table joins the values of those that the fetched lineage holds (`ir.Keys`)
         # with the right side, so it never computes the left side again.
-        probe = tuple(
-            a for a in node.left.output if node.cond is not None and a.id in node.cond.refs
-        )
+        probe = tuple(a for a in node.left.output if node.cond is not None and a.id in node.cond.refs)
         joined: ir.Node = right
         if probe:
             joined = ir.Join("inner", ir.Keys(attrs=probe), right, node.cond)
@@ -317,37 +307,21 @@ class _Rewriter:
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
-        inline = (
-            self.at_result and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
-        )
+        inline = self.at_result and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
         self.reaches_result = inline  # each input row lands in one group's list
         child, slots = self.rewrite(node.child)
         if not slots:
             return replace(node, child=child), ()
         for k in node.keys:
             if isinstance(k, ir.Expr) and not k.deterministic:
-                raise UnsupportedOperatorError(
-                    f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}"
-                )
+                raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
         if inline:
             attrs = slot_attrs(slots)
-            tid = self.table(
-                _keep(child, attrs),
-                (),
-                slots,
-                "aggregate groups, listed in the result",
-                inline=True,
-            )
-            item = (
-                attrs[0].dtype
-                if len(attrs) == 1
-                else "struct<" + ",".join(f"{a.name}:{a.dtype}" for a in attrs) + ">"
-            )
+            tid = self.table(_keep(child, attrs), (), slots, "aggregate groups, listed in the result", inline=True)
+            item = attrs[0].dtype if len(attrs) == 1 else "struct<" + ",".join(f"{a.name}:{a.dtype}" for a in attrs) + ">"
             rows = self.fresh("list", f"array<{item}>", False)
             collected = ir.Named(ir.Collected(attrs), rows)
-            return replace(node, child=child, columns=(*node.columns, collected)), (
-                ListSlot(tid, rows),
-            )
+            return replace(node, child=child, columns=(*node.columns, collected)), (ListSlot(tid, rows),)
         child = self.shared(child)
         side_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
         side = ir.Project(
@@ -383,17 +357,9 @@ class _Rewriter:
             for j, a in enumerate(all_attrs):
                 if offset <= j < offset + len(own):
                     src = own[j - offset]
-                    cols.append(
-                        ir.Named(
-                            ir.ColumnRef(src), src if i == 0 else replace(a, id=next(self.ids))
-                        )
-                    )
+                    cols.append(ir.Named(ir.ColumnRef(src), src if i == 0 else replace(a, id=next(self.ids))))
                 else:
-                    cols.append(
-                        ir.Named(
-                            ir.Constant(None, a), a if i == 0 else replace(a, id=next(self.ids))
-                        )
-                    )
+                    cols.append(ir.Named(ir.Constant(None, a), a if i == 0 else replace(a, id=next(self.ids))))
             offset += len(own)
             inputs.append(ir.Project(plan, columns=tuple(cols)))
         return replace(node, inputs=tuple(inputs), attrs=node.attrs + all_attrs), tuple(first_names)
@@ -405,9 +371,7 @@ class _Rewriter:
         frames = list(dict.fromkeys(node.frames))
         partial = [f for f in frames if not f.partition_wide]
         if partial and not node.order:
-            raise UnsupportedOperatorError(
-                "ember cannot trace a window frame over an unordered partition"
-            )
+            raise UnsupportedOperatorError("ember cannot trace a window frame over an unordered partition")
         extra: list[ir.Named] = []
         bounds: dict[ir.Frame, tuple[ir.Attr, ir.Attr]] = {}
         pos = self.fresh("pos", "bigint")
@@ -415,10 +379,7 @@ class _Rewriter:
             extra.append(ir.Named(ir.FrameCount("pos"), pos))
         for f in partial:
             bounds[f] = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint"))
-            extra += [
-                ir.Named(ir.FrameCount("lo", f), bounds[f][0]),
-                ir.Named(ir.FrameCount("hi", f), bounds[f][1]),
-            ]
+            extra += [ir.Named(ir.FrameCount("lo", f), bounds[f][0]), ir.Named(ir.FrameCount("hi", f), bounds[f][1])]
         window: ir.Node = replace(node, child=child, columns=node.columns + tuple(extra))
         if partial:  # frame positions must mean the same rows in the job and in the side table
             window = ir.Shared(window, key=next(self.ids))
@@ -479,12 +440,8 @@ def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
     return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
 
 
-def annotate(
-    plan: ir.Node, workload: Workload | None = None, inline_rids: int | None = None
-) -> Annotated:
+def annotate(plan: ir.Node, workload: Workload | None = None, inline_rids: int | None = None) -> Annotated:
     """The capture rewrite of a whole plan."""
-    rw = _Rewriter(
-        workload or Workload(), inline_rids=INLINE_RIDS if inline_rids is None else inline_rids
-    )
+    rw = _Rewriter(workload or Workload(), inline_rids=INLINE_RIDS if inline_rids is None else inline_rids)
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

@@ -89,22 +89,12 @@ def capture(
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
-            user,
-            index,
-            numbered.values(),
-            "inject",
-            outline(plan),
-            groupings=groups,
-            columns=column_lineage(plan),
+            user, index, numbered.values(), "inject", outline(plan), groupings=groups, columns=column_lineage(plan)
         )
     else:
         user = df.toArrow() if user is None else user
-        job = _DEFERRED.submit(
-            jvm.threaded(_deferred), jvm, annotated, sources, staging, user, workload
-        )
-        lineage = Lineage(
-            user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan)
-        )
+        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, annotated, sources, staging, user, workload)
+        lineage = Lineage(user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage
@@ -129,9 +119,7 @@ def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, So
     asked = set(workload.sources or ()) | set(workload.where) | set(workload.partition_by)
     if asked - names:
         known = ", ".join(sorted(names))
-        raise UnknownSourceError(
-            f"workload names unknown sources {sorted(asked - names)}; the job reads: {known}"
-        )
+        raise UnknownSourceError(f"workload names unknown sources {sorted(asked - names)}; the job reads: {known}")
     kept = {k: s for k, s in sources.items() if workload.keeps(s.name)}
     for sql, _ in _grouping_queries(workload):
         grouped.check(sql, {s.name: s for s in kept.values()})
@@ -140,21 +128,13 @@ def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, So
 
 def _grouping_queries(workload: Workload) -> list[tuple[str, str | None]]:
     """(query, partition column or None) for every grouping the workload asks for."""
-    parts = [
-        (grouped.partition_query(name, col), col)
-        for name, col in sorted(workload.partition_by.items())
-    ]
+    parts = [(grouped.partition_query(name, col), col) for name, col in sorted(workload.partition_by.items())]
     return parts + [(sql, None) for sql in workload.queries]
 
 
-def _groupings(
-    workload: Workload, sources: dict[str, Source], index: LineageIndex, outputs: int
-) -> tuple[Grouping, ...]:
+def _groupings(workload: Workload, sources: dict[str, Source], index: LineageIndex, outputs: int) -> tuple[Grouping, ...]:
     by_name = {s.name: s for s in sources.values()}
-    return tuple(
-        grouped.materialize(sql, by_name, index, outputs, col)
-        for sql, col in _grouping_queries(workload)
-    )
+    return tuple(grouped.materialize(sql, by_name, index, outputs, col) for sql, col in _grouping_queries(workload))
 
 
 def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
@@ -164,12 +144,8 @@ def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
             pred = workload.where[node.source.name]
             try:
                 jvm.dataframe(node.handle).select(F.expr(pred))
-            except (
-                Exception
-            ) as e:  # Spark's parse and analysis errors share no base class worth naming
-                raise InvalidPredicateError(
-                    f"workload where={pred!r} does not fit {node.source.name!r}: {e}"
-                ) from None
+            except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
+                raise InvalidPredicateError(f"workload where={pred!r} does not fit {node.source.name!r}: {e}") from None
 
 
 def run_annotated(
@@ -191,11 +167,7 @@ def run_annotated(
 
 
 def _run(
-    jvm: Jvm,
-    annotated: Annotated,
-    sources: dict[str, Source],
-    staging: str | None,
-    small: bool = False,
+    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, small: bool = False
 ) -> tuple[pa.Table, list[pa.Table | None]]:
     """The rewritten job's rows (its columns, then the slots) and each side table's rows
     (None for a table whose rows ride in the job's result).
@@ -214,12 +186,7 @@ def _run(
 
 
 def _deferred(
-    jvm: Jvm,
-    annotated: Annotated,
-    sources: dict[str, Source],
-    staging: str | None,
-    user: pa.Table,
-    workload: Workload,
+    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, user: pa.Table, workload: Workload
 ) -> tuple[LineageIndex, list[Source], tuple[Grouping, ...]]:
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
     for s in sources.values():

@@ -38,9 +38,7 @@ class TextNumbering:
     deltas: tuple[tuple[str, int], ...]  # ("path@split start", rid minus row id)
 
     def rid(self) -> Column:
-        key = F.concat(
-            F.col("_metadata.file_path"), F.lit("@"), F.col("_metadata.file_block_start")
-        )
+        key = F.concat(F.col("_metadata.file_path"), F.lit("@"), F.col("_metadata.file_block_start"))
         table = F.create_map(*[x for k, d in self.deltas for x in (F.lit(k), F.lit(d))])
         return F.monotonically_increasing_id() + F.element_at(table, key)
 
@@ -74,9 +72,7 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
     df = reader.schema(StructType.fromJson(recipe["schema"])).load([f.uri for f in source.files])
     counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
     if [f.rows for f in counted.files] != [f.rows for f in source.files]:
-        raise StaleSourceError(
-            f"source {source.name!r}: its files hold other rows than at capture; capture again"
-        )
+        raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
     return counted
 
 

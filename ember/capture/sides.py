@@ -53,9 +53,7 @@ class _Wanted:
     """The groups of one side table that fetched rows point at."""
 
     whole: bool = False  # a keyless ref (a scalar subquery) wants every row
-    keys: list[pa.Table] = field(
-        default_factory=list
-    )  # columns k0..kn, one table per referencing level
+    keys: list[pa.Table] = field(default_factory=list)  # columns k0..kn, one table per referencing level
 
     def add(self, rows: pa.Table, slot: RefSlot) -> None:
         present = rows.column(slot.present.name).is_valid()
@@ -101,12 +99,7 @@ def fetch(
     with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
-            runs = [
-                pool.submit(
-                    builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, write))
-                )
-                for t in wave
-            ]
+            runs = [pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, write))) for t in wave]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)
@@ -189,9 +182,7 @@ def _staging(staging: str | None, needed: bool) -> Iterator[_Reader]:
         into other types)."""
         i = next(count)
         names = side.columns  # may repeat a name; Parquet columns may not
-        stamps = [
-            j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)
-        ]
+        stamps = [j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)]
         cols = [F.unix_micros(side[j]) if j in stamps else side[j] for j in range(len(names))]
         side.select(*[c.alias(f"c{j}") for j, c in enumerate(cols)]).write.parquet(f"{target}/t{i}")
         table = pq.read_table(f"{base}/t{i}", filesystem=fs)
@@ -210,3 +201,4 @@ def _staging(staging: str | None, needed: bool) -> Iterator[_Reader]:
 
 def _unstaged(side: DataFrame) -> pa.Table:
     raise AssertionError("a side table was to be staged, but no staging folder was made")
+

@@ -30,16 +30,12 @@ _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
 class Builder:
     jvm: Jvm
     sources: dict[str, Source]  # by key, as numbered for this capture
-    attrs: dict[int, JObj] = field(
-        default_factory=dict
-    )  # exprId → Catalyst attribute, once fetched
+    attrs: dict[int, JObj] = field(default_factory=dict)  # exprId → Catalyst attribute, once fetched
     # exprId → (output Seq of the latest built node that outputs it, position), fetched on use:
     # reading every attribute of every node cost four py4j round trips each.
     outputs: dict[int, tuple[JObj, int]] = field(default_factory=dict)
     shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
-    keys: pa.Table | None = (
-        None  # what an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`)
-    )
+    keys: pa.Table | None = None  # what an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`)
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
@@ -70,9 +66,7 @@ class Builder:
         if isinstance(e, ir.ColumnRef):
             return self.attr(e.attr)
         if isinstance(e, ir.FrameCount | ir.Collected):
-            raise AssertionError(
-                "frame counts and collected lists live only in window and aggregate nodes"
-            )
+            raise AssertionError("frame counts and collected lists live only in window and aggregate nodes")
         if e.value is True:
             return self.jvm.true()
         return self.jvm.null(self.dtype(e.like))
@@ -134,13 +128,8 @@ class Builder:
     def _Aggregate(self, node: ir.Aggregate) -> JObj:
         child = self.build(node.child)
         hint = node.handle.productElement(3) if node.handle is not None else self.jvm.none()
-        columns = [
-            self._collected(child, c) if isinstance(c.expr, ir.Collected) else self.named(c)
-            for c in node.columns
-        ]
-        return self.logical("Aggregate")(
-            self.seq([self.expr(k) for k in node.keys]), self.seq(columns), child, hint
-        )
+        columns = [self._collected(child, c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in node.columns]
+        return self.logical("Aggregate")(self.seq([self.expr(k) for k in node.keys]), self.seq(columns), child, hint)
 
     def _collected(self, child: JObj, n: ir.Named) -> JObj:
         """`collect_list(struct(...))` over the aggregate's input, resolved by Spark (a bare
@@ -195,9 +184,7 @@ class Builder:
             assert isinstance(c.expr, ir.FrameCount)
             cols.append(_frame_count(spec, c.expr).alias(c.attr.name))
         analyzed = self.jvm.analyzed(self.jvm.dataframe(child).select("*", *cols))
-        found = {
-            str(e.name()): e for w in _windows(analyzed) for e in iterate(w.windowExpressions())
-        }
+        found = {str(e.name()): e for w in _windows(analyzed) for e in iterate(w.windowExpressions())}
         return [self.jvm.alias(found[c.attr.name].child(), c.attr.name, c.attr.id) for c in made]
 
     def _Shared(self, node: ir.Shared) -> JObj:
@@ -214,9 +201,7 @@ class Builder:
             raise AssertionError("a side table keyed by fetched values was built without them")
         types = [str(self.dtype(a).sql()) for a in node.attrs]
         if self.keys.num_rows == 0:  # nothing points at the table
-            fresh = self.jvm.spark.createDataFrame(
-                [], ", ".join(f"k{i} {t}" for i, t in enumerate(types))
-            )
+            fresh = self.jvm.spark.createDataFrame([], ", ".join(f"k{i} {t}" for i, t in enumerate(types)))
         else:
             fresh = self.jvm.spark.createDataFrame(self.keys)
         typed = fresh.select(*[fresh[i].cast(t) for i, t in enumerate(types)])
@@ -243,9 +228,7 @@ class Builder:
             return self._numbered_memory(source, scan, node)
         else:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
-        alias = self.jvm.alias(
-            self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id
-        )
+        alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)
         return self.jvm.analyzed(df.select("*", self.jvm.column(alias)))
 
     def _numbered_memory(self, source: Source, scan: ir.Scan, node: ir.Numbered) -> JObj:
@@ -254,10 +237,7 @@ class Builder:
         fresh = self.jvm.spark.createDataFrame(table.append_column("__ember_rid", column))
         plan = self.jvm.analyzed(fresh)
         fresh_attrs = list(iterate(plan.output()))
-        aliases = [
-            self.jvm.alias(f, a.name, a.id)
-            for f, a in zip(fresh_attrs[:-1], scan.attrs, strict=True)
-        ]
+        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs[:-1], scan.attrs, strict=True)]
         kept = _kept(self.jvm.column(fresh_attrs[-1]), node.only)
         aliases.append(self.jvm.alias(self.jvm.expression(kept), node.rid.name, node.rid.id))
         return self.logical("Project")(self.seq(aliases), plan)
@@ -275,10 +255,7 @@ def _frame_count(spec: WindowSpec, count: ir.FrameCount) -> Column:
         return F.row_number().over(spec)
     frame = count.frame
     assert frame is not None
-    lower, upper = (
-        _offset(frame.lower, W.unboundedPreceding),
-        _offset(frame.upper, W.unboundedFollowing),
-    )
+    lower, upper = _offset(frame.lower, W.unboundedPreceding), _offset(frame.upper, W.unboundedFollowing)
     ranged = spec.rowsBetween if frame.kind == "rows" else spec.rangeBetween
     if count.bound == "hi":  # rows from the partition's start to the frame's end
         return F.count(F.lit(1)).over(ranged(W.unboundedPreceding, upper))

@@ -69,32 +69,16 @@ class Format(StrEnum):
 
 
 @app.callback()
-def _options(
-    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error."),
-) -> None:
+def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error.")) -> None:
     _debug["on"] = debug
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": False})
 def run(
-    script: Annotated[
-        Path,
-        typer.Argument(help="The PySpark script, run as `python SCRIPT ARGS...` would run it."),
-    ],
-    args: Annotated[
-        list[str] | None,
-        typer.Argument(help="Arguments for the script (after `--` if they clash with ember's)."),
-    ] = None,
-    store: Annotated[
-        Path | None,
-        typer.Option("--store", help="Folder for the lineage (default: SCRIPT-stem.lineage)."),
-    ] = None,
-    mode: Annotated[
-        Mode,
-        typer.Option(
-            "--mode", help="eager: capture each action; lazy: capture nothing, traces re-run."
-        ),
-    ] = Mode.eager,
+    script: Annotated[Path, typer.Argument(help="The PySpark script, run as `python SCRIPT ARGS...` would run it.")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the script (after `--` if they clash with ember's).")] = None,
+    store: Annotated[Path | None, typer.Option("--store", help="Folder for the lineage (default: SCRIPT-stem.lineage).")] = None,
+    mode: Annotated[Mode, typer.Option("--mode", help="eager: capture each action; lazy: capture nothing, traces re-run.")] = Mode.eager,
 ) -> None:
     """Runs SCRIPT unmodified and records the lineage of every DataFrame action it performs."""
     if not script.is_file():
@@ -110,21 +94,14 @@ def run(
     write_run(folder, record)
     skipped = sum(e.status == "skipped" for e in record.entries)
     if record.entries:
-        err.print(
-            dict_table(
-                f"ember: {len(record.entries)} actions in {folder}",
-                [_summary(e) for e in record.entries],
-            )
-        )
+        err.print(dict_table(f"ember: {len(record.entries)} actions in {folder}", [_summary(e) for e in record.entries]))
     else:
         err.print(f"ember: the script performed no DataFrame action; {folder} has no entries")
     if skipped:
         err.print(f"ember: {skipped} action(s) not captured (see the reason column)")
     if outcome.error is not None:
         err.file.write(user.traceback(outcome.error))
-        raise CliError(
-            f"{script.name} raised {type(outcome.error).__name__}; the entries recorded before it are in {folder}"
-        )
+        raise CliError(f"{script.name} raised {type(outcome.error).__name__}; the entries recorded before it are in {folder}")
     if outcome.code:
         err.print(f"ember: {script.name} exited with code {outcome.code}")
         raise typer.Exit(outcome.code)
@@ -140,28 +117,13 @@ def ls(
     listing = [_listing(store, e) for e in record.entries]
     out = _console()
     if as_json:
-        print_json(
-            out,
-            {
-                "script": record.script,
-                "args": record.args,
-                "mode": record.mode,
-                "status": record.status,
-                "entries": listing,
-            },
-        )
+        print_json(out, {"script": record.script, "args": record.args, "mode": record.mode, "status": record.status, "entries": listing})
         return
     out.print(f"{record.script} {' '.join(record.args)}  ({record.mode}, {record.status})")
     shown = [
-        {
-            **{k: v for k, v in e.items() if k not in ("sources", "bytes", "reason")},
-            "sources": ", ".join(
-                f"{s['name']} ({s['rows']})" if s["rows"] is not None else s["name"]
-                for s in e["sources"]
-            ),
-            "size": human_bytes(e["bytes"]),
-            "note": e["reason"],
-        }
+        {**{k: v for k, v in e.items() if k not in ("sources", "bytes", "reason")},
+         "sources": ", ".join(f"{s['name']} ({s['rows']})" if s["rows"] is not None else s["name"] for s in e["sources"]),
+         "size": human_bytes(e["bytes"]), "note": e["reason"]}
         for e in listing
     ]
     out.print(dict_table(f"{len(listing)} entries", shown) if shown else "no entries")
@@ -171,53 +133,20 @@ def ls(
 def trace(
     store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
     entry: Annotated[str, typer.Argument(help="An entry name, as `ember ls` lists it.")],
-    backward: Annotated[
-        bool,
-        typer.Option(
-            "--backward", help="Source rows behind output rows (chosen by --where or --oids)."
-        ),
-    ] = False,
-    forward: Annotated[
-        str | None,
-        typer.Option(
-            "--forward",
-            metavar="SOURCE",
-            help="Output rows that rows of SOURCE reached (chosen by --where or --ids).",
-        ),
-    ] = None,
-    where: Annotated[
-        str | None,
-        typer.Option(
-            "--where",
-            help="SQL condition over the output (backward) or the source's columns (forward).",
-        ),
-    ] = None,
-    oids: Annotated[
-        str | None, typer.Option("--oids", help="Output row numbers, comma-separated (backward).")
-    ] = None,
-    ids: Annotated[
-        str | None,
-        typer.Option("--ids", help="Source row ids (ember_rid), comma-separated (forward)."),
-    ] = None,
-    source: Annotated[
-        str | None, typer.Option("--source", help="Show only this source (backward).")
-    ] = None,
-    columns: Annotated[
-        str | None,
-        typer.Option("--columns", help="Columns to show, comma-separated (default: all)."),
-    ] = None,
-    limit: Annotated[
-        int,
-        typer.Option("--limit", min=0, help="Rows (and ids in JSON) shown per source; 0 for all."),
-    ] = 20,
+    backward: Annotated[bool, typer.Option("--backward", help="Source rows behind output rows (chosen by --where or --oids).")] = False,
+    forward: Annotated[str | None, typer.Option("--forward", metavar="SOURCE", help="Output rows that rows of SOURCE reached (chosen by --where or --ids).")] = None,
+    where: Annotated[str | None, typer.Option("--where", help="SQL condition over the output (backward) or the source's columns (forward).")] = None,
+    oids: Annotated[str | None, typer.Option("--oids", help="Output row numbers, comma-separated (backward).")] = None,
+    ids: Annotated[str | None, typer.Option("--ids", help="Source row ids (ember_rid), comma-separated (forward).")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward).")] = None,
+    columns: Annotated[str | None, typer.Option("--columns", help="Columns to show, comma-separated (default: all).")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Rows (and ids in JSON) shown per source; 0 for all.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Traces an entry's lineage backward (output → sources) or forward (source → output)."""
     if backward == (forward is not None):
         raise UsageError("give exactly one of --backward and --forward SOURCE")
-    if (where is None) == ((oids if backward else ids) is None) or (
-        oids if forward else ids
-    ) is not None:
+    if (where is None) == ((oids if backward else ids) is None) or (oids if forward else ids) is not None:
         raise UsageError("--backward takes --where or --oids; --forward takes --where or --ids")
     record = read_run(store)
     lin = open_entry(store, record, record.entry(entry), _console(stderr=True))
@@ -228,43 +157,19 @@ def trace(
         names = [source] if source else lin.sources
         found = {n: (t.ids(n), _pick(t.rows(n, limit=cap), columns)) for n in names}
         if as_json:
-            print_json(
-                out,
-                {
-                    "entry": entry,
-                    "direction": "backward",
-                    "exact": t.exact,
-                    "sources": {
-                        n: {"count": int(i.size), "ids": i[:cap].tolist(), "rows": r.to_pylist()}
-                        for n, (i, r) in found.items()
-                    },
-                },
-            )
+            print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
+                n: {"count": int(i.size), "ids": i[:cap].tolist(), "rows": r.to_pylist()} for n, (i, r) in found.items()}})
             return
         for n, (i, r) in found.items():
-            out.print(
-                rows_table(
-                    f"{n}: {i.size} rows{_shown(r, i.size)}{'' if t.exact else ' (superset)'}", r
-                )
-            )
+            out.print(rows_table(f"{n}: {i.size} rows{_shown(r, i.size)}{'' if t.exact else ' (superset)'}", r))
         return
     assert forward is not None
     f = lin.forward(forward, ids=_numbers(ids, "--ids"), where=where)
     reached = f.ids()
     rows = _pick(f.rows().slice(0, cap), columns)
     if as_json:
-        print_json(
-            out,
-            {
-                "entry": entry,
-                "direction": "forward",
-                "source": forward,
-                "exact": f.exact,
-                "count": int(reached.size),
-                "oids": reached[:cap].tolist(),
-                "rows": rows.to_pylist(),
-            },
-        )
+        print_json(out, {"entry": entry, "direction": "forward", "source": forward, "exact": f.exact,
+                         "count": int(reached.size), "oids": reached[:cap].tolist(), "rows": rows.to_pylist()})
         return
     out.print(rows_table(f"output: {reached.size} rows reached{_shown(rows, reached.size)}", rows))
 
@@ -273,25 +178,16 @@ def trace(
 def export(
     store: Annotated[Path, typer.Argument(help="A folder written by `ember run`.")],
     entry: Annotated[str, typer.Argument(help="An entry name, as `ember ls` lists it.")],
-    format: Annotated[
-        Format,
-        typer.Option("--format", help="json: output oid → source rids; openlineage: a RunEvent."),
-    ] = Format.json,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")
-    ] = None,
+    format: Annotated[Format, typer.Option("--format", help="json: output oid → source rids; openlineage: a RunEvent.")] = Format.json,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
 ) -> None:
     """Exports an eager entry's lineage as ember's JSON or as an OpenLineage RunEvent."""
     record = read_run(store)
     item = record.entry(entry)
     if item.status != "eager":
-        raise CliError(
-            f"entry {entry!r} is {item.status}: only eager entries keep lineage to export"
-        )
+        raise CliError(f"entry {entry!r} is {item.status}: only eager entries keep lineage to export")
     if format is Format.openlineage:
-        text = openlineage.to_json(
-            openlineage.run_event(store, record, item, store_manifest(store, item))
-        )
+        text = openlineage.to_json(openlineage.run_event(store, record, item, store_manifest(store, item)))
     else:
         lin = open_entry(store, record, item, _console(stderr=True))
         assert isinstance(lin, Lineage)
@@ -306,9 +202,7 @@ def export(
 
 @app.command()
 def ui(
-    store: Annotated[
-        Path, typer.Argument(help="A folder written by `ember run`, or one with a views.toml.")
-    ],
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`, or one with a views.toml.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
 ) -> None:
@@ -348,9 +242,7 @@ def _numbers(text: str | None, option: str) -> list[int] | None:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise typer.BadParameter(
-            f"{text!r} is not a comma-separated list of integers", param_hint=option
-        ) from None
+        raise typer.BadParameter(f"{text!r} is not a comma-separated list of integers", param_hint=option) from None
 
 
 def _pick(rows: pa.Table, columns: str | None) -> pa.Table:
@@ -360,12 +252,8 @@ def _pick(rows: pa.Table, columns: str | None) -> pa.Table:
     wanted = [c.strip() for c in columns.split(",") if c.strip()]
     unknown = [c for c in wanted if c not in rows.column_names]
     if unknown:
-        raise CliError(
-            f"--columns: no column {', '.join(unknown)}; there are: {', '.join(rows.column_names)}"
-        )
-    return rows.select(
-        [*wanted, *(c for c in rows.column_names if c.startswith("ember_") and c not in wanted)]
-    )
+        raise CliError(f"--columns: no column {', '.join(unknown)}; there are: {', '.join(rows.column_names)}")
+    return rows.select([*wanted, *(c for c in rows.column_names if c.startswith("ember_") and c not in wanted)])
 
 
 def _shown(rows: pa.Table, total: int) -> str:
@@ -373,31 +261,14 @@ def _shown(rows: pa.Table, total: int) -> str:
 
 
 def _summary(e: Any) -> dict[str, Any]:
-    return {
-        "entry": e.name,
-        "mode": e.status,
-        "rows": e.rows,
-        "seconds": e.seconds,
-        "reason": e.reason,
-    }
+    return {"entry": e.name, "mode": e.status, "rows": e.rows, "seconds": e.seconds, "reason": e.reason}
 
 
 def _listing(store: Path, e: Any) -> dict[str, Any]:
     """One entry for `ls`: sources with row counts from its store (names only for lazy ones)."""
     if e.status == "eager":
-        sources = [
-            {"name": s["name"], "rows": s["rows"]}
-            for s in store_manifest(store, e).get("sources", [])
-        ]
+        sources = [{"name": s["name"], "rows": s["rows"]} for s in store_manifest(store, e).get("sources", [])]
     else:
         sources = [{"name": n, "rows": None} for n in e.sources]
-    return {
-        "entry": e.name,
-        "action": e.action,
-        "line": e.line,
-        "mode": e.status,
-        "rows": e.rows,
-        "sources": sources,
-        "bytes": folder_bytes(store / e.name),
-        "reason": e.reason,
-    }
+    return {"entry": e.name, "action": e.action, "line": e.line, "mode": e.status, "rows": e.rows,
+            "sources": sources, "bytes": folder_bytes(store / e.name), "reason": e.reason}

@@ -57,9 +57,7 @@ def run_event(folder: Path, run: EmberRun, entry: Entry, manifest: dict[str, Any
         or [(NAMESPACE, f"{run.script}:{s['name']}")]
         for s in manifest.get("sources", [])
     }
-    inputs = [
-        InputDataset(namespace=ns, name=name) for named in datasets.values() for ns, name in named
-    ]
+    inputs = [InputDataset(namespace=ns, name=name) for named in datasets.values() for ns, name in named]
     fields = [
         schema_dataset.SchemaDatasetFacetFields(name=c["name"], type=c["type"])
         for c in manifest.get("output", {}).get("schema", [])
@@ -68,10 +66,7 @@ def run_event(folder: Path, run: EmberRun, entry: Entry, manifest: dict[str, Any
     output = OutputDataset(
         namespace=_namespace(target) if entry.target else NAMESPACE,
         name=_name(target) if entry.target else target,
-        facets={
-            "schema": schema_dataset.SchemaDatasetFacet(fields=fields),
-            **_column_lineage(manifest, datasets),
-        },
+        facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields), **_column_lineage(manifest, datasets)},
     )
     facet = EmberRowLineageRunFacet(
         store=str((folder / entry.name).resolve()),
@@ -81,30 +76,19 @@ def run_event(folder: Path, run: EmberRun, entry: Entry, manifest: dict[str, Any
         mode=entry.status,
         outputRows=entry.rows,
     )
-    job_type = job_type_job.JobTypeJobFacet(
-        processingType="BATCH", integration="SPARK", jobType="ACTION"
-    )
+    job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="SPARK", jobType="ACTION")
     return RunEvent(
         eventType=RunState.COMPLETE,
         eventTime=entry.time,
         producer=PRODUCER,
-        run=Run(
-            runId=str(uuid.uuid5(uuid.UUID(run.run_id), entry.name)),
-            facets={"emberRowLineage": facet},
-        ),
-        job=Job(
-            namespace=NAMESPACE,
-            name=f"{Path(run.script).name}:{entry.name}",
-            facets={"jobType": job_type},
-        ),
+        run=Run(runId=str(uuid.uuid5(uuid.UUID(run.run_id), entry.name)), facets={"emberRowLineage": facet}),
+        job=Job(namespace=NAMESPACE, name=f"{Path(run.script).name}:{entry.name}", facets={"jobType": job_type}),
         inputs=inputs,
         outputs=[output],
     )
 
 
-def _column_lineage(
-    manifest: dict[str, Any], datasets: dict[str, list[tuple[str, str]]]
-) -> dict[str, Any]:
+def _column_lineage(manifest: dict[str, Any], datasets: dict[str, list[tuple[str, str]]]) -> dict[str, Any]:
     columns = manifest.get("info", {}).get("columns", [])
     if not columns:
         return {}

@@ -34,9 +34,7 @@ Params = dict[str, Any]
 Target = Callable[[Any, Params], DataFrame | None]
 _INTERNAL = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (pyspark, ember))
 _CLI = os.path.dirname(__file__) + os.sep
-RDD_REASON = (
-    "an RDD action: `ember run` captures DataFrame actions (RDD programs: ember.LineageContext)"
-)
+RDD_REASON = "an RDD action: `ember run` captures DataFrame actions (RDD programs: ember.LineageContext)"
 TAIL_REASON = "tail: the last rows of a job have no defined order to capture"
 
 
@@ -63,60 +61,14 @@ def _none(_: Any, __: Params) -> None:
 
 
 ACTIONS: list[tuple[type, str, str, Target]] = [
-    *(
-        (ClassicFrame, m, m, _whole)
-        for m in (
-            "collect",
-            "toPandas",
-            "toArrow",
-            "toLocalIterator",
-            "count",
-            "foreach",
-            "foreachPartition",
-        )
-    ),
+    *((ClassicFrame, m, m, _whole) for m in ("collect", "toPandas", "toArrow", "toLocalIterator", "count", "foreach", "foreachPartition")),
     (ClassicFrame, "take", "take", _limit("num", 1)),
     (ClassicFrame, "head", "head", _limit("n", 1)),
     (ClassicFrame, "first", "first", _limit(None, 1)),
     (ClassicFrame, "show", "show", _limit("n", 20)),
     (ClassicFrame, "tail", "tail", _none),
-    *(
-        (DataFrameWriter, m, f"write.{m}", _written)
-        for m in (
-            "save",
-            "parquet",
-            "csv",
-            "json",
-            "orc",
-            "text",
-            "xml",
-            "saveAsTable",
-            "insertInto",
-            "jdbc",
-        )
-    ),
-    *(
-        (RDD, m, f"rdd.{m}", _none)
-        for m in (
-            "collect",
-            "count",
-            "take",
-            "first",
-            "reduce",
-            "fold",
-            "aggregate",
-            "sum",
-            "foreach",
-            "foreachPartition",
-            "top",
-            "takeOrdered",
-            "collectAsMap",
-            "countByKey",
-            "countByValue",
-            "saveAsTextFile",
-            "saveAsPickleFile",
-        )
-    ),
+    *((DataFrameWriter, m, f"write.{m}", _written) for m in ("save", "parquet", "csv", "json", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")),
+    *((RDD, m, f"rdd.{m}", _none) for m in ("collect", "count", "take", "first", "reduce", "fold", "aggregate", "sum", "foreach", "foreachPartition", "top", "takeOrdered", "collectAsMap", "countByKey", "countByValue", "saveAsTextFile", "saveAsPickleFile")),
 ]
 
 
@@ -179,9 +131,7 @@ class Script:
         te = traceback.TracebackException.from_exception(error)
         frames = list(te.stack)
         start = next((i for i, f in enumerate(frames) if f.filename == self.path), 0)
-        te.stack = traceback.StackSummary.from_list(
-            [f for f in frames[start:] if not f.filename.startswith(_CLI)]
-        )
+        te.stack = traceback.StackSummary.from_list([f for f in frames[start:] if not f.filename.startswith(_CLI)])
         return "".join(te.format())
 
     @contextmanager
@@ -195,9 +145,7 @@ class Script:
             for cls, method, orig in originals:
                 setattr(cls, method, orig)
 
-    def _wrap(
-        self, orig: Callable[..., Any], name: str, target: Target, handler: Handler
-    ) -> Callable[..., Any]:
+    def _wrap(self, orig: Callable[..., Any], name: str, target: Target, handler: Handler) -> Callable[..., Any]:
         signature = inspect.signature(orig)
 
         def action(obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -210,19 +158,8 @@ class Script:
             params = dict(bound.arguments)
             df = target(obj, params)
             reason = "" if df is not None else (TAIL_REASON if name == "tail" else RDD_REASON)
-            written = next(
-                (str(params[k]) for k in ("path", "tableName", "name", "table") if params.get(k)),
-                None,
-            )
-            handler(
-                Action(
-                    name,
-                    self._line(caller),
-                    df,
-                    reason,
-                    written if name.startswith("write.") else None,
-                )
-            )
+            written = next((str(params[k]) for k in ("path", "tableName", "name", "table") if params.get(k)), None)
+            handler(Action(name, self._line(caller), df, reason, written if name.startswith("write.") else None))
             return result
 
         action.__wrapped__ = orig  # type: ignore[attr-defined]

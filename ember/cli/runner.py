@@ -54,31 +54,17 @@ class Recorder:
         base = f"{self.stem}-{action.line}-{action.name}"
         self._names[base] += 1
         name = base if self._names[base] == 1 else f"{base}-{self._names[base]}"
-        entry = Entry(
-            name,
-            action.name,
-            action.line,
-            len(self.run.entries),
-            "skipped",
-            action.reason,
-            target=action.target,
-            time=now(),
-        )
+        entry = Entry(name, action.name, action.line, len(self.run.entries), "skipped", action.reason, target=action.target, time=now())
         if action.df is not None:
             start = time.perf_counter()
             try:
                 with self.err.status(f"capturing {name} ({self.run.mode})…"):
                     self._capture(entry, action)
             except Exception as e:  # whatever capture meets, the script must go on
-                entry.status, entry.reason = (
-                    "skipped",
-                    f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                )
+                entry.status, entry.reason = "skipped", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             entry.seconds = round(time.perf_counter() - start, 3)
         if entry.status == "skipped":
-            self.err.print(
-                f"[yellow]ember: not captured: {name}: {entry.reason}[/]", highlight=False
-            )
+            self.err.print(f"[yellow]ember: not captured: {name}: {entry.reason}[/]", highlight=False)
         self.run.entries.append(entry)
         write_run(self.folder, self.run)
 
@@ -87,9 +73,7 @@ class Recorder:
         path = self.folder / entry.name
         lin: Lineage | InferredLineage
         if self.run.mode == "eager":
-            lin = ember.capture(
-                action.df, strategy="inject"
-            )  # in this thread: the script waits for it
+            lin = ember.capture(action.df, strategy="inject")  # in this thread: the script waits for it
             lin.save(str(path))
         else:
             lin = ember.infer(action.df)
@@ -114,9 +98,7 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
     if not script.is_file():
         raise CliError(f"lazy entry {entry.name!r} re-runs {script}, which is gone")
     if sha256(script) != run.script_sha256:
-        raise CliError(
-            f"{script} changed since `ember run`; a lazy entry needs the same script: run it again"
-        )
+        raise CliError(f"{script} changed since `ember run`; a lazy entry needs the same script: run it again")
     seen = 0
 
     def stop_at_entry(action: Action) -> None:
@@ -125,20 +107,13 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
         if seen - 1 < entry.seq:
             return
         if (action.name, action.line) != (entry.action, entry.line) or action.df is None:
-            raise Stop(
-                CliError(
-                    f"the re-run of {script.name} took another path (reached {action.name} at line {action.line})"
-                )
-            )
+            raise Stop(CliError(f"the re-run of {script.name} took another path (reached {action.name} at line {action.line})"))
         try:
             raise Stop(ember.infer(action.df))
         except ember.EmberError as e:
             raise Stop(CliError(f"ember.infer on the re-run failed: {e}")) from None
 
-    with (
-        err.status(f"re-running {script.name} up to line {entry.line} (lazy entry)…"),
-        redirect_stdout(sys.stderr),
-    ):
+    with err.status(f"re-running {script.name} up to line {entry.line} (lazy entry)…"), redirect_stdout(sys.stderr):
         try:  # the script's own prints go to stderr: stdout is the trace's
             outcome = Script(script, run.args).run(stop_at_entry)
         except Stop as stop:
@@ -151,9 +126,7 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
     lin: InferredLineage = found
     recorded = pq.read_table(folder / entry.name / OUTPUT_FILE)
     if not lin.output().drop_columns([OID]).equals(recorded):
-        raise CliError(
-            f"the re-run computed other rows for {entry.name} than `ember run` did: the data changed; run again"
-        )
+        raise CliError(f"the re-run computed other rows for {entry.name} than `ember run` did: the data changed; run again")
     return lin
 
 

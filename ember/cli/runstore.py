@@ -23,9 +23,7 @@ from ember.errors import EmberError
 RUN_FILE = "ember-run.json"
 RUN_FORMAT = "ember-run"
 RUN_VERSION = 1
-OUTPUT_FILE = (
-    "output.parquet"  # the output rows of a lazy entry (an eager entry's store has its own)
-)
+OUTPUT_FILE = "output.parquet"  # the output rows of a lazy entry (an eager entry's store has its own)
 
 
 class CliError(EmberError):
@@ -84,9 +82,7 @@ def read_run(folder: Path) -> Run:
     if doc.get("format") != RUN_FORMAT:
         raise CliError(f"{path} is not an ember run manifest")
     if doc.get("version", 0) > RUN_VERSION:
-        raise CliError(
-            f"{path} has format version {doc['version']}; this ember reads up to {RUN_VERSION}: upgrade ember"
-        )
+        raise CliError(f"{path} has format version {doc['version']}; this ember reads up to {RUN_VERSION}: upgrade ember")
     entries = [Entry(**e) for e in doc.pop("entries")]
     doc.pop("format"), doc.pop("version")
     return Run(**doc, entries=entries)
@@ -110,9 +106,7 @@ def fresh_store(folder: Path) -> None:
         raise CliError(f"--store {folder} is a file, not a folder")
     if folder.is_dir() and any(folder.iterdir()):
         if not (folder / RUN_FILE).is_file():
-            raise CliError(
-                f"--store {folder} exists and is not an ember run store; choose a new folder"
-            )
+            raise CliError(f"--store {folder} exists and is not an ember run store; choose a new folder")
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
 

@@ -23,9 +23,7 @@ def check_unchanged(source: Source) -> None:
         try:
             size, mtime = file_facts(f.uri)
         except FileNotFoundError:
-            raise StaleSourceError(
-                f"source {source.name!r}: file {f.uri} is gone since capture"
-            ) from None
+            raise StaleSourceError(f"source {source.name!r}: file {f.uri} is gone since capture") from None
         if (size, mtime) != (f.size, f.mtime_ns):
             raise StaleSourceError(
                 f"source {source.name!r}: file {f.uri} changed since capture "
@@ -64,9 +62,7 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
     elif source.kind in ("csv", "json"):
         check_unchanged(source)
         if source.data is None:
-            raise EmberError(
-                f"source {source.name!r} is {source.kind.upper()}: reading its rows needs ember.load(path, spark)"
-            )
+            raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading its rows needs ember.load(path, spark)")
         return _unviewed(source.data.rows(rids.tolist()))
     elif source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])
@@ -113,9 +109,7 @@ def _row_groups(path: Path, rows: np.ndarray) -> pa.Table:
     group_of = np.searchsorted(bounds, rows, side="right") - 1
     groups = np.unique(group_of)
     data = _unviewed(pf.read_row_groups([int(g) for g in groups]))
-    before = np.concatenate(
-        ([0], np.cumsum([pf.metadata.row_group(int(g)).num_rows for g in groups]))
-    )
+    before = np.concatenate(([0], np.cumsum([pf.metadata.row_group(int(g)).num_rows for g in groups])))
     positions = before[np.searchsorted(groups, group_of)] + (rows - bounds[group_of])
     return data.take(pa.array(positions, type=pa.int64()))
 

@@ -36,12 +36,7 @@ _COMPARE = {
     "And": "AND",
     "Or": "OR",
 }
-_CALLS = {
-    "StartsWith": "starts_with",
-    "EndsWith": "ends_with",
-    "Contains": "contains",
-    "Year": "year",
-}
+_CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
 _INTEGERS = {"IntegerType", "LongType", "ShortType", "ByteType"}
 
 
@@ -64,11 +59,7 @@ def sql(e: JObj) -> str | None:
     if kind in ("IsNull", "IsNotNull"):
         return f"({args[0]} IS {'NOT ' if kind == 'IsNotNull' else ''}NULL)"
     if kind == "In":
-        return (
-            f"({args[0]} IN ({', '.join(a for a in args[1:] if a is not None)}))"
-            if len(args) > 1
-            else None
-        )
+        return f"({args[0]} IN ({', '.join(a for a in args[1:] if a is not None)}))" if len(args) > 1 else None
     if kind == "InSet":
         values = [_value(v, e.child().dataType()) for v in iterate(e.hset())]
         if not values or any(v is None for v in values):
@@ -96,11 +87,7 @@ def _value(value: Any, dtype: JObj) -> str | None:
     if kind == "BooleanType":
         return "TRUE" if value else "FALSE"
     if kind == "StringType":
-        return (
-            "'"
-            + str(value.toString() if hasattr(value, "toString") else value).replace("'", "''")
-            + "'"
-        )
+        return "'" + str(value.toString() if hasattr(value, "toString") else value).replace("'", "''") + "'"
     if kind == "DateType":
         return f"DATE '{datetime.date(1970, 1, 1) + datetime.timedelta(days=int(value))}'"
     if kind == "DecimalType":
@@ -180,11 +167,7 @@ def _match_any(terms: list[str | None], tuples: list[tuple[tuple[int, Any], ...]
         return "FALSE"
     if len(tuples) <= MAX_DISJUNCTS:
         rows = [_all([_equals(terms[n], v) for n, v in t]) for t in tuples]
-        return (
-            None
-            if any(r is None for r in rows)
-            else "(" + " OR ".join(r for r in rows if r is not None) + ")"
-        )
+        return None if any(r is None for r in rows) else "(" + " OR ".join(r for r in rows if r is not None) + ")"
     conds = []
     for n, term in enumerate(terms):
         values = {repr(v): v for t in tuples for m, v in t if m == n}

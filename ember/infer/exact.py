@@ -41,11 +41,7 @@ def why_rerun(plan: ir.Node, inference: Inference) -> str | None:
     while _passes_rows(node, (ir.Project, ir.Filter, ir.Limit)):
         assert isinstance(node, ir.Unary)
         if isinstance(node, ir.Project):
-            bound = {
-                c
-                for c in (column_of(n.expr) for n in node.columns if n.attr.id in bound)
-                if c is not None
-            }
+            bound = {c for c in (column_of(n.expr) for n in node.columns if n.attr.id in bound) if c is not None}
         node = node.child
     if isinstance(node, ir.Aggregate):  # filters above it drop whole groups
         return _unpinned_key(node, bound, inference) or _not_a_join_tree(node.child)
@@ -66,28 +62,16 @@ def _passes_rows(node: ir.Node, kinds: tuple[type[ir.Node], ...]) -> bool:
 
 def _unpinned_key(agg: ir.Aggregate, bound: set[int], inference: Inference) -> str | None:
     """Why some grouping key of `agg` is not fixed by the traced row, or None."""
-    residuals = {
-        id(b.expr)
-        for sp in inference.scans
-        for b in sp.bindings
-        if b.expr is not None and not b.padded
-    }
+    residuals = {id(b.expr) for sp in inference.scans for b in sp.bindings if b.expr is not None and not b.padded}
     for key in agg.keys:
         col = column_of(key)
         out = [
             c
             for c in agg.columns
             if (col is not None and column_of(c.expr) == col)
-            or (
-                col is None
-                and isinstance(key, ir.Expr)
-                and isinstance(c.expr, ir.Expr)
-                and c.expr.sql.startswith(key.sql)
-            )
+            or (col is None and isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql))
         ]
-        reached = [
-            c for c in out if c.attr.id in bound and (col is not None or id(c.expr) in residuals)
-        ]
+        reached = [c for c in out if c.attr.id in bound and (col is not None or id(c.expr) in residuals)]
         if not reached:
             text = key.sql if isinstance(key, ir.Expr) else str(key)
             return f"grouping key {text} does not reach the output"
@@ -104,16 +88,14 @@ def _not_a_join_tree(node: ir.Node) -> str | None:
         while isinstance(below, ir.Filter):
             below = below.child
         return None if isinstance(below, ir.Scan) else "a filter sits above a join or projection"
-    if isinstance(node, ir.Project) or (
-        isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS
-    ):
+    if isinstance(node, ir.Project) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
         return _not_a_join_tree(node.child)
     if isinstance(node, ir.Join):
         if node.kind not in ("inner", "semi"):
             return f"{node.kind} join"
         if node.theta or len(node.equi) != 1:
             return "a join condition other than one column equality"
-        ((lid, rid),) = node.equi
+        (lid, rid), = node.equi
         if not origins(node.left, lid) or not origins(node.right, rid):
             return "a join key computed from more than one scan column"
         return _not_a_join_tree(node.left) or _not_a_join_tree(node.right)

@@ -49,9 +49,7 @@ class InferredLineage:
         self._jvm = jvm
         self._plan = plan
         self._user = output
-        self._output = output.append_column(
-            OID, pa.array(np.arange(output.num_rows, dtype=np.int64))
-        )
+        self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._by_key = sources
         self._named = {s.name: s for s in sources.values() if s.kind != "none"}
         self.inference = inference
@@ -82,9 +80,7 @@ class InferredLineage:
         _, index, oids = self._rerun(rows)
         return Trace(self._named, index.backward(oids))
 
-    def forward(
-        self, source: str, ids: Iterable[int] | None = None, where: str | None = None
-    ) -> ForwardTrace:
+    def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
         """Output rows whose lineage holds the chosen rows of `source`."""
         src = source_by_name(self._named, source)
         rids = chosen_rids(src, ids, where)
@@ -103,19 +99,12 @@ class InferredLineage:
         names = [a.name for a in self._plan.output]
         lines = []
         for sp in self.inference.scans:
-            pins = (
-                ", ".join(f"{_side(b)} = {names[b.column]}" for b in sp.bindings)
-                or "nothing (reads all rows)"
-            )
+            pins = ", ".join(f"{_side(b)} = {names[b.column]}" for b in sp.bindings) or "nothing (reads all rows)"
             state = "" if sp.traced else " [no lineage: inner side of an anti join]"
             lines.append(f"{sp.scan.source.name}: {pins}{state}")
         if self.inference.stops:
             lines.append("stopped at: " + "; ".join(self.inference.stops))
-        how = (
-            "the predicates above, cut across joins"
-            if self.rerun_reason is None
-            else f"a re-run ({self.rerun_reason})"
-        )
+        how = "the predicates above, cut across joins" if self.rerun_reason is None else f"a re-run ({self.rerun_reason})"
         lines.append(f"exact traces: {how}")
         return "\n".join(lines)
 
@@ -136,9 +125,7 @@ class InferredLineage:
         out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key, small=True)
         found, seen = matches(out, rows)
         if np.unique(seen).size != rows.num_rows:
-            raise EmberError(
-                "ember.infer could not find a traced row again in its restricted re-run (a bug)"
-            )
+            raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
         return out, index, np.unique(found)
 
     def _superset(self, rows: pa.Table, iterative: bool) -> tuple[dict[str, np.ndarray], bool]:
@@ -160,9 +147,7 @@ class InferredLineage:
                 df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
                 read = spark.candidates(df, spark.columns(self._jvm, sp.scan), attrs)
             frames[id(sp.scan)] = read
-        usable = [
-            c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))
-        ]
+        usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
         frames, settled = refine(usable, frames, drop_nulls=self.rerun_reason is None)
         settled = settled and len(usable) == len(cut_list)
         found: dict[str, np.ndarray] = {}
@@ -211,9 +196,7 @@ def _pinned(output: pa.Table, sp: ScanPlan, rows: pa.Table) -> np.ndarray:
     """Output rows whose bound columns equal some row's scan columns."""
     if rows.num_rows == 0:
         return np.empty(0, np.int64)
-    plain = [
-        b for b in sp.bindings if b.attr is not None
-    ]  # computed columns are not re-evaluated here
+    plain = [b for b in sp.bindings if b.attr is not None]  # computed columns are not re-evaluated here
     if not plain:
         return np.arange(output.num_rows, dtype=np.int64)
     out = output.rename_columns([f"c{j}" for j in range(output.num_columns)])

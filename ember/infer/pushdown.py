@@ -85,9 +85,7 @@ class _Pusher:
         """The computed-column constraints whose columns all pass unchanged (`ids`)."""
         return {k: v for k, v in cons.items() if k < 0 and self.exprs[k].refs <= ids}
 
-    def push(
-        self, node: ir.Node, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...] = ()
-    ) -> None:
+    def push(self, node: ir.Node, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...] = ()) -> None:
         for e in node.expressions():
             for sub in e.subqueries:
                 self.push(sub, {}, traced)
@@ -100,44 +98,30 @@ class _Pusher:
 
     def _Scan(self, node: ir.Scan, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         bindings = tuple(
-            Binding(col, a, padded)
-            for a in node.attrs
-            for col, padded in sorted(cons.get(a.id, ()))
+            Binding(col, a, padded) for a in node.attrs for col, padded in sorted(cons.get(a.id, ()))
         )
         residual = self.keep(cons, {a.id for a in node.attrs})
         bindings += tuple(
-            Binding(col, None, padded, self.exprs[k])
-            for k, v in sorted(residual.items())
-            for col, padded in sorted(v)
+            Binding(col, None, padded, self.exprs[k]) for k, v in sorted(residual.items()) for col, padded in sorted(v)
         )
         self.scans.append(ScanPlan(node, bindings, filters, traced))
 
-    def _Filter(
-        self, node: ir.Filter, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Filter(self, node: ir.Filter, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         below = _only(cons, node.child.output) | self.keep(cons, _ids(node.child.output))
         self.push(node.child, below, traced, (*filters, node.cond))
 
     def _rows(self, node: ir.Node, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         """Operators that keep each input row's columns as they are (sort, repartition, ...)."""
         assert isinstance(node, ir.Unary), f"no push-down rule for {type(node).__name__}"
-        self.push(
-            node.child,
-            _only(cons, node.child.output) | self.keep(cons, _ids(node.child.output)),
-            traced,
-        )
+        self.push(node.child, _only(cons, node.child.output) | self.keep(cons, _ids(node.child.output)), traced)
 
-    def _Limit(
-        self, node: ir.Limit, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Limit(self, node: ir.Limit, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         """Which rows a limit keeps depends on all its input: nothing below it is restricted
         (`lift_limits` removes the limits a traced row merely passes through)."""
         self.stop(node, cons, node.output)
         self.push(node.child, {}, traced)
 
-    def _Project(
-        self, node: ir.Project, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Project(self, node: ir.Project, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         below = self.keep(cons, {c.attr.id for c in node.columns if column_of(c.expr) == c.attr.id})
         for c in node.columns:
             col = column_of(c.expr)
@@ -147,14 +131,10 @@ class _Pusher:
                 self.computed(node, c, cons, below)
         self.push(node.child, below, traced)
 
-    def _Aggregate(
-        self, node: ir.Aggregate, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Aggregate(self, node: ir.Aggregate, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         keys = {column_of(k) for k in node.keys} - {None}
         texts = {k.sql for k in node.keys if isinstance(k, ir.Expr)}
-        below = self.keep(
-            cons, {c.attr.id for c in node.columns if column_of(c.expr) == c.attr.id} & keys
-        )
+        below = self.keep(cons, {c.attr.id for c in node.columns if column_of(c.expr) == c.attr.id} & keys)
         for c in node.columns:
             col = column_of(c.expr)
             if c.attr.id in cons and col is not None and col in keys:
@@ -165,25 +145,17 @@ class _Pusher:
                 self.stop(node, cons, (c.attr,))
         self.push(node.child, below, traced)
 
-    def _Window(
-        self, node: ir.Window, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Window(self, node: ir.Window, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         keys = {column_of(p) for p in node.partition} - {None}
         self.stop(node, cons, tuple(a for a in node.output if a.id not in keys))
-        below = {k: v for k, v in cons.items() if k in keys} | self.keep(
-            cons, {k for k in keys if k is not None}
-        )
+        below = {k: v for k, v in cons.items() if k in keys} | self.keep(cons, {k for k in keys if k is not None})
         self.push(node.child, below, traced)
 
-    def _Generate(
-        self, node: ir.Generate, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Generate(self, node: ir.Generate, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         self.stop(node, cons, node.generated)
         self.push(node.child, _only(cons, node.kept) | self.keep(cons, _ids(node.kept)), traced)
 
-    def _Expand(
-        self, node: ir.Expand, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Expand(self, node: ir.Expand, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         below: Cons = {}
         for i, a in enumerate(node.attrs):
             cols = {column_of(p[i]) for p in node.projections}
@@ -194,9 +166,7 @@ class _Pusher:
                 self.stop(node, cons, (a,))
         self.push(node.child, below, traced)
 
-    def _Union(
-        self, node: ir.Union, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]
-    ) -> None:
+    def _Union(self, node: ir.Union, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         for child in node.inputs:
             below: Cons = {}
             for out, a in zip(node.attrs, child.output, strict=True):
@@ -241,9 +211,7 @@ def _only(cons: Cons, attrs: tuple[ir.Attr, ...]) -> Cons:
 def _add(cons: Cons, attr: int, values: frozenset[tuple[int, bool]]) -> None:
     """Adds constraints; a padded one is redundant next to the same unpadded one."""
     merged = cons.get(attr, frozenset()) | values
-    cons[attr] = frozenset(
-        (col, padded) for col, padded in merged if not (padded and (col, False) in merged)
-    )
+    cons[attr] = frozenset((col, padded) for col, padded in merged if not (padded and (col, False) in merged))
 
 
 def _padded(cons: Cons) -> Cons:
@@ -285,10 +253,4 @@ def origins(node: ir.Node, attr: int) -> tuple[tuple[int, ir.Attr], ...]:
     `node`'s column `attr`: where a join's key values come from."""
     pusher = _Pusher()
     pusher.push(node, {attr: frozenset({(0, False)})}, True)
-    return tuple(
-        (id(sp.scan), b.attr)
-        for sp in pusher.scans
-        if sp.traced
-        for b in sp.bindings
-        if b.attr is not None
-    )
+    return tuple((id(sp.scan), b.attr) for sp in pusher.scans if sp.traced for b in sp.bindings if b.attr is not None)

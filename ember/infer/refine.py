@@ -24,12 +24,7 @@ from ember.plan import ir
 from ember.plan.ir import walk
 
 MAX_ROUNDS = 8
-SHRINKS_LEFT = {
-    "inner",
-    "cross",
-    "semi",
-    "right",
-}  # join kinds whose left lineage rows all have a partner
+SHRINKS_LEFT = {"inner", "cross", "semi", "right"}  # join kinds whose left lineage rows all have a partner
 SHRINKS_RIGHT = {"inner", "cross", "semi", "left", "existence"}
 
 
@@ -79,22 +74,12 @@ def refine(
         before = {k: t.num_rows for k, t in frames.items()}
         for cut in cut_list:
             kind = frames[cut.target].schema.field(f"a{cut.column.id}").type
-            values = (
-                pa.chunked_array(  # scans read by Spark and by DuckDB may type a key differently
-                    [
-                        pc.cast(chunk, kind)
-                        for scan, col in cut.by
-                        for chunk in frames[scan].column(f"a{col.id}").chunks
-                    ],
-                    type=kind,
-                )
+            values = pa.chunked_array(  # scans read by Spark and by DuckDB may type a key differently
+                [pc.cast(chunk, kind) for scan, col in cut.by for chunk in frames[scan].column(f"a{col.id}").chunks],
+                type=kind,
             )
             target = frames[cut.target]
-            keep = pc.is_in(
-                target.column(f"a{cut.column.id}"),
-                value_set=pc.unique(values),
-                skip_nulls=drop_nulls,
-            )
+            keep = pc.is_in(target.column(f"a{cut.column.id}"), value_set=pc.unique(values), skip_nulls=drop_nulls)
             frames[cut.target] = target.filter(keep)
         if before == {k: t.num_rows for k, t in frames.items()}:
             return frames, True

@@ -60,9 +60,7 @@ def _term(jvm: Jvm, cols: dict[int, Column], b: Binding) -> Column:
     return jvm.column(handle.child() if class_name(handle) == "Alias" else handle)
 
 
-def bound_values(
-    bindings: tuple[Binding, ...], rows: pa.Table
-) -> list[tuple[tuple[int, Any], ...]] | None:
+def bound_values(bindings: tuple[Binding, ...], rows: pa.Table) -> list[tuple[tuple[int, Any], ...]] | None:
     """Per traced row, the (binding number, value) pairs it pins; None when some row pins nothing."""
     if not bindings:
         return None
@@ -134,9 +132,7 @@ def restricted(plan: ir.Node, conds: dict[int, ir.Expr]) -> ir.Node:
 _ids = itertools.count(FRESH_IDS_FROM)
 
 
-def scan_rows(
-    jvm: Jvm, sources: dict[str, Source], scan: ir.Scan, cond: Column | None
-) -> DataFrame:
+def scan_rows(jvm: Jvm, sources: dict[str, Source], scan: ir.Scan, cond: Column | None) -> DataFrame:
     """The scan's rows (its columns plus `__ember_rid`) matching `cond`, as a DataFrame."""
     numbered = ir.Numbered(scan, rid=ir.Attr(next(_ids), RID, "bigint", False))
     df = Builder(jvm, sources).dataframe(numbered)
@@ -146,3 +142,4 @@ def scan_rows(
 def candidates(df: DataFrame, cols: dict[int, Column], attrs: Iterable[ir.Attr]) -> pa.Table:
     """The rows' rids and the chosen columns (named `a<attr id>`), on the driver."""
     return df.select(df[RID], *[cols[a.id].alias(f"a{a.id}") for a in attrs]).toArrow()
+

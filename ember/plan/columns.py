@@ -41,10 +41,7 @@ def _origins(node: ir.Node) -> Origins:
     if isinstance(node, ir.Project | ir.Aggregate | ir.Window):
         made = {c.attr.id: of(c.expr) for c in node.columns}
     elif isinstance(node, ir.Union):
-        made = {
-            a.id: frozenset().union(*(below.get(c.output[i].id, ()) for c in node.inputs))
-            for i, a in enumerate(node.attrs)
-        }
+        made = {a.id: frozenset().union(*(below.get(c.output[i].id, ()) for c in node.inputs)) for i, a in enumerate(node.attrs)}
     elif isinstance(node, ir.Expand):
         made = {a.id: of(*(p[i] for p in node.projections)) for i, a in enumerate(node.attrs)}
     elif isinstance(node, ir.Generate):

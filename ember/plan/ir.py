@@ -38,9 +38,7 @@ class Expr:
     subqueries: tuple[Node, ...] = ()
     deterministic: bool = True
     dtype: str = ""
-    column: int | None = (
-        None  # the attribute id, when the expression only reads (or renames) one column
-    )
+    column: int | None = None  # the attribute id, when the expression only reads (or renames) one column
 
 
 @dataclass(frozen=True)
@@ -278,9 +276,7 @@ class Union(Node):
 @dataclass(frozen=True)
 class Window(Unary):
     OPERATORS: ClassVar[str] = "window functions"
-    LINEAGE: ClassVar[str] = (
-        "the row and every row of its window frame (whole partition for ranking functions)"
-    )
+    LINEAGE: ClassVar[str] = "the row and every row of its window frame (whole partition for ranking functions)"
 
     columns: tuple[Named, ...] = ()
     frames: tuple[Frame, ...] = ()
@@ -307,9 +303,7 @@ class Shared(Unary):
 
 @dataclass(frozen=True)
 class Generate(Unary):
-    OPERATORS: ClassVar[str] = (
-        "explode / generate (and the replication inside INTERSECT/EXCEPT ALL)"
-    )
+    OPERATORS: ClassVar[str] = "explode / generate (and the replication inside INTERSECT/EXCEPT ALL)"
     LINEAGE: ClassVar[str] = "the row it came from"
 
     generator: Expr = field(default_factory=lambda: Expr("", frozenset()))
@@ -387,10 +381,7 @@ OPERATOR_CLASSES: tuple[type[Node], ...] = (
 PLANNED_AS: tuple[tuple[str, str], ...] = (
     ("semi join (EXISTS, IN subquery)", "the outer row and every inner row that witnesses it"),
     ("anti join (NOT EXISTS, NOT IN)", "the outer row only"),
-    (
-        "scalar subquery (correlated or not)",
-        "the full lineage of the scalar value, for every row that used it",
-    ),
+    ("scalar subquery (correlated or not)", "the full lineage of the scalar value, for every row that used it"),
     ("union distinct", "the equal rows of each side that produced it"),
     ("intersect (distinct, ALL)", "the equal rows of both sides"),
     ("except (distinct, ALL)", "the equal rows of the left side"),

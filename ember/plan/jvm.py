@@ -86,9 +86,7 @@ class Jvm:
     def alias(self, expr: JObj, name: str, expr_id: int) -> JObj:
         """An Alias that keeps a chosen exprId, so parents resolve it by id."""
         empty = self.seq([])
-        return self.name(EXPRESSIONS + ".Alias")(
-            expr, name, self.expr_id(expr_id), empty, self.none(), empty
-        )
+        return self.name(EXPRESSIONS + ".Alias")(expr, name, self.expr_id(expr_id), empty, self.none(), empty)
 
     def attribute(self, name: str, dtype: JObj, nullable: bool, expr_id: int) -> JObj:
         metadata = self.name("org.apache.spark.sql.types.Metadata.empty")()

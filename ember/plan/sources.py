@@ -30,12 +30,8 @@ class Source:
     rows: int
     files: tuple[SourceFile, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
-    data: Any = field(
-        default=None, compare=False, hash=False, repr=False
-    )  # pyarrow.Table for memory
-    kept: Any = field(
-        default=None, compare=False, hash=False, repr=False
-    )  # a loaded store's row copy (store.kept)
+    data: Any = field(default=None, compare=False, hash=False, repr=False)  # pyarrow.Table for memory
+    kept: Any = field(default=None, compare=False, hash=False, repr=False)  # a loaded store's row copy (store.kept)
 
 
 def spark_uri(uri: str) -> str:

@@ -126,12 +126,7 @@ class Importer:
 
     # --- expressions -----------------------------------------------------
     def attr(self, a: JObj) -> ir.Attr:
-        return ir.Attr(
-            int(a.exprId().id()),
-            str(a.name()),
-            str(a.dataType().simpleString()),
-            bool(a.nullable()),
-        )
+        return ir.Attr(int(a.exprId().id()), str(a.name()), str(a.dataType().simpleString()), bool(a.nullable()))
 
     def attrs(self, seq: JObj) -> tuple[ir.Attr, ...]:
         """A Seq of attributes in a few round trips (ids, then names, types and nullability
@@ -156,17 +151,13 @@ class Importer:
         if any(m in text for m in ("exists#", "list#", "lateral-subquery#")):
             left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
             if left:
-                raise UnsupportedOperatorError(
-                    f"ember cannot trace the subquery {left[0]} left in {text}"
-                )
+                raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0]} left in {text}")
         return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), _dtype(e), _column(e))
 
     def _scalar_subqueries(self, e: JObj) -> list[JObj]:
         if class_name(e) == "ScalarSubquery":
             if e.outerAttrs().nonEmpty():
-                raise UnsupportedOperatorError(
-                    f"ember cannot trace the correlated scalar subquery {e}"
-                )
+                raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {e}")
             return [e]
         return [s for c in iterate(e.children()) for s in self._scalar_subqueries(c)]
 
@@ -181,9 +172,7 @@ class Importer:
         out = []
         for i, (text, made, attr) in enumerate(zip(texts(seq), texts(output), attrs, strict=True)):
             if text == made:
-                bare = ir.Expr(
-                    text, frozenset({attr.id}), seq.apply(i), dtype=attr.dtype, column=attr.id
-                )
+                bare = ir.Expr(text, frozenset({attr.id}), seq.apply(i), dtype=attr.dtype, column=attr.id)
                 out.append(ir.Named(bare, attr))
             else:
                 out.append(ir.Named(self.expr(seq.apply(i)), attr))
@@ -209,17 +198,11 @@ class Importer:
             child = self.node(p.child())
             added = tuple(a for a in self.attrs(p.output()) if a not in child.output)
             exprs = tuple(self.expr(e) for e in iterate(p.expressions()))
-            return ir.Passthrough(
-                child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p
-            )
-        raise UnsupportedOperatorError(
-            f"ember cannot trace the operator {kind}: {p.simpleString(200)!s}"
-        )
+            return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p)
+        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {p.simpleString(200)!s}")
 
     def _Project(self, p: JObj) -> ir.Node:
-        return ir.Project(
-            self.node(p.child()), columns=self.named_list(p.projectList(), p.output())
-        )
+        return ir.Project(self.node(p.child()), columns=self.named_list(p.projectList(), p.output()))
 
     def _Filter(self, p: JObj) -> ir.Node:
         child = self.node(p.child())
@@ -240,9 +223,7 @@ class Importer:
         equi, theta = _equi(cond, left, right) if cond is not None else ((), False)
         if name == "ExistenceJoin":
             exists = self.attr(jt.exists())
-            return ir.Join(
-                "existence", left, right, expr, handle=p, exists_attr=exists, equi=equi, theta=theta
-            )
+            return ir.Join("existence", left, right, expr, handle=p, exists_attr=exists, equi=equi, theta=theta)
         if name not in _JOIN_KINDS:
             raise UnsupportedOperatorError(f"ember cannot trace join type {name}")
         return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p, equi=equi, theta=theta)
@@ -302,9 +283,7 @@ class Importer:
     def _LogicalRelation(self, p: JObj) -> ir.Node:
         rel = p.relation()
         if class_name(rel) != "HadoopFsRelation":
-            raise UnsupportedOperatorError(
-                f"ember cannot trace rows of the relation {class_name(rel)}"
-            )
+            raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {class_name(rel)}")
         fmt = class_name(rel.fileFormat()).replace("FileFormat", "").lower()
         if fmt not in ("parquet", "csv", "json"):
             raise UnsupportedOperatorError(
@@ -323,9 +302,7 @@ class Importer:
             files.append(SourceFile(uri, size, mtime, rows, offset))
             offset += rows
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        return self._scan(
-            p, Source(key, name, fmt, offset, tuple(files), data=p if fmt != "parquet" else None)
-        )
+        return self._scan(p, Source(key, name, fmt, offset, tuple(files), data=p if fmt != "parquet" else None))
 
     def _LocalRelation(self, p: JObj) -> ir.Node:
         key = f"memory:{self.jvm.jvm.System.identityHashCode(p.data())}"
@@ -414,9 +391,7 @@ def _bare_leaf(p: JObj) -> JObj | None:
     kind = class_name(p)
     if kind in ("SubqueryAlias", "View"):
         return _bare_leaf(p.child())
-    if kind == "Project" and all(
-        class_name(e) == "AttributeReference" for e in iterate(p.projectList())
-    ):
+    if kind == "Project" and all(class_name(e) == "AttributeReference" for e in iterate(p.projectList())):
         return _bare_leaf(p.child())
     return p if p.children().isEmpty() else None
 
@@ -449,9 +424,7 @@ def _simple_type(json_type: object) -> str | None:
 def _dtype(e: JObj) -> str:
     try:
         return str(e.dataType().simpleString())
-    except (
-        Exception
-    ):  # unresolved or dataType-less expressions (sort orders have one; generators may not)
+    except Exception:  # unresolved or dataType-less expressions (sort orders have one; generators may not)
         return ""
 
 
@@ -505,11 +478,7 @@ def _is_except_all_right(p: JObj) -> bool:
     if class_name(p) != "Project":
         return False
     for e in iterate(p.projectList()):
-        if (
-            class_name(e) == "Alias"
-            and str(e.name()) == "vcol"
-            and str(e.child().toString()) == "-1"
-        ):
+        if class_name(e) == "Alias" and str(e.name()) == "vcol" and str(e.child().toString()) == "-1":
             return True
     return False
 
@@ -522,12 +491,7 @@ def _frame(named: JObj) -> ir.Frame:
     fn = we.windowFunction()
     frame = we.windowSpec().frameSpecification()
     ranking = class_name(fn) in {
-        "RowNumber",
-        "Rank",
-        "DenseRank",
-        "PercentRank",
-        "NTile",
-        "CumeDist",
+        "RowNumber", "Rank", "DenseRank", "PercentRank", "NTile", "CumeDist",
     }
     if class_name(frame) != "SpecifiedWindowFrame":
         raise UnsupportedOperatorError(f"ember cannot read the window frame {frame}")

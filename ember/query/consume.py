@@ -43,22 +43,16 @@ def consume(sql: str, sources: Mapping[str, Source], rows: Callable[[str], pa.Ta
     lists = result.column(LINEAGE).combine_chunks()
     offsets = lists.offsets.to_numpy().astype(np.int64)
     rids = lists.values.to_numpy().astype(np.int64)
-    return as_lineage(
-        result.drop_columns([LINEAGE]), offsets[:-1], offsets[1:], encode(rids), source, sql
-    )
+    return as_lineage(result.drop_columns([LINEAGE]), offsets[:-1], offsets[1:], encode(rids), source, sql)
 
 
-def as_lineage(
-    output: pa.Table, start: np.ndarray, end: np.ndarray, rids: IntColumn, source: Source, sql: str
-) -> Lineage:
+def as_lineage(output: pa.Table, start: np.ndarray, end: np.ndarray, rids: IntColumn, source: Source, sql: str) -> Lineage:
     """A query result whose row `i` came from `rids[start[i]:end[i]]` of `source`, as a lineage."""
     from ember.lineage import Lineage
 
     side = Level(rids.size, ((source.key, rids),), (), "lineage-consuming query")
     out = Level(output.num_rows, (), (Ranges(0, encode(start), encode(end)),))
-    return Lineage(
-        output, LineageIndex(out, (side,)), [source], mode="consume", plan=f"DuckDB({sql.strip()})"
-    )
+    return Lineage(output, LineageIndex(out, (side,)), [source], mode="consume", plan=f"DuckDB({sql.strip()})")
 
 
 def parse(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
@@ -71,9 +65,7 @@ def parse(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     if len(tree.get("statements", [])) != 1:
         raise InvalidPredicateError("a lineage-consuming query is one SELECT")
     if tree["statements"][0]["node"].get("type") != "SELECT_NODE":
-        raise InvalidPredicateError(
-            "lineage-consuming queries are a single SELECT (no UNION, no CTE at the top)"
-        )
+        raise InvalidPredicateError("lineage-consuming queries are a single SELECT (no UNION, no CTE at the top)")
     return tree
 
 
@@ -82,9 +74,7 @@ def source_name(tree: dict[str, Any], sources: Mapping[str, Source]) -> str:
     name = table.get("table_name") if table.get("type") == "BASE_TABLE" else None
     if name not in sources:
         known = ", ".join(sorted(sources))
-        raise InvalidPredicateError(
-            f"a lineage-consuming query reads one traced source by name ({known}) in FROM"
-        )
+        raise InvalidPredicateError(f"a lineage-consuming query reads one traced source by name ({known}) in FROM")
     return str(name)
 
 
@@ -102,12 +92,8 @@ def _run(con: duckdb.DuckDBPyConnection, tree: dict[str, Any], name: str) -> pa.
         except duckdb.BinderException as e:
             last = e
         except duckdb.Error as e:
-            raise InvalidPredicateError(
-                f"query failed on the traced rows of {name!r}: {e}"
-            ) from None
-    raise InvalidPredicateError(
-        f"query does not fit the traced rows of {name!r} (one source, {RID}): {last}"
-    )
+            raise InvalidPredicateError(f"query failed on the traced rows of {name!r}: {e}") from None
+    raise InvalidPredicateError(f"query does not fit the traced rows of {name!r} (one source, {RID}): {last}")
 
 
 def _width(node: dict[str, Any]) -> int:

@@ -35,9 +35,7 @@ ROW = "row"
 class SparkTrace:
     """A backward trace whose rids stay on the cluster."""
 
-    def __init__(
-        self, spark: SparkSession, sources: Mapping[str, Source], ids: Mapping[str, DataFrame]
-    ):
+    def __init__(self, spark: SparkSession, sources: Mapping[str, Source], ids: Mapping[str, DataFrame]):
         self._spark = spark
         self._sources = dict(sources)
         self._ids = dict(ids)
@@ -65,9 +63,7 @@ class SparkTrace:
         return numbered.join(self.ids(name), RID, "left_semi")
 
 
-def backward(
-    spark: SparkSession, store: str, sources: Mapping[str, Source], oids: np.ndarray
-) -> SparkTrace:
+def backward(spark: SparkSession, store: str, sources: Mapping[str, Source], oids: np.ndarray) -> SparkTrace:
     walk = _Walk(spark, store)
     rows = spark.createDataFrame(pa.table({ROW: pa.array(oids, pa.int64())}))
     pending: dict[int, list[DataFrame]] = {}
@@ -77,9 +73,7 @@ def backward(
         ranges = pending.pop(tid, [])
         if ranges:
             spans = _union(ranges).distinct()
-            rows = spans.select(
-                F.explode(F.sequence("start", F.col("end") - 1)).alias(ROW)
-            ).distinct()
+            rows = spans.select(F.explode(F.sequence("start", F.col("end") - 1)).alias(ROW)).distinct()
             walk.visit(walk.manifest["levels"][tid], rows, found, pending)
     ids = {key: _union(parts).distinct() for key, parts in found.items()}
     return SparkTrace(spark, sources, ids)
@@ -106,22 +100,14 @@ class _Walk:
         self.base = self.root if "://" in store else "file://" + self.root
 
     def visit(
-        self,
-        level: dict[str, Any],
-        rows: DataFrame,
-        found: dict[str, list[DataFrame]],
-        pending: dict[int, list[DataFrame]],
+        self, level: dict[str, Any], rows: DataFrame, found: dict[str, list[DataFrame]], pending: dict[int, list[DataFrame]]
     ) -> None:
         for r in level["rids"]:
             vals = self.values(r["column"], rows, RID)
             found.setdefault(r["source"], []).append(vals.filter(F.col(RID) >= 0).select(RID))
         for r in level["refs"]:
-            spans = self.values(r["start"], rows, "start").join(
-                self.values(r["end"], rows, "end"), ROW
-            )
-            pending.setdefault(r["table"], []).append(
-                spans.filter("end > start").select("start", "end")
-            )
+            spans = self.values(r["start"], rows, "start").join(self.values(r["end"], rows, "end"), ROW)
+            pending.setdefault(r["table"], []).append(spans.filter("end > start").select("start", "end"))
 
     def marked(
         self, level: dict[str, Any], key: str, traced: DataFrame, marks: list[DataFrame | None]
@@ -146,9 +132,7 @@ class _Walk:
         if meta["encoding"] == "plain":
             col = self.spark.read.parquet(f"{self.base}/{meta['file']}")
             return col.select(F.col("_metadata.row_index").alias(ROW), F.col("v").alias(name))
-        return self.values(
-            meta, self.spark.range(int(meta["rows"])).select(F.col("id").alias(ROW)), name
-        )
+        return self.values(meta, self.spark.range(int(meta["rows"])).select(F.col("id").alias(ROW)), name)
 
     def values(self, meta: dict[str, Any], rows: DataFrame, name: str) -> DataFrame:
         """(row, value) for the traced rows; the traced row numbers go to the data, not back.
@@ -158,13 +142,7 @@ class _Walk:
         """
         if meta["encoding"] == "plain":
             uri = f"{self.base}/{meta['file']}"
-            parts = max(
-                1,
-                min(
-                    self.spark.sparkContext.defaultParallelism * 2,
-                    -(-int(meta["rows"]) // ROW_GROUP),
-                ),
-            )
+            parts = max(1, min(self.spark.sparkContext.defaultParallelism * 2, -(-int(meta["rows"]) // ROW_GROUP)))
             rows = rows.repartition(parts, (F.col(ROW) / ROW_GROUP).cast("long"))
 
             def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -71,15 +71,11 @@ class Grouping:
         when `where` names other columns than the partition's."""
         assert self.column is not None
         rows = self._rows(oids)
-        values = pa.table(
-            {self.column: self.result.column(self.column).take(pa.array(rows)), "__ember_row": rows}
-        )
+        values = pa.table({self.column: self.result.column(self.column).take(pa.array(rows)), "__ember_row": rows})
         con = duck.connect()
         try:
             con.register("parts", values)
-            hit = con.execute(f"SELECT __ember_row FROM parts WHERE ({where})").fetchnumpy()[
-                "__ember_row"
-            ]
+            hit = con.execute(f"SELECT __ember_row FROM parts WHERE ({where})").fetchnumpy()["__ember_row"]
         except duckdb.BinderException:
             return None
         except duckdb.Error as e:
@@ -111,11 +107,7 @@ def partition_query(source: str, column: str) -> str:
 
 
 def materialize(
-    sql: str,
-    sources: Mapping[str, Source],
-    index: LineageIndex,
-    outputs: int,
-    column: str | None = None,
+    sql: str, sources: Mapping[str, Source], index: LineageIndex, outputs: int, column: str | None = None
 ) -> Grouping:
     """Runs `sql` once over every output row's lineage at the same time (grouped by output row too)."""
     key = sources[check(sql, sources)].key
@@ -125,16 +117,7 @@ def materialize(
     lists = result.column(LINEAGE).combine_chunks()
     offsets = lists.offsets.to_numpy().astype(np.int64)
     values = lists.values.to_numpy().astype(np.int64)
-    return Grouping(
-        name,
-        sql,
-        column,
-        result.drop_columns([LINEAGE]),
-        offsets[:-1],
-        offsets[1:],
-        encode(values),
-        shape(sql),
-    )
+    return Grouping(name, sql, column, result.drop_columns([LINEAGE]), offsets[:-1], offsets[1:], encode(values), shape(sql))
 
 
 def check(sql: str, sources: Mapping[str, Source]) -> str:
@@ -144,11 +127,7 @@ def check(sql: str, sources: Mapping[str, Source]) -> str:
 
 
 def _grouped(
-    sql: str,
-    sources: Mapping[str, Source],
-    owners: np.ndarray,
-    rids: np.ndarray,
-    probe: bool = False,
+    sql: str, sources: Mapping[str, Source], owners: np.ndarray, rids: np.ndarray, probe: bool = False
 ) -> tuple[str, pa.Table]:
     con = duck.connect()
     try:
@@ -156,23 +135,15 @@ def _grouped(
         name = source_name(tree, sources)
         node = tree["statements"][0]["node"]
         if node.get("modifiers"):
-            raise InvalidPredicateError(
-                f"workload query {sql!r}: ORDER BY, LIMIT and DISTINCT are not pushed down"
-            )
+            raise InvalidPredicateError(f"workload query {sql!r}: ORDER BY, LIMIT and DISTINCT are not pushed down")
         if probe and sources[name].kind not in ("memory", "parquet", "range"):
             return name, pa.table({})  # CSV/JSON rows are numbered by the capture job itself
         _register_rows(con, sources[name], owners, rids, probe)
-        con.execute(
-            f'CREATE TEMP VIEW "{name}" AS SELECT * FROM __ember_pairs JOIN __ember_source USING ({RID})'
-        )
+        con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM __ember_pairs JOIN __ember_source USING ({RID})')
         oid = item(con, OID)
         node["group_expressions"] = [{**oid, "alias": ""}, *node.get("group_expressions", [])]
         node["group_sets"] = [[0, *(i + 1 for i in g)] for g in node.get("group_sets") or [[]]]
-        node["select_list"] = [
-            {**oid, "alias": OID},
-            *node["select_list"],
-            item(con, f"list({RID} ORDER BY {RID})"),
-        ]
+        node["select_list"] = [{**oid, "alias": OID}, *node["select_list"], item(con, f"list({RID} ORDER BY {RID})")]
         rewritten = scalar(con, "SELECT json_deserialize_sql(?)", json.dumps(tree))
         try:
             result = con.sql(f"SELECT * FROM ({rewritten}) ORDER BY {OID}").to_arrow_table()
@@ -186,11 +157,7 @@ def _grouped(
 
 
 def _register_rows(
-    con: duckdb.DuckDBPyConnection,
-    source: Source,
-    owners: np.ndarray,
-    rids: np.ndarray,
-    probe: bool,
+    con: duckdb.DuckDBPyConnection, source: Source, owners: np.ndarray, rids: np.ndarray, probe: bool
 ) -> None:
     """`__ember_pairs` (output row, rid) and `__ember_source` (the source's rows with rids),
     read by DuckDB straight from the files where it can, so only the query's columns are read."""
@@ -200,8 +167,7 @@ def _register_rows(
     except InvalidPredicateError:  # CSV/JSON: Spark reads them
         relation = read_rows(source, np.unique(rids))
     if isinstance(relation, str):
-        con.execute(
-            f"CREATE TEMP VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}"
-        )
+        con.execute(f"CREATE TEMP VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}")
     else:
         con.register("__ember_source", relation)
+

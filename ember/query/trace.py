@@ -38,10 +38,7 @@ class Trace:
     ):
         self._sources = dict(sources)
         self._answers = answers  # consuming queries computed at capture (`Workload.queries`)
-        self._ids = {
-            name: ids_by_key.get(src.key, np.empty(0, np.int64))
-            for name, src in self._sources.items()
-        }
+        self._ids = {name: ids_by_key.get(src.key, np.empty(0, np.int64)) for name, src in self._sources.items()}
         self.exact = exact
 
     @property
@@ -74,12 +71,8 @@ class Trace:
 
     def _repr_html_(self) -> str:
         counts = [(n, int(self._ids[n].size)) for n in self.sources]
-        previews = [
-            (n, read_rows(self._sources[n], self._ids[n][:PREVIEW])) for n in self.sources[:1]
-        ]
-        return render(
-            f"ember backward trace{'' if self.exact else ' (superset)'}", counts, previews
-        )
+        previews = [(n, read_rows(self._sources[n], self._ids[n][:PREVIEW])) for n in self.sources[:1]]
+        return render(f"ember backward trace{'' if self.exact else ' (superset)'}", counts, previews)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n}: {self._ids[n].size}" for n in self.sources) or "no rows"

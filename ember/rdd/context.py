@@ -34,9 +34,7 @@ class LineageContext:
         self._points: list[Point] = []
         self._bases: list[int] = []  # first slot of each point, in uid order
         # where capture tasks write their table files, on each host
-        self._folder = os.path.join(
-            tempfile.gettempdir(), f"ember-rdd-{sc.applicationId}-{uuid.uuid4().hex[:8]}"
-        )
+        self._folder = os.path.join(tempfile.gettempdir(), f"ember-rdd-{sc.applicationId}-{uuid.uuid4().hex[:8]}")
         atexit.register(shutil.rmtree, self._folder, ignore_errors=True)  # files outlive no driver
         self._acted: list[TrackedRDD] = []
         self._skipped: Accumulator[list[Any]] | None = None
@@ -63,11 +61,7 @@ class LineageContext:
 
     def skipped_records(self) -> list[tuple[Any, LineageId]]:
         """(record, lineage id) of every record skipped so far."""
-        return (
-            []
-            if self._skipped is None
-            else [(rec, self._decode(ref)) for rec, ref in self._skipped.value]
-        )
+        return [] if self._skipped is None else [(rec, self._decode(ref)) for rec, ref in self._skipped.value]
 
     def clear(self) -> None:
         """Drops every stored lineage table (and the records cached with it) and this host's
@@ -81,9 +75,7 @@ class LineageContext:
         """The point's uid and first slot."""
         base = self._bases[-1] + self._points[-1].partitions if self._points else 0
         if base + partitions > MAX_SLOTS:
-            raise EmberError(
-                f"more than {MAX_SLOTS} partitions captured in one LineageContext; use a new one"
-            )
+            raise EmberError(f"more than {MAX_SLOTS} partitions captured in one LineageContext; use a new one")
         self._points.append(point)
         self._bases.append(base)
         return len(self._points) - 1, base
@@ -104,11 +96,7 @@ class LineageContext:
 
     def _encode(self, lineage_id: LineageId) -> Ref:
         uid, pid, n = lineage_id
-        if not (
-            0 <= uid < len(self._points)
-            and 0 <= pid < self._points[uid].partitions
-            and 0 <= n <= MASK
-        ):
+        if not (0 <= uid < len(self._points) and 0 <= pid < self._points[uid].partitions and 0 <= n <= MASK):
             raise EmberError(f"{lineage_id!r} is not a lineage id of this LineageContext")
         return (self._bases[uid] + pid) << SHIFT | n
 
@@ -134,12 +122,7 @@ class LineageContext:
 
         refs = sorted({self._encode(tuple(i)) for i in ids})  # type: ignore[arg-type]
         points = tuple(dict.fromkeys(self._points[self._decode(ref)[0]] for ref in refs))
-        return LineageRDD(
-            self,
-            points,
-            lambda: self.sc.parallelize(refs, 1),
-            local=lambda: refs if len(refs) <= LOCAL_IDS else None,
-        )
+        return LineageRDD(self, points, lambda: self.sc.parallelize(refs, 1), local=lambda: refs if len(refs) <= LOCAL_IDS else None)
 
     def _children(self, point: Point) -> list[Point]:
         return [p for p in self._points if point in p.parents]

@@ -93,9 +93,7 @@ class LineageRDD:
         known = self._local_ids()
         if known is None:
             return None
-        return [
-            pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])
-        ]
+        return [pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])]
 
     def _local_ids(self) -> list[Ref] | None:
         """The traced ids on the driver if there are at most `LOCAL_IDS` (one job to find out)."""
@@ -126,10 +124,7 @@ class LineageRDD:
         """(lineage id, raw record) pairs, for reports and for tests of the ids themselves."""
         decode = self.lc._decoder()
         local = self._local_pairs()
-        return [
-            (decode(ref), rec)
-            for ref, rec in (local if local is not None else self._pairs().collect())
-        ]
+        return [(decode(ref), rec) for ref, rec in (local if local is not None else self._pairs().collect())]
 
     def ids(self) -> RDD[Any]:
         """The traced lineage ids `(point uid, partition, n)`."""
@@ -144,9 +139,7 @@ class LineageRDD:
     def _at_points(self) -> LineageRDD:
         if self.origin is None:
             return self
-        return LineageRDD(
-            self.lc, self.origin.points, self._ids, local=functools.cache(self._local_ids)
-        )
+        return LineageRDD(self.lc, self.origin.points, self._ids, local=functools.cache(self._local_ids))
 
     def goBack(self) -> LineageRDD:
         """One capture point back; at the input this is the identity."""
@@ -175,7 +168,9 @@ class LineageRDD:
                 return self.lc.sc.parallelize(known, 1)
             current = refs()
             parts = [
-                p.parents_of(_at(current, p)) if isinstance(p, Captured) else _at(current, p)
+                p.parents_of(_at(current, p))
+                if isinstance(p, Captured)
+                else _at(current, p)
                 for p in here.points
             ]
             return self.lc.sc.union(parts)

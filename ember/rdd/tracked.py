@@ -30,28 +30,10 @@ Emit = Callable[[Any, list[tuple[Any, Ref]], list[tuple[Any, Ref]]], Iterator[tu
 # Actions run on the raw records; running one marks the RDD as the program's latest output.
 _ACTIONS = frozenset(
     {
-        "collect",
-        "count",
-        "take",
-        "first",
-        "top",
-        "takeOrdered",
-        "reduce",
-        "fold",
-        "aggregate",
-        "sum",
-        "min",
-        "max",
-        "mean",
-        "isEmpty",
-        "countByKey",
-        "countByValue",
-        "collectAsMap",
-        "foreach",
-        "foreachPartition",
-        "saveAsTextFile",
-        "lookup",
-        "takeSample",
+        "collect", "count", "take", "first", "top", "takeOrdered", "reduce", "fold",
+        "aggregate", "sum", "min", "max", "mean", "isEmpty", "countByKey",
+        "countByValue", "collectAsMap", "foreach", "foreachPartition", "saveAsTextFile",
+        "lookup", "takeSample",
     }
 )
 
@@ -253,9 +235,7 @@ class TrackedRDD:
         pairs = []
         for pid in range(point.partitions):
             slot = (point.base + pid) << SHIFT
-            pairs += [
-                (out, slot | n) for n, rec in enumerate(filed[pid]) for out in expand(rec, slot | n)
-            ]
+            pairs += [(out, slot | n) for n, rec in enumerate(filed[pid]) for out in expand(rec, slot | n)]
         return pairs
 
     def rdd(self) -> RDD[Any]:
@@ -293,10 +273,7 @@ class TrackedRDD:
         return TrackedRDD(self.lc, self.data.union(other.data), self.points + other.points)
 
     def sortBy(
-        self,
-        keyfunc: Callable[[Any], Any],
-        ascending: bool = True,
-        numPartitions: int | None = None,
+        self, keyfunc: Callable[[Any], Any], ascending: bool = True, numPartitions: int | None = None
     ) -> TrackedRDD:
         """A reordering: every record keeps its id, so no capture point is needed."""
         data = self.data.sortBy(lambda rr: keyfunc(rr[0]), ascending, numPartitions)

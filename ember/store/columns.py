@@ -167,3 +167,4 @@ def expand_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     offsets = np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
     return offsets + np.arange(total, dtype=np.int64)
+

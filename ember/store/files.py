@@ -59,9 +59,7 @@ class Stored:
     sources: tuple[Source, ...]
     info: dict[str, Any] = field(default_factory=dict)  # mode, plan, written files, text sources
     groupings: tuple[Grouping, ...] = ()
-    kept: dict[str, pa.Table] = field(
-        default_factory=dict
-    )  # source key → rows copied into the store
+    kept: dict[str, pa.Table] = field(default_factory=dict)  # source key → rows copied into the store
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -76,9 +74,7 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
 
 
 @contextmanager
-def atomic_store(
-    path: str, overwrite: bool, folders: tuple[str, ...]
-) -> Iterator[tuple[pafs.FileSystem, str]]:
+def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterator[tuple[pafs.FileSystem, str]]:
     """Yields a temporary folder next to `path` to write a store into; on success it takes
     `path`'s place by renames (the old store, if any, is moved away first), on failure it is
     deleted, so a crash never leaves a half-written store under `path`."""
@@ -126,11 +122,7 @@ class _Writer:
             return {"file": self.table(name, data), "encoding": "runs", "rows": col.size}
         values = pa.table({"v": col.decode()})
         file = self.table(
-            name,
-            values,
-            row_group_size=ROW_GROUP,
-            use_dictionary=False,
-            column_encoding={"v": "DELTA_BINARY_PACKED"},
+            name, values, row_group_size=ROW_GROUP, use_dictionary=False, column_encoding={"v": "DELTA_BINARY_PACKED"}
         )
         return {"file": file, "encoding": "plain", "rows": col.size}
 
@@ -164,10 +156,7 @@ class _Writer:
         if source.kind == "memory":
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
         if kept is not None:
-            entry["kept"] = {
-                "file": self.table(f"kept/{n}.parquet", kept, row_group_size=KEPT_ROW_GROUP),
-                "rows": kept.num_rows,
-            }
+            entry["kept"] = {"file": self.table(f"kept/{n}.parquet", kept, row_group_size=KEPT_ROW_GROUP), "rows": kept.num_rows}
         return entry
 
     def grouping(self, n: int, g: Grouping) -> dict[str, Any]:
@@ -192,11 +181,7 @@ class _Writer:
             "format": FORMAT,
             "version": VERSION,
             "ember": __version__,
-            "output": {
-                "file": output,
-                "rows": stored.output.num_rows,
-                "schema": _schema(stored.output.schema),
-            },
+            "output": {"file": output, "rows": stored.output.num_rows, "schema": _schema(stored.output.schema)},
             "sources": sources,
             "levels": levels,
             "output_level": out_level,
@@ -220,13 +205,8 @@ def read_store(path: str) -> Stored:
     reader = _Reader(fs, root, manifest["files"])
     with _damage(path, "output.parquet"):
         output = pq.read_table(f"{root}/{manifest['output']['file']}", filesystem=fs)
-    if (
-        output.num_rows != manifest["output"]["rows"]
-        or _schema(output.schema) != manifest["output"]["schema"]
-    ):
-        raise StoreError(
-            f"{path}: output.parquet does not match the manifest (rows or columns differ)"
-        )
+    if output.num_rows != manifest["output"]["rows"] or _schema(output.schema) != manifest["output"]["schema"]:
+        raise StoreError(f"{path}: output.parquet does not match the manifest (rows or columns differ)")
     tables = tuple(reader.level(lv) for lv in manifest["levels"])
     index = LineageIndex(reader.level(manifest["output_level"]), tables)
     sources = tuple(reader.source(s) for s in manifest["sources"])
@@ -235,12 +215,7 @@ def read_store(path: str) -> Stored:
 
 
 def read_manifest(
-    fs: pafs.FileSystem,
-    root: str,
-    path: str,
-    fmt: str = FORMAT,
-    version: int = VERSION,
-    kind: str = "lineage store",
+    fs: pafs.FileSystem, root: str, path: str, fmt: str = FORMAT, version: int = VERSION, kind: str = "lineage store"
 ) -> dict[str, Any]:
     """The manifest of a store of format `fmt`; refuses other formats and newer versions."""
     try:
@@ -265,17 +240,13 @@ def _check_files(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], path:
     files: dict[str, int] = manifest.get("files", {})
     named = {manifest["output"]["file"]} | set(_column_files(manifest))
     if not named <= set(files):
-        raise StoreError(
-            f"{path}: the manifest names files it does not list: {sorted(named - set(files))[:3]}"
-        )
+        raise StoreError(f"{path}: the manifest names files it does not list: {sorted(named - set(files))[:3]}")
     infos = fs.get_file_info([f"{root}/{name}" for name in files])
     for (name, size), info in zip(files.items(), infos, strict=True):
         if info.type == pafs.FileType.NotFound:
             raise StoreError(f"{path}: {name} is missing")
         if info.size != size:
-            raise StoreError(
-                f"{path}: {name} has {info.size} bytes, the manifest says {size} (truncated or replaced)"
-            )
+            raise StoreError(f"{path}: {name} has {info.size} bytes, the manifest says {size} (truncated or replaced)")
 
 
 def _column_files(manifest: dict[str, Any]) -> Iterator[str]:
@@ -302,24 +273,18 @@ class _Reader:
     def column(self, meta: dict[str, Any]) -> IntColumn:
         name = meta["file"]
         with _damage(self.root, name):
-            pf = pq.ParquetFile(
-                self.fs.open_input_file(f"{self.root}/{name}"), page_checksum_verification=True
-            )
+            pf = pq.ParquetFile(self.fs.open_input_file(f"{self.root}/{name}"), page_checksum_verification=True)
         if meta["encoding"] == "runs":
             with _damage(self.root, name):
                 t = pf.read()
             start, base, step = (t.column(c).to_numpy() for c in ("start", "base", "step"))
             runs = Runs(start, base, step, meta["rows"])
             if runs.start.size and (runs.start[0] != 0 or runs.start[-1] >= runs.length):
-                raise StoreError(
-                    f"{self.root}: {name} does not cover the {meta['rows']} rows the manifest says"
-                )
+                raise StoreError(f"{self.root}: {name} does not cover the {meta['rows']} rows the manifest says")
             return runs
         if meta["encoding"] == "plain":
             if pf.metadata.num_rows != meta["rows"]:
-                raise StoreError(
-                    f"{self.root}: {name} holds {pf.metadata.num_rows} rows, the manifest says {meta['rows']}"
-                )
+                raise StoreError(f"{self.root}: {name} holds {pf.metadata.num_rows} rows, the manifest says {meta['rows']}")
             return StoredPlain(pf, self.files[name], lambda: _damage(self.root, name))
         raise StoreError(f"{self.root}: {name} has an unknown encoding {meta['encoding']!r}")
 
@@ -327,10 +292,7 @@ class _Reader:
         level = Level(
             meta["rows"],
             tuple((r["source"], self.column(r["column"])) for r in meta["rids"]),
-            tuple(
-                Ranges(r["table"], self.column(r["start"]), self.column(r["end"]))
-                for r in meta["refs"]
-            ),
+            tuple(Ranges(r["table"], self.column(r["start"]), self.column(r["end"])) for r in meta["refs"]),
             meta["why"],
         )
         if any(col.size != level.rows for col in level.columns()):
@@ -345,16 +307,7 @@ class _Reader:
         if table.num_rows != meta["rows"] or (end.size and int(end.max()) > rids.size):
             raise StoreError(f"{self.root}: {meta['file']} does not match the manifest")
         result = table.drop_columns([START, END])
-        return Grouping(
-            meta["source"],
-            meta["query"],
-            meta["column"],
-            result,
-            start,
-            end,
-            rids,
-            shape(meta["query"]),
-        )
+        return Grouping(meta["source"], meta["query"], meta["column"], result, start, end, rids, shape(meta["query"]))
 
     def source(self, meta: dict[str, Any]) -> Source:
         data = None
@@ -362,14 +315,8 @@ class _Reader:
             with _damage(self.root, meta["data"]):
                 data = pq.read_table(f"{self.root}/{meta['data']}", filesystem=self.fs)
         files = tuple(SourceFile(**f) for f in meta["files"])
-        kept = (
-            KeptRows(self.fs, f"{self.root}/{meta['kept']['file']}", meta["kept"]["rows"])
-            if "kept" in meta
-            else None
-        )
-        return Source(
-            meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data, kept=kept
-        )
+        kept = KeptRows(self.fs, f"{self.root}/{meta['kept']['file']}", meta["kept"]["rows"]) if "kept" in meta else None
+        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data, kept=kept)
 
 
 class StoredPlain:
@@ -381,12 +328,8 @@ class StoredPlain:
         counts = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
         self._bounds = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
         stats = [md.row_group(g).column(0).statistics for g in range(md.num_row_groups)]
-        self._min = np.array(
-            [s.min if s is not None and s.has_min_max else -(1 << 62) for s in stats], np.int64
-        )
-        self._max = np.array(
-            [s.max if s is not None and s.has_min_max else 1 << 62 for s in stats], np.int64
-        )
+        self._min = np.array([s.min if s is not None and s.has_min_max else -(1 << 62) for s in stats], np.int64)
+        self._max = np.array([s.max if s is not None and s.has_min_max else 1 << 62 for s in stats], np.int64)
         self._groups: dict[int, np.ndarray] = {}
 
     @property
@@ -416,15 +359,11 @@ class StoredPlain:
     def hits(self, values: np.ndarray) -> np.ndarray:
         if values.size == 0:
             return np.empty(0, dtype=np.int64)
-        found = np.searchsorted(values, self._max, side="right") > np.searchsorted(
-            values, self._min, side="left"
-        )
-        parts = [
-            np.flatnonzero(isin_sorted(self._group(g), values)) + self._bounds[g]
-            for g in np.flatnonzero(found).tolist()
-        ]
+        found = np.searchsorted(values, self._max, side="right") > np.searchsorted(values, self._min, side="left")
+        parts = [np.flatnonzero(isin_sorted(self._group(g), values)) + self._bounds[g] for g in np.flatnonzero(found).tolist()]
         return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
 
     def decode(self) -> np.ndarray:
         parts = [self._group(g) for g in range(self._pf.metadata.num_row_groups)]
         return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+

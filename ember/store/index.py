@@ -78,9 +78,7 @@ class LineageIndex:
             out[key] = (owners[keep], rids[keep])
         return out
 
-    def _walk(
-        self, rows: np.ndarray, owners: np.ndarray
-    ) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    def _walk(self, rows: np.ndarray, owners: np.ndarray) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
         """Walks levels top down; every row carries the output row (`owner`) it is traced for."""
         found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
@@ -89,13 +87,7 @@ class LineageIndex:
             if tid in pending:
                 start, end, owner = (np.concatenate(x) for x in zip(*pending.pop(tid), strict=True))
                 start, end, owner = _merge_owned(start, end, owner, self.tables[tid].rows)
-                _visit(
-                    self.tables[tid],
-                    expand_ranges(start, end),
-                    np.repeat(owner, end - start),
-                    found,
-                    pending,
-                )
+                _visit(self.tables[tid], expand_ranges(start, end), np.repeat(owner, end - start), found, pending)
         return found
 
     def forward(self, source: str, rids: np.ndarray) -> np.ndarray:
@@ -129,9 +121,7 @@ def _merge_owned(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`merge` per owner: each owner's ranges become sorted and disjoint."""
     span = rows + 1
-    if (
-        owner.size and int(owner.max()) >= (1 << 62) // span
-    ):  # would overflow: keep the ranges as they are
+    if owner.size and int(owner.max()) >= (1 << 62) // span:  # would overflow: keep the ranges as they are
         return start, end, owner
     s, e = merge(owner * span + start, owner * span + end)
     o = s // span
@@ -228,13 +218,9 @@ def _tie(table: SideTable) -> tuple[Attr, ...]:
     return table.order or tuple(s.attr for s in table.slots if isinstance(s, RidSlot))
 
 
-def holders(
-    output_slots: tuple[Slot, ...], tables: tuple[SideTable, ...]
-) -> dict[int, tuple[int | None, ListSlot]]:
+def holders(output_slots: tuple[Slot, ...], tables: tuple[SideTable, ...]) -> dict[int, tuple[int | None, ListSlot]]:
     """Inline table id → the level whose rows carry its list (None: the output) and the slot."""
-    found: dict[int, tuple[int | None, ListSlot]] = {
-        s.table: (None, s) for s in output_slots if isinstance(s, ListSlot)
-    }
+    found: dict[int, tuple[int | None, ListSlot]] = {s.table: (None, s) for s in output_slots if isinstance(s, ListSlot)}
     for t in tables:
         found.update({s.table: (t.id, s) for s in t.slots if isinstance(s, ListSlot)})
     return found
@@ -258,9 +244,7 @@ def inline_rows(
         if not table.inline:
             continue
         holder, slot = held[table.id]
-        rows = (
-            output if holder is None else flat[holder][0] if holder in flat else fetched.get(holder)
-        )
+        rows = output if holder is None else flat[holder][0] if holder in flat else fetched.get(holder)
         if rows is None:
             continue
         tie = [a.name for a in _tie(table)] if sort else []
@@ -268,24 +252,16 @@ def inline_rows(
     return flat
 
 
-def _flattened(
-    lists: pa.ChunkedArray, slots: tuple[Slot, ...], tie: list[str]
-) -> tuple[pa.Table, Spans]:
+def _flattened(lists: pa.ChunkedArray, slots: tuple[Slot, ...], tie: list[str]) -> tuple[pa.Table, Spans]:
     """A list column as one table of its items (structs of the slots' attributes, or the
     one attribute's values), each list's rows sorted by `tie`, and the `[start, end)` row
     range of each list (empty for a null list)."""
     lengths = np.concatenate(
-        [np.zeros(0, np.int64)]
-        + [
-            pc.fill_null(pc.list_value_length(c), 0).to_numpy().astype(np.int64)
-            for c in lists.chunks
-        ]
+        [np.zeros(0, np.int64)] + [pc.fill_null(pc.list_value_length(c), 0).to_numpy().astype(np.int64) for c in lists.chunks]
     )
     end = np.cumsum(lengths)
     start = end - lengths
-    items = pa.chunked_array(
-        [chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type
-    )
+    items = pa.chunked_array([chunk.flatten() for chunk in lists.chunks], type=lists.type.value_type)
     if pa.types.is_struct(items.type):
         rows = pa.Table.from_struct_array(items)
     else:
@@ -327,14 +303,10 @@ def _groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str]) 
     """Key values → [start, end) row range of each group in a sorted side table."""
     if not keys:
         return pa.table({"__s": [0], "__e": [ordered.num_rows]})
-    t = ordered.select(keys).append_column(
-        "__rn", pa.array(np.arange(ordered.num_rows, dtype=np.int64))
-    )
+    t = ordered.select(keys).append_column("__rn", pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
     con.register("t", t)
     cols = ", ".join(_quote(k) for k in keys)
-    result = con.sql(
-        f"SELECT {cols}, min(__rn) AS __s, max(__rn) + 1 AS __e FROM t GROUP BY ALL"
-    ).to_arrow_table()
+    result = con.sql(f"SELECT {cols}, min(__rn) AS __s, max(__rn) + 1 AS __e FROM t GROUP BY ALL").to_arrow_table()
     con.unregister("t")
     return result
 
@@ -356,9 +328,7 @@ def _level(
     for slot in slots:
         if isinstance(slot, RidSlot):
             col = arrow.column(slot.attr.name)
-            rids.append(
-                (slot.source, pack(col.fill_null(-1).to_numpy().astype(np.int64, copy=False)))
-            )
+            rids.append((slot.source, pack(col.fill_null(-1).to_numpy().astype(np.int64, copy=False))))
         elif isinstance(slot, ListSlot):
             start, end = spans[slot.table]
             refs.append(Ranges(slot.table, pack(start), pack(end)))
@@ -369,11 +339,7 @@ def _level(
 
 
 def _resolve(
-    con: duckdb.DuckDBPyConnection,
-    arrow: pa.Table,
-    slot: RefSlot,
-    groups: pa.Table,
-    target_rows: int,
+    con: duckdb.DuckDBPyConnection, arrow: pa.Table, slot: RefSlot, groups: pa.Table, target_rows: int
 ) -> tuple[np.ndarray, np.ndarray]:
     n = arrow.num_rows
     present = arrow.column(slot.present.name).is_valid().to_numpy(zero_copy_only=False)
@@ -390,8 +356,7 @@ def _resolve(
     con.register("p", probe)
     con.register("g", g)
     on = " AND ".join(
-        f"p.{_quote(a)} IS NOT DISTINCT FROM g.{_quote(b)}"
-        for a, b in zip(names, gnames, strict=True)
+        f"p.{_quote(a)} IS NOT DISTINCT FROM g.{_quote(b)}" for a, b in zip(names, gnames, strict=True)
     )
     hits = con.execute(f"SELECT p.__rn, g.__s, g.__e FROM p JOIN g ON {on}").fetchnumpy()
     con.unregister("p")

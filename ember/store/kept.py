@@ -60,9 +60,7 @@ class KeptRows:
             if isinstance(self.fs, pafs.LocalFileSystem):
                 table = self._local(rids)
             else:
-                table = pq.read_table(
-                    self.path, filesystem=self.fs, filters=pc.field(RID).isin(pa.array(rids))
-                )
+                table = pq.read_table(self.path, filesystem=self.fs, filters=pc.field(RID).isin(pa.array(rids)))
         except (OSError, pa.ArrowException, duckdb.Error) as e:
             raise StoreError(f"{self.path} is damaged ({e})") from None
         return table.cast(schema) if table.num_rows == rids.size else None
@@ -74,9 +72,7 @@ class KeptRows:
             with self.fs.open_input_file(self.path) as f:
                 whole = pq.ParquetFile(f, page_checksum_verification=True).read()
             if whole.num_rows != self.rows:
-                raise StoreError(
-                    f"{self.path} holds {whole.num_rows} rows, the manifest says {self.rows}"
-                )
+                raise StoreError(f"{self.path} holds {whole.num_rows} rows, the manifest says {self.rows}")
             self._schema = whole.schema
         return self._schema
 
@@ -87,8 +83,6 @@ class KeptRows:
         try:
             file = self.path.replace("'", "''")
             listed = ",".join(map(str, rids.tolist())) or "NULL"
-            return con.sql(
-                f"SELECT * FROM read_parquet('{file}') WHERE {RID} IN ({listed}) ORDER BY {RID}"
-            ).to_arrow_table()
+            return con.sql(f"SELECT * FROM read_parquet('{file}') WHERE {RID} IN ({listed}) ORDER BY {RID}").to_arrow_table()
         finally:
             con.close()

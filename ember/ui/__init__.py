@@ -16,10 +16,7 @@ def serve(store_dir: str, host: str = "127.0.0.1", port: int = 8765) -> None:
     import uvicorn
 
     app = build_app(store_dir)
-    print(
-        f"ember ui: http://{host}:{port}/  ({len(app.state.board.views)} views; Ctrl-C stops)",
-        flush=True,
-    )
+    print(f"ember ui: http://{host}:{port}/  ({len(app.state.board.views)} views; Ctrl-C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

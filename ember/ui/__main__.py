@@ -12,8 +12,7 @@ from ember.ui import serve
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ember.ui",
-        description="Serves the linked-brushing page over lineage stores and/or a views.toml.",
+        prog="python -m ember.ui", description="Serves the linked-brushing page over lineage stores and/or a views.toml."
     )
     parser.add_argument("folder", help="store folders and/or a views.toml (docs/ui.md)")
     parser.add_argument("--host", default="127.0.0.1")

@@ -28,9 +28,7 @@ STATIC = Path(__file__).with_name("static")
 PAGE_LIMIT = 500  # most rows one details page returns
 
 Handler = Callable[[Request], Awaitable[Response]]
-Declare = Callable[
-    [str, list[str], str | None], View
-]  # name, group-by expressions, sum → a captured view
+Declare = Callable[[str, list[str], str | None], View]  # name, group-by expressions, sum → a captured view
 
 
 def build_app(store_dir: str | Path, spark: SparkSession | None = None) -> Starlette:
@@ -53,15 +51,11 @@ def make_app(board: Crossfilter, declare: Declare | None = None) -> Starlette:
 
     async def views(request: Request) -> Response:
         board = request.app.state.board
-        return JSONResponse(
-            {"views": [v.describe() for v in board.views.values()], "can_add": declare is not None}
-        )
+        return JSONResponse({"views": [v.describe() for v in board.views.values()], "can_add": declare is not None})
 
     async def add(request: Request) -> Response:
         if declare is None:
-            raise EmberError(
-                "views can be added only over the table of a views.toml in the store folder"
-            )
+            raise EmberError("views can be added only over the table of a views.toml in the store folder")
         body = await _body(request)
         measure = body.get("sum") or None
         if measure is not None and not isinstance(measure, str):
@@ -154,9 +148,7 @@ def _texts(body: dict[str, Any], key: str) -> list[str]:
 
 def _ints(body: dict[str, Any], key: str) -> list[int]:
     value = body.get(key)
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise EmberError(f"{key!r} must be a list of integers")
     return value
 

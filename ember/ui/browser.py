@@ -32,9 +32,7 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[BrowserContext]:
     """A fresh headless Chromium (new empty profile), closed on exit."""
     executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     if executable is None:
-        raise EmberError(
-            f"no Chromium at {CHROMIUM}: install Debian's chromium package (`make chromium`)"
-        )
+        raise EmberError(f"no Chromium at {CHROMIUM}: install Debian's chromium package (`make chromium`)")
     with tempfile.TemporaryDirectory(prefix="ember-chromium-") as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             profile,

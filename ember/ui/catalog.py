@@ -44,11 +44,7 @@ def load_views(store_dir: Path, spark: SparkSession | None = None) -> list[View]
     """Every view the folder offers; raises if it offers none."""
     if not store_dir.is_dir():
         raise EmberError(f"no store folder at {store_dir}")
-    views = [
-        view
-        for entry in entries(store_dir)
-        if (view := entry_view(store_dir, entry, spark)) is not None
-    ]
+    views = [view for entry in entries(store_dir) if (view := entry_view(store_dir, entry, spark)) is not None]
     config = store_dir / VIEWS_FILE
     if config.exists():
         views += [declared_view(d, store_dir / CACHE, spark) for d in read_config(config)[1]]
@@ -67,9 +63,7 @@ def entries(store_dir: Path) -> Iterator[Path]:
     if (store_dir / "manifest.json").exists():
         yield store_dir
         return
-    for manifest in sorted(
-        [*store_dir.glob("*/manifest.json"), *store_dir.glob("*/*/manifest.json")]
-    ):
+    for manifest in sorted([*store_dir.glob("*/manifest.json"), *store_dir.glob("*/*/manifest.json")]):
         if not any(part.startswith(".") for part in manifest.relative_to(store_dir).parts):
             yield manifest.parent
 
@@ -98,31 +92,18 @@ def read_config(path: Path) -> tuple[Declared, list[Declared]]:
         if not source.is_absolute():
             source = (path.parent / source).resolve()
         base = Declared("", table["name"], str(source), ())
-        views = [
-            replace(base, name=v["name"], group_by=tuple(v["group_by"]), sum=v.get("sum"))
-            for v in doc.get("view", [])
-        ]
+        views = [replace(base, name=v["name"], group_by=tuple(v["group_by"]), sum=v.get("sum")) for v in doc.get("view", [])]
         return base, views
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
-        raise EmberError(
-            f"{path}: not a views file ({type(e).__name__}: {e}); see docs/ui.md"
-        ) from None
+        raise EmberError(f"{path}: not a views file ({type(e).__name__}: {e}); see docs/ui.md") from None
 
 
-def declare(
-    store_dir: Path,
-    name: str,
-    group_by: Sequence[str],
-    measure: str | None,
-    spark: SparkSession | None,
-) -> View:
+def declare(store_dir: Path, name: str, group_by: Sequence[str], measure: str | None, spark: SparkSession | None) -> View:
     """Captures a view declared on the page over the views.toml's table, and appends it
     to views.toml so that the next start has it too."""
     config = store_dir / VIEWS_FILE
     if not config.exists():
-        raise EmberError(
-            f"views can be added only over the table of a {VIEWS_FILE} in the store folder"
-        )
+        raise EmberError(f"views can be added only over the table of a {VIEWS_FILE} in the store folder")
     base, known = read_config(config)
     name = name.strip()
     group_by = [g.strip() for g in group_by if g.strip()]
@@ -130,11 +111,7 @@ def declare(
         raise EmberError("a view needs a name and one or two group-by expressions")
     if any(slug(d.name) == slug(name) for d in known):
         raise EmberError(f"there is already a view named {name!r}")
-    view = declared_view(
-        replace(base, name=name, group_by=tuple(group_by), sum=measure or None),
-        store_dir / CACHE,
-        spark,
-    )
+    view = declared_view(replace(base, name=name, group_by=tuple(group_by), sum=measure or None), store_dir / CACHE, spark)
     block = f"\n[[view]]\nname = {json.dumps(name)}\ngroup_by = {json.dumps(group_by)}\n"
     with config.open("a") as out:
         out.write(block + (f"sum = {json.dumps(measure)}\n" if measure else ""))
@@ -145,15 +122,9 @@ def declared_view(declared: Declared, cache: Path, spark: SparkSession | None) -
     """The declared view, captured with Spark unless the cache holds it for the same
     declaration and the same source file."""
     stored = cache / slug(declared.name)
-    recipe = {
-        **asdict(declared),
-        "group_by": list(declared.group_by),
-        "file": _facts(Path(declared.path)),
-    }
+    recipe = {**asdict(declared), "group_by": list(declared.group_by), "file": _facts(Path(declared.path))}
     recipe_file = stored.with_suffix(".json")
-    if not (
-        recipe_file.exists() and json.loads(recipe_file.read_text()) == recipe and stored.exists()
-    ):
+    if not (recipe_file.exists() and json.loads(recipe_file.read_text()) == recipe and stored.exists()):
         spark = spark or _spark()
         spark.read.parquet(declared.path).createOrReplaceTempView(declared.table)
         log.warning("capturing view %r: %s", declared.name, declared.sql())
@@ -163,9 +134,7 @@ def declared_view(declared: Declared, cache: Path, spark: SparkSession | None) -
         except EmberError:
             raise
         except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
-            raise EmberError(
-                f"view {declared.name!r}: Spark refused {declared.sql()}: {str(e).splitlines()[0]}"
-            ) from None
+            raise EmberError(f"view {declared.name!r}: Spark refused {declared.sql()}: {str(e).splitlines()[0]}") from None
         recipe_file.write_text(json.dumps(recipe))
     lin = ember.load(str(stored), spark)
     keys = [c for c in lin.output().column_names if c not in ("count", "sum", "ember_oid")]

@@ -41,9 +41,7 @@ class View:
     rids: np.ndarray  # source rids of every group, concatenated in group (oid) order
     offsets: np.ndarray  # group g's rids are rids[offsets[g]:offsets[g + 1]]
     measure: str | None = None  # a source column summed per group, besides the count
-    values: np.ndarray | None = field(
-        default=None, repr=False
-    )  # measure per rid, aligned with `rids`
+    values: np.ndarray | None = field(default=None, repr=False)  # measure per rid, aligned with `rids`
 
     @property
     def groups(self) -> int:
@@ -83,19 +81,11 @@ def key_columns(output: pa.Table) -> list[str]:
     return [c for c in output.column_names if c != "ember_oid" and not MEASURE.search(c)]
 
 
-def build_view(
-    view_id: str,
-    name: str,
-    lin: Lineage,
-    keys: Sequence[str] | None = None,
-    measure: str | None = None,
-) -> View:
+def build_view(view_id: str, name: str, lin: Lineage, keys: Sequence[str] | None = None, measure: str | None = None) -> View:
     """Reads a group-by lineage into rid arrays; refuses lineages that are not one
     source partitioned into groups (each row in at most one group)."""
     if len(lin.sources) != 1:
-        raise EmberError(
-            f"view {name!r}: a view reads one source, this lineage reads {lin.sources}"
-        )
+        raise EmberError(f"view {name!r}: a view reads one source, this lineage reads {lin.sources}")
     source = lin.sources[0]
     output = lin.output()
     keys = list(keys) if keys is not None else key_columns(output)
@@ -107,27 +97,19 @@ def build_view(
     np.cumsum([r.size for r in per_group], out=offsets[1:])
     rids = np.concatenate(per_group) if per_group else np.empty(0, np.int64)
     if rids.size and np.bincount(rids).max() > 1:  # a row in two groups (np.unique: seconds at SF1)
-        raise EmberError(
-            f"view {name!r}: its groups share source rows, so it is not a group-by view"
-        )
-    labels = (
-        [[plain(v) for v in row.values()] for row in output.select(keys).to_pylist()]
-        if keys
-        else [[g] for g in range(output.num_rows)]
-    )
+        raise EmberError(f"view {name!r}: its groups share source rows, so it is not a group-by view")
+    labels = [[plain(v) for v in row.values()] for row in output.select(keys).to_pylist()] if keys else [
+        [g] for g in range(output.num_rows)
+    ]
     values = None
     if measure is not None and rids.size:
         everything = lin.backward(oids=range(output.num_rows)).rows(source)
         if measure not in everything.column_names:
             raise EmberError(f"view {name!r}: source {source!r} has no column {measure!r} to sum")
         # nulls count as 0, as SQL's sum skips them
-        by_rid = np.nan_to_num(
-            everything.column(measure).to_numpy(zero_copy_only=False).astype(np.float64)
-        )
+        by_rid = np.nan_to_num(everything.column(measure).to_numpy(zero_copy_only=False).astype(np.float64))
         values = by_rid[np.searchsorted(everything.column("ember_rid").to_numpy(), rids)]
-    return View(
-        view_id, name, lin, source, keys or ["group"], labels, rids, offsets, measure, values
-    )
+    return View(view_id, name, lin, source, keys or ["group"], labels, rids, offsets, measure, values)
 
 
 def plain(value: Any) -> Any:
@@ -155,9 +137,7 @@ class Crossfilter:
             raise EmberError("two views have the same id")
         sizes: dict[str, int] = {}
         for v in views:
-            sizes[v.source] = max(
-                sizes.get(v.source, 0), int(v.rids.max()) + 1 if v.rids.size else 0
-            )
+            sizes[v.source] = max(sizes.get(v.source, 0), int(v.rids.max()) + 1 if v.rids.size else 0)
         self.forward = {v.id: _forward(v, sizes[v.source]) for v in views}
         weights = {v.id: _weights(v, sizes[v.source]) for v in views if v.values is not None}
         pairs = [(a, z) for a in views for z in views if a.source == z.source]
@@ -201,9 +181,7 @@ class Crossfilter:
         a = self.view(view_id)
         return a.lineage.backward(oids=_groups(a, oids)).rows(a.source, offset, limit)
 
-    def _tally(
-        self, a: View, z: View, spans: list[tuple[int, int]]
-    ) -> tuple[np.ndarray, np.ndarray | None]:
+    def _tally(self, a: View, z: View, spans: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray | None]:
         """Count (and sum) per group of view z over the rows of a in these spans of a's
         group order: BT+FT's aggregate update, `bincount` over z's group of each row."""
         hits = self.hits[(a.id, z.id)]
@@ -248,7 +226,5 @@ def _weights(view: View, size: int) -> np.ndarray:
 def _groups(view: View, oids: Sequence[int]) -> np.ndarray:
     chosen = np.unique(np.asarray(list(oids), dtype=np.int64))
     if chosen.size and (chosen[0] < 0 or chosen[-1] >= view.groups):
-        raise EmberError(
-            f"view {view.id!r} has groups 0 to {view.groups - 1}, not {chosen.tolist()[:5]}"
-        )
+        raise EmberError(f"view {view.id!r} has groups 0 to {view.groups - 1}, not {chosen.tolist()[:5]}")
     return chosen

@@ -33,14 +33,10 @@ def rows(n: int = 400, seed: int = 3) -> list[tuple[Any, ...]]:
     return out
 
 
-def oracle(
-    data: list[tuple[Any, ...]], cols: list[str], lhs: list[str], rhs: list[str]
-) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
+def oracle(data: list[tuple[Any, ...]], cols: list[str], lhs: list[str], rhs: list[str]) -> dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]]:
     """lhs value → rhs value → row positions, for lhs values with several rhs values."""
     at = {c: i for i, c in enumerate(cols)}
-    graph: dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
+    graph: dict[tuple[Any, ...], dict[tuple[Any, ...], list[int]]] = defaultdict(lambda: defaultdict(list))
     for rid, row in enumerate(data):
         graph[tuple(row[at[c]] for c in lhs)][tuple(row[at[c]] for c in rhs)].append(rid)
     return {x: {y: r for y, r in ys.items()} for x, ys in graph.items() if len(ys) > 1}
@@ -56,18 +52,10 @@ def table(spark: SparkSession) -> tuple[DataFrame, list[tuple[Any, ...]]]:
     return spark.createDataFrame(data, SCHEMA), data
 
 
-def test_matches_oracle_and_reuses_one_capture(
-    table: tuple[DataFrame, list[tuple[Any, ...]]],
-) -> None:
+def test_matches_oracle_and_reuses_one_capture(table: tuple[DataFrame, list[tuple[Any, ...]]]) -> None:
     df, data = table
     cols = df.columns
-    fds = [
-        (["zip"], ["city"]),
-        (["zip"], ["state"]),
-        (["city"], ["state"]),
-        (["zip", "city"], ["state"]),
-        (["state"], ["zip"]),
-    ]
+    fds = [(["zip"], ["city"]), (["zip"], ["state"]), (["city"], ["state"]), (["zip", "city"], ["state"]), (["state"], ["zip"])]
     profiler = FDProfiler(df)
     profiler.prepare(fds)
     for lhs, rhs in fds:
@@ -75,9 +63,7 @@ def test_matches_oracle_and_reuses_one_capture(
         expected = oracle(data, cols, lhs, rhs)
         assert expected, "the data must violate every FD checked"
         assert as_graph(found, "memory") == expected
-        assert found.edges("memory").num_rows == sum(
-            len(r) for ys in expected.values() for r in ys.values()
-        )
+        assert found.edges("memory").num_rows == sum(len(r) for ys in expected.values() for r in ys.values())
     assert profiler.captures == 1
 
 
@@ -101,16 +87,7 @@ def test_new_columns_capture_again(table: tuple[DataFrame, list[tuple[Any, ...]]
     assert as_graph(found, "memory") == oracle(data, df.columns, ["street"], ["state"])
 
 
-@pytest.mark.parametrize(
-    ("lhs", "rhs", "says"),
-    [
-        ([], ["city"], "at least one"),
-        (["zip"], ["zip"], "both sides"),
-        (["zap"], ["city"], "unknown"),
-    ],
-)
-def test_bad_fds_are_refused(
-    table: tuple[DataFrame, list[tuple[Any, ...]]], lhs: list[str], rhs: list[str], says: str
-) -> None:
+@pytest.mark.parametrize(("lhs", "rhs", "says"), [([], ["city"], "at least one"), (["zip"], ["zip"], "both sides"), (["zap"], ["city"], "unknown")])
+def test_bad_fds_are_refused(table: tuple[DataFrame, list[tuple[Any, ...]]], lhs: list[str], rhs: list[str], says: str) -> None:
     with pytest.raises(EmberError, match=says):
         fd_violations(table[0], lhs, rhs)

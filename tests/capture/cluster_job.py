@@ -51,10 +51,7 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     lin.save(str(out / "clean"))
     trace = lin.backward_distributed(spark, oids=range(min(3, lin.output().num_rows)))
     traced = {s: sorted(r[0] for r in trace.ids(s).collect()) for s in trace.sources}
-    reached = {
-        s: sorted(r[0] for r in lin.forward_distributed(spark, s, ids=[0, 1, 2]).collect())
-        for s in lin.sources
-    }
+    reached = {s: sorted(r[0] for r in lin.forward_distributed(spark, s, ids=[0, 1, 2]).collect()) for s in lin.sources}
     (out / "distributed.json").write_text(json.dumps({"backward": traced, "forward": reached}))
     annotate.INLINE_RIDS = 0
     ember.capture(tpch.query(spark, retried)).save(str(out / "clean-retried"))
@@ -72,9 +69,7 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
 
     lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
     udf = F.udf(flaky, "decimal(15,2)")
-    lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView(
-        "lineitem"
-    )
+    lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
     ember.capture(tpch.query(spark, retried)).save(str(out / "retried"))
     spark.stop()
 

@@ -49,15 +49,11 @@ def test_aggregate_reaching_the_result_carries_its_groups_in_a_list() -> None:
     assert isinstance(slot, ListSlot) and slot.attr in out.plan.output
     (table,) = out.tables
     assert table.inline and [type(s) for s in table.slots] == [RidSlot]
-    assert not any(
-        isinstance(n, ir.Shared) for n in ir.walk(out.plan)
-    )  # nothing cached: no second job
+    assert not any(isinstance(n, ir.Shared) for n in ir.walk(out.plan))  # nothing cached: no second job
 
 
 def test_an_aggregate_under_a_listed_aggregate_is_listed_inside_its_lists() -> None:
-    nested = annotate(
-        ir.Aggregate(group_by_a(scan("t", A, B)), keys=(), columns=(ir.Named(ref(A), A),))
-    )
+    nested = annotate(ir.Aggregate(group_by_a(scan("t", A, B)), keys=(), columns=(ir.Named(ref(A), A),)))
     inner, outer = nested.tables
     assert inner.inline and outer.inline
     (holder,) = outer.slots
@@ -77,9 +73,7 @@ def test_union_of_aggregates_gives_each_its_own_list() -> None:
     union = ir.Union((group_by_a(scan("l", A)), group_by_a(scan("r", A))), (A,))
     out = annotate(union)
     first, second = out.slots
-    assert (
-        isinstance(first, ListSlot) and isinstance(second, ListSlot) and first.attr != second.attr
-    )
+    assert isinstance(first, ListSlot) and isinstance(second, ListSlot) and first.attr != second.attr
     assert [t.inline for t in out.tables] == [True, True]
 
 

@@ -34,9 +34,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for(
-    log: Path, text: str, count: int, proc: subprocess.Popen[bytes], timeout: float = 90
-) -> None:
+def _wait_for(log: Path, text: str, count: int, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if log.exists() and log.read_text(errors="replace").count(text) >= count:
@@ -44,9 +42,7 @@ def _wait_for(
         if proc.poll() is not None:
             break
         time.sleep(0.5)
-    raise RuntimeError(
-        f"the cluster did not come up: {log}:\n{log.read_text(errors='replace')[-3000:]}"
-    )
+    raise RuntimeError(f"the cluster did not come up: {log}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 @pytest.fixture(scope="module")
@@ -67,40 +63,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     def start(name: str, *args: str) -> subprocess.Popen[bytes]:
         log = (logs / f"{name}.log").open("wb")
-        proc = subprocess.Popen(
-            [cls, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=logs
-        )
+        proc = subprocess.Popen([cls, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=logs)
         procs.append(proc)
         return proc
 
     try:
-        master = start(
-            "master",
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--webui-port",
-            str(_free_port()),
-        )
+        master = start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                       "--port", str(port), "--webui-port", str(_free_port()))
         _wait_for(logs / "master.log", "I have been elected leader", 1, master)
         for i in range(2):
-            start(
-                f"worker{i}",
-                "org.apache.spark.deploy.worker.Worker",
-                url,
-                "--host",
-                "127.0.0.1",
-                "--cores",
-                "1",
-                "--memory",
-                "1g",
-                "--webui-port",
-                str(_free_port()),
-                "--work-dir",
-                str(logs / f"work{i}"),
-            )
+            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                  "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
+                  "--work-dir", str(logs / f"work{i}"))
         _wait_for(logs / "master.log", "Registering worker", 2, master)
         yield url
     finally:
@@ -118,21 +92,8 @@ def stores(cluster: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -
     out = tmp_path_factory.mktemp("stores")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.capture.cluster_job",
-            cluster,
-            str(tpch),
-            str(out),
-            str(QUERY),
-            str(RETRIED),
-        ],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, "-m", "tests.capture.cluster_job", cluster, str(tpch), str(out), str(QUERY), str(RETRIED)],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return out
@@ -161,14 +122,10 @@ def test_distributed_trace_on_the_cluster(stores: Path) -> None:
     remote = json.loads((stores / "distributed.json").read_text())
     assert remote["backward"] == {s: local.ids(s).tolist() for s in lin.sources}
     assert any(remote["backward"].values())
-    assert remote["forward"] == {
-        s: lin.forward(s, ids=[0, 1, 2]).ids().tolist() for s in lin.sources
-    }
+    assert remote["forward"] == {s: lin.forward(s, ids=[0, 1, 2]).ids().tolist() for s in lin.sources}
 
 
 def test_retried_tasks_leave_the_same_lineage(stores: Path) -> None:
     failed = sorted(p.name for p in (stores / "failed").iterdir())
     assert len(failed) >= 2, "the job and a side table should each have lost a task"
-    assert by_values(ember.load(str(stores / "retried"))) == by_values(
-        ember.load(str(stores / "clean-retried"))
-    )
+    assert by_values(ember.load(str(stores / "retried"))) == by_values(ember.load(str(stores / "clean-retried")))

@@ -26,10 +26,7 @@ leaf = st.sampled_from(["t0", "t1"]).map(lambda n: ("scan", n))
 
 
 def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
-    binary = [
-        st.tuples(st.just(op), children, children)
-        for op in ("inner", "left", "semi", "anti", "union", "distinct")
-    ]
+    binary = [st.tuples(st.just(op), children, children) for op in ("inner", "left", "semi", "anti", "union", "distinct")]
     return st.one_of(
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
         st.tuples(st.just("udf"), children),
@@ -96,25 +93,17 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
     return o.select(joined, lambda v: (v[0], v[3]))
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
 def test_generated_pipeline_lineage_equals_oracle(
-    spark: SparkSession,
-    plan: Plan,
-    t0: list[tuple[int, int]],
-    t1: list[tuple[int, int]],
-    strategy: str,
+    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
 ) -> None:
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
         spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
     df = spark_plan(spark, plan)
     expected = oracle_plan(plan, tables)
-    assert sorted(map(repr, (tuple(r) for r in df.collect()))) == sorted(
-        repr(v) for v, _ in expected
-    )
+    assert sorted(map(repr, (tuple(r) for r in df.collect()))) == sorted(repr(v) for v, _ in expected)
     lin = ember.capture(df, strategy=strategy)
     o.assert_same_lineage(lin, expected)
     with tempfile.TemporaryDirectory() as store:  # the saved store (encoded, read lazily) too

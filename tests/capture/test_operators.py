@@ -46,9 +46,7 @@ def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
     """Oracle values = Spark's values; ember's lineage = oracle's (both strategies and lazy
     inference, exact and superset); the result is the job's."""
     plain = sorted(repr(tuple(r)) for r in df.collect())
-    assert plain == sorted(repr(v) for v, _ in expected), (
-        "the oracle disagrees with Spark on values"
-    )
+    assert plain == sorted(repr(v) for v, _ in expected), "the oracle disagrees with Spark on values"
     for strategy in ("defer", "inject"):
         lin = ember.capture(df, strategy=strategy)
         got = sorted(repr(v) for v in o.value_rows(lin.output().drop_columns(["ember_oid"])))
@@ -60,10 +58,8 @@ def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
 
 
 def test_filter_project_computed_columns(views: SparkSession) -> None:
-    check(
-        views.sql("SELECT k, k * 10 AS k10 FROM a WHERE k > 1"),
-        o.select(o.where(a(), lambda v: v[0] > 1), lambda v: (v[0], v[0] * 10)),
-    )
+    check(views.sql("SELECT k, k * 10 AS k10 FROM a WHERE k > 1"),
+          o.select(o.where(a(), lambda v: v[0] > 1), lambda v: (v[0], v[0] * 10)))
 
 
 def test_python_udf_and_pandas_udf(views: SparkSession) -> None:
@@ -73,11 +69,7 @@ def test_python_udf_and_pandas_udf(views: SparkSession) -> None:
     def plus_one(s: pd.Series) -> pd.Series:
         return s + 1
 
-    df = (
-        views.table("a")
-        .select("k", double("k").alias("d"), plus_one("k").alias("p"))
-        .filter("d > 2")
-    )
+    df = views.table("a").select("k", double("k").alias("d"), plus_one("k").alias("p")).filter("d > 2")
     check(df, o.where(o.select(a(), lambda v: (v[0], v[0] * 2, v[0] + 1)), lambda v: v[1] > 2))
 
 
@@ -92,18 +84,12 @@ def test_limit_and_top_k(views: SparkSession) -> None:
 
 
 def test_inner_cross_theta_joins(views: SparkSession) -> None:
-    check(
-        views.sql("SELECT a.k, b.w FROM a JOIN b ON a.k = b.k"),
-        o.select(o.join(a(), b(), lambda x, y: x[0] == y[0]), lambda v: (v[0], v[3])),
-    )
-    check(
-        views.sql("SELECT a.k, b.w FROM a CROSS JOIN b"),
-        o.select(o.join(a(), b(), lambda x, y: True), lambda v: (v[0], v[3])),
-    )
-    check(
-        views.sql("SELECT a.k, b.k FROM a JOIN b ON a.k < b.k"),
-        o.select(o.join(a(), b(), lambda x, y: x[0] < y[0]), lambda v: (v[0], v[2])),
-    )
+    check(views.sql("SELECT a.k, b.w FROM a JOIN b ON a.k = b.k"),
+          o.select(o.join(a(), b(), lambda x, y: x[0] == y[0]), lambda v: (v[0], v[3])))
+    check(views.sql("SELECT a.k, b.w FROM a CROSS JOIN b"),
+          o.select(o.join(a(), b(), lambda x, y: True), lambda v: (v[0], v[3])))
+    check(views.sql("SELECT a.k, b.k FROM a JOIN b ON a.k < b.k"),
+          o.select(o.join(a(), b(), lambda x, y: x[0] < y[0]), lambda v: (v[0], v[2])))
 
 
 @pytest.mark.parametrize("kind", ["left", "right", "full"])
@@ -126,10 +112,8 @@ def test_semi_joins_exists_and_in(views: SparkSession) -> None:
     expected = o.semi(a(), b(), lambda x, y: x[0] == y[0])
     check(views.sql("SELECT * FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k)"), expected)
     check(views.sql("SELECT * FROM a WHERE k IN (SELECT k FROM b)"), expected)
-    check(
-        views.sql("SELECT * FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k > 3)"),
-        o.semi(a(), b(), lambda x, y: y[0] > 3),
-    )
+    check(views.sql("SELECT * FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k > 3)"),
+          o.semi(a(), b(), lambda x, y: y[0] > 3))
 
 
 def test_anti_joins_not_exists_and_not_in(views: SparkSession) -> None:
@@ -139,51 +123,29 @@ def test_anti_joins_not_exists_and_not_in(views: SparkSession) -> None:
 
 
 def test_grouped_aggregate_with_having(views: SparkSession) -> None:
-    check(
-        views.sql("SELECT k, count(*) AS n FROM a GROUP BY k HAVING count(*) > 1"),
-        o.where(o.group(a(), lambda v: (v[0],), lambda vs: (len(vs),)), lambda v: v[1] > 1),
-    )
+    check(views.sql("SELECT k, count(*) AS n FROM a GROUP BY k HAVING count(*) > 1"),
+          o.where(o.group(a(), lambda v: (v[0],), lambda vs: (len(vs),)), lambda v: v[1] > 1))
 
 
 def test_global_aggregate_also_over_no_rows(views: SparkSession) -> None:
-    check(
-        views.sql("SELECT sum(k) AS s FROM a"),
-        o.group(a(), lambda v: (), lambda vs: (sum(x[0] for x in vs),)),
-    )
-    check(
-        views.sql("SELECT count(*) AS n FROM a WHERE k > 10"),
-        o.group(
-            o.where(a(), lambda v: v[0] > 10), lambda v: (), lambda vs: (len(vs),), global_=True
-        ),
-    )
+    check(views.sql("SELECT sum(k) AS s FROM a"), o.group(a(), lambda v: (), lambda vs: (sum(x[0] for x in vs),)))
+    check(views.sql("SELECT count(*) AS n FROM a WHERE k > 10"),
+          o.group(o.where(a(), lambda v: v[0] > 10), lambda v: (), lambda vs: (len(vs),), global_=True))
 
 
 def test_distinct_and_count_distinct(views: SparkSession) -> None:
     check(views.sql("SELECT DISTINCT k, v FROM a"), o.distinct(a()))
-    check(
-        views.sql("SELECT count(DISTINCT k) AS n, count(DISTINCT v) AS m FROM a"),
-        o.group(
-            a(),
-            lambda v: (),
-            lambda vs: (len({x[0] for x in vs}), len({x[1] for x in vs} - {None})),
-        ),
-    )
+    check(views.sql("SELECT count(DISTINCT k) AS n, count(DISTINCT v) AS m FROM a"),
+          o.group(a(), lambda v: (), lambda vs: (len({x[0] for x in vs}), len({x[1] for x in vs} - {None}))))
 
 
 def test_scalar_subqueries(views: SparkSession) -> None:
     top = o.group(b(), lambda v: (), lambda vs: (max(x[0] for x in vs),))[0]
-    check(
-        views.sql("SELECT k FROM a WHERE k + 2 > (SELECT max(k) FROM b)"),
-        [(v[:1], lin | top[1]) for v, lin in a() if v[0] + 2 > top[0][0]],
-    )
+    check(views.sql("SELECT k FROM a WHERE k + 2 > (SELECT max(k) FROM b)"),
+          [(v[:1], lin | top[1]) for v, lin in a() if v[0] + 2 > top[0][0]])
     # correlated: each a row with the lineage of its own count over b
-    expected = [
-        (
-            (v[0], sum(1 for w, _ in b() if w[0] == v[0])),
-            lin.union(*(bl for w, bl in b() if w[0] == v[0])),
-        )
-        for v, lin in a()
-    ]
+    expected = [((v[0], sum(1 for w, _ in b() if w[0] == v[0])),
+                 lin.union(*(bl for w, bl in b() if w[0] == v[0]))) for v, lin in a()]
     check(views.sql("SELECT k, (SELECT count(*) FROM b WHERE b.k = a.k) AS n FROM a"), expected)
 
 
@@ -197,99 +159,60 @@ def test_union_all_and_distinct(views: SparkSession) -> None:
 @pytest.mark.parametrize("all_", [False, True])
 def test_intersect_and_except(views: SparkSession, op: str, all_: bool) -> None:
     sql = f"SELECT k FROM a {op.upper()} {'ALL' if all_ else ''} SELECT k FROM b"
-    check(
-        views.sql(sql),
-        o.set_op(o.select(a(), lambda v: (v[0],)), o.select(b(), lambda v: (v[0],)), op, all_),
-    )
+    check(views.sql(sql), o.set_op(o.select(a(), lambda v: (v[0],)), o.select(b(), lambda v: (v[0],)), op, all_))
 
 
 def test_window_functions(views: SparkSession) -> None:
     w = o.scan("w", W)
     part, order = (lambda v: (v[0],)), (lambda v: v[1])
-    check(
-        views.sql("SELECT *, row_number() OVER (PARTITION BY g ORDER BY o) AS r FROM w"),
-        o.window(w, part, order, lambda i, n: (0, n), lambda rows, i: i + 1),
-    )
-    check(
-        views.sql("SELECT *, sum(v) OVER (PARTITION BY g ORDER BY o) AS s FROM w"),
-        o.window(w, part, order, lambda i, n: (0, i + 1), lambda rows, i: sum(r[2] for r in rows)),
-    )
-    check(
-        views.sql(
-            "SELECT *, sum(v) OVER (PARTITION BY g ORDER BY o ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s FROM w"
-        ),
-        o.window(
-            w, part, order, lambda i, n: (i - 1, i + 2), lambda rows, i: sum(r[2] for r in rows)
-        ),
-    )
-    check(
-        views.sql("SELECT *, lag(v) OVER (PARTITION BY g ORDER BY o) AS l FROM w"),
-        o.window(
-            w, part, order, lambda i, n: (i - 1, i), lambda rows, i: rows[0][2] if rows else None
-        ),
-    )
-    check(
-        views.sql("SELECT *, sum(v) OVER (PARTITION BY g) AS s FROM w"),
-        o.window(w, part, order, lambda i, n: (0, n), lambda rows, i: sum(r[2] for r in rows)),
-    )
+    check(views.sql("SELECT *, row_number() OVER (PARTITION BY g ORDER BY o) AS r FROM w"),
+          o.window(w, part, order, lambda i, n: (0, n), lambda rows, i: i + 1))
+    check(views.sql("SELECT *, sum(v) OVER (PARTITION BY g ORDER BY o) AS s FROM w"),
+          o.window(w, part, order, lambda i, n: (0, i + 1), lambda rows, i: sum(r[2] for r in rows)))
+    check(views.sql("SELECT *, sum(v) OVER (PARTITION BY g ORDER BY o ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s FROM w"),
+          o.window(w, part, order, lambda i, n: (i - 1, i + 2), lambda rows, i: sum(r[2] for r in rows)))
+    check(views.sql("SELECT *, lag(v) OVER (PARTITION BY g ORDER BY o) AS l FROM w"),
+          o.window(w, part, order, lambda i, n: (i - 1, i), lambda rows, i: rows[0][2] if rows else None))
+    check(views.sql("SELECT *, sum(v) OVER (PARTITION BY g) AS s FROM w"),
+          o.window(w, part, order, lambda i, n: (0, n), lambda rows, i: sum(r[2] for r in rows)))
 
 
 def test_explode_and_posexplode(views: SparkSession) -> None:
-    check(
-        views.sql("SELECT k, explode(array(1, 2)) AS e FROM a"),
-        [((*v[:1], e), lin) for v, lin in a() for e in (1, 2)],
-    )
-    check(
-        views.sql("SELECT k, posexplode(array(7, 8)) FROM a"),
-        [((*v[:1], i, e), lin) for v, lin in a() for i, e in enumerate((7, 8))],
-    )
+    check(views.sql("SELECT k, explode(array(1, 2)) AS e FROM a"),
+          [((*v[:1], e), lin) for v, lin in a() for e in (1, 2)])
+    check(views.sql("SELECT k, posexplode(array(7, 8)) FROM a"),
+          [((*v[:1], i, e), lin) for v, lin in a() for i, e in enumerate((7, 8))])
 
 
 def test_pivot(views: SparkSession) -> None:
     def counts(vs: list[o.Values]) -> o.Values:
         return tuple(sum(1 for x in vs if x[1] == c) or None for c in ("x", "y"))
 
-    check(
-        views.table("a").groupBy("k").pivot("v", ["x", "y"]).count(),
-        o.group(a(), lambda v: (v[0],), counts),
-    )
+    check(views.table("a").groupBy("k").pivot("v", ["x", "y"]).count(), o.group(a(), lambda v: (v[0],), counts))
 
 
 def test_unpivot(views: SparkSession) -> None:
-    expected = [
-        ((v[0], col, val), lin)
-        for v, lin in o.scan("c", C)
-        for col, val in (("c1", v[1]), ("c2", v[2]))
-    ]
+    expected = [((v[0], col, val), lin) for v, lin in o.scan("c", C) for col, val in (("c1", v[1]), ("c2", v[2]))]
     check(views.sql("SELECT * FROM c UNPIVOT (val FOR col IN (c1, c2))"), expected)
     check(views.table("c").unpivot("id", ["c1", "c2"], "col", "val"), expected)
 
 
 def test_self_join_and_a_table_read_twice_are_one_source(views: SparkSession) -> None:
-    lin = check(
-        views.sql("SELECT x.k, y.v FROM a x JOIN a y ON x.k = y.k"),
-        o.select(o.join(a(), a(), lambda x, y: x[0] == y[0]), lambda v: (v[0], v[3])),
-    )
+    lin = check(views.sql("SELECT x.k, y.v FROM a x JOIN a y ON x.k = y.k"),
+                o.select(o.join(a(), a(), lambda x, y: x[0] == y[0]), lambda v: (v[0], v[3])))
     assert lin.sources == ["a"]
-    lin = check(
-        views.sql("SELECT k FROM a WHERE k = 1 UNION ALL SELECT k FROM a WHERE k = 3"),
-        o.select(o.where(a(), lambda v: v[0] in (1, 3)), lambda v: (v[0],)),
-    )
+    lin = check(views.sql("SELECT k FROM a WHERE k = 1 UNION ALL SELECT k FROM a WHERE k = 3"),
+                o.select(o.where(a(), lambda v: v[0] in (1, 3)), lambda v: (v[0],)))
     assert lin.sources == ["a"]
 
 
 def test_parquet_rids_follow_sorted_paths(spark: SparkSession, tmp_path: Path) -> None:
     folder = tmp_path / "parts"
     folder.mkdir()
-    pq.write_table(
-        pa.table({"x": [20, 21, 22]}), folder / "b.parquet"
-    )  # written first, sorts second
+    pq.write_table(pa.table({"x": [20, 21, 22]}), folder / "b.parquet")  # written first, sorts second
     pq.write_table(pa.table({"x": [10, 11]}), folder / "a.parquet")
     df = spark.read.parquet(str(folder))
-    check(
-        df.filter("x % 2 = 0"),
-        o.where(o.scan("parts", [(10,), (11,), (20,), (21,), (22,)]), lambda v: v[0] % 2 == 0),
-    )
+    check(df.filter("x % 2 = 0"), o.where(o.scan("parts", [(10,), (11,), (20,), (21,), (22,)]), lambda v: v[0] % 2 == 0))
 
 
 def test_csv_and_json_sources(spark: SparkSession, tmp_path: Path) -> None:
@@ -297,13 +220,8 @@ def test_csv_and_json_sources(spark: SparkSession, tmp_path: Path) -> None:
     csv.write_text("name,age\n" + "".join(f"p{i},{i % 5}\n" for i in range(12)))
     df = spark.read.option("header", True).option("inferSchema", True).csv(str(csv))
     rows = [(f"p{i}", i % 5) for i in range(12)]
-    check(
-        df.groupBy("age").count(),
-        o.group(o.scan("people", rows), lambda v: (v[1],), lambda vs: (len(vs),)),
-    )
+    check(df.groupBy("age").count(), o.group(o.scan("people", rows), lambda v: (v[1],), lambda vs: (len(vs),)))
     js = tmp_path / "events.json"
     js.write_text("".join(json.dumps({"id": i, "kind": "ab"[i % 2]}) + "\n" for i in range(7)))
     df = spark.read.json(str(js)).filter("kind = 'b'")
-    check(
-        df, o.where(o.scan("events", [(i, "ab"[i % 2]) for i in range(7)]), lambda v: v[1] == "b")
-    )
+    check(df, o.where(o.scan("events", [(i, "ab"[i % 2]) for i in range(7)]), lambda v: v[1] == "b"))

@@ -47,9 +47,7 @@ def test_a_side_table_holds_only_the_groups_the_output_reaches(views: SparkSessi
 
 
 def test_an_aggregate_at_the_top_needs_no_side_table_job(views: SparkSession) -> None:
-    df = views.sql(
-        "SELECT k, sum(v) AS s FROM side_t GROUP BY k HAVING sum(v) > 500 ORDER BY k LIMIT 5"
-    )
+    df = views.sql("SELECT k, sum(v) AS s FROM side_t GROUP BY k HAVING sum(v) > 500 ORDER BY k LIMIT 5")
     lin = ember.capture(df)
     assert lin.mode == "inject"  # auto injects: the groups come back as lists with the result
     kept = sorted((r for r in sums() if r[0][1] > 500), key=lambda r: r[0][0])[:5]
@@ -67,16 +65,10 @@ def carried(request: pytest.FixtureRequest) -> Iterator[str]:
     annotate.INLINE_RIDS = saved
 
 
-def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(
-    views: SparkSession, carried: str
-) -> None:
-    df = views.sql(
-        "SELECT s % 3 AS m, count(*) AS n FROM (SELECT k, sum(v) AS s FROM side_t GROUP BY k) GROUP BY s % 3"
-    )
+def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: SparkSession, carried: str) -> None:
+    df = views.sql("SELECT s % 3 AS m, count(*) AS n FROM (SELECT k, sum(v) AS s FROM side_t GROUP BY k) GROUP BY s % 3")
     lin = ember.capture(df, strategy="inject")
     listed = "aggregate groups, listed in the result"
-    assert [t.why for t in lin._index.tables] == [
-        listed if carried == "lists" else "aggregate groups"
-    ] * 2
+    assert [t.why for t in lin._index.tables] == [listed if carried == "lists" else "aggregate groups"] * 2
     outer = o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),))
     o.assert_same_lineage(lin, outer)

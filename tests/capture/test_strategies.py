@@ -28,26 +28,16 @@ def by_values(lin: ember.Lineage) -> list[tuple[str, dict[str, list[int]]]]:
 def sales(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("strategies") / "sales.parquet"
     n = 500
-    pq.write_table(
-        pa.table({"shop": np.arange(n) % 7, "amount": (np.arange(n) * 13) % 97 / 4}),
-        path,
-        row_group_size=100,
-    )
+    pq.write_table(pa.table({"shop": np.arange(n) % 7, "amount": (np.arange(n) * 13) % 97 / 4}), path, row_group_size=100)
     return path
 
 
-def test_auto_injects_without_side_table_jobs_and_defers_with_them(
-    spark: SparkSession, sales: Path
-) -> None:
+def test_auto_injects_without_side_table_jobs_and_defers_with_them(spark: SparkSession, sales: Path) -> None:
     df = spark.read.parquet(str(sales))
     assert ember.capture(df.filter("amount > 3")).mode == "inject"
-    assert (
-        ember.capture(df.groupBy("shop").count()).mode == "inject"
-    )  # its groups come back as lists
+    assert ember.capture(df.groupBy("shop").count()).mode == "inject"  # its groups come back as lists
     grouped = df.groupBy("shop").count()
-    assert (
-        ember.capture(df.join(grouped, "shop")).mode == "defer"
-    )  # the groups are a side-table job
+    assert ember.capture(df.join(grouped, "shop")).mode == "defer"  # the groups are a side-table job
     with pytest.raises(ValueError, match="strategy"):
         ember.capture(df, strategy="eager")
 
@@ -82,9 +72,7 @@ def test_defer_refuses_a_source_changed_before_it_ran(spark: SparkSession, tmp_p
 
 def test_rows_are_matched_by_value_with_duplicates_in_order() -> None:
     user = pa.table({"k": [1, 2, 1, None], "s": ["a", "b", "a", "c"], "x": [0.1, 0.2, 0.3, 0.4]})
-    captured = pa.table(
-        {"k": [None, 1, 2, 1], "s": ["c", "a", "b", "a"], "x": [0.4, 0.1000001, 0.2, 0.3]}
-    )
+    captured = pa.table({"k": [None, 1, 2, 1], "s": ["c", "a", "b", "a"], "x": [0.4, 0.1000001, 0.2, 0.3]})
     assert match_rows(user, captured).tolist() == [1, 2, 3, 0]
     with pytest.raises(ember.EmberError, match="other rows"):
         match_rows(user, captured.set_column(0, "k", pa.array([None, 1, 3, 1])))

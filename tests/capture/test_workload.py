@@ -16,26 +16,17 @@ from ember import tpch as tpch_queries
 
 def test_pruned_sources_are_left_out(spark: SparkSession, tpch: Path) -> None:
     full = ember.capture(tpch_queries.query(spark, 3), strategy="inject")
-    pruned = ember.capture(
-        tpch_queries.query(spark, 3),
-        strategy="inject",
-        workload=ember.Workload(sources=("lineitem",)),
-    )
+    pruned = ember.capture(tpch_queries.query(spark, 3), strategy="inject", workload=ember.Workload(sources=("lineitem",)))
     assert pruned.sources == ["lineitem"]
     assert pruned.output().equals(full.output())
     for oid in range(pruned.output().num_rows):
-        assert (
-            pruned.backward(oids=[oid]).ids("lineitem").tolist()
-            == full.backward(oids=[oid]).ids("lineitem").tolist()
-        )
+        assert pruned.backward(oids=[oid]).ids("lineitem").tolist() == full.backward(oids=[oid]).ids("lineitem").tolist()
     assert pruned.index_bytes < full.index_bytes
     with pytest.raises(ember.UnknownSourceError):
         pruned.backward(oids=[0]).ids("orders")
 
 
-def test_no_side_table_for_an_aggregate_over_pruned_sources(
-    spark: SparkSession, tpch: Path
-) -> None:
+def test_no_side_table_for_an_aggregate_over_pruned_sources(spark: SparkSession, tpch: Path) -> None:
     counts = spark.sql("SELECT o_custkey, count(*) AS n FROM orders GROUP BY o_custkey")
     df = spark.table("customer").join(counts, spark.table("customer").c_custkey == counts.o_custkey)
     lin = ember.capture(df, strategy="inject", workload=ember.Workload(sources=("customer",)))
@@ -47,11 +38,7 @@ def test_no_side_table_for_an_aggregate_over_pruned_sources(
 def test_selection_push_down_keeps_only_matching_rows(spark: SparkSession, tpch: Path) -> None:
     where = "l_quantity > 45"
     full = ember.capture(tpch_queries.query(spark, 1), strategy="inject")
-    lin = ember.capture(
-        tpch_queries.query(spark, 1),
-        strategy="inject",
-        workload=ember.Workload(where={"lineitem": where}),
-    )
+    lin = ember.capture(tpch_queries.query(spark, 1), strategy="inject", workload=ember.Workload(where={"lineitem": where}))
     matching = {
         r[0]
         for r in duckdb.sql(
@@ -69,15 +56,10 @@ def test_bad_workloads_are_refused_before_running(spark: SparkSession, tpch: Pat
     with pytest.raises(ember.UnknownSourceError, match="workload"):
         ember.capture(tpch_queries.query(spark, 1), workload=ember.Workload(sources=("orders",)))
     with pytest.raises(ember.InvalidPredicateError):
-        ember.capture(
-            tpch_queries.query(spark, 1),
-            workload=ember.Workload(where={"lineitem": "no_such_col > 1"}),
-        )
+        ember.capture(tpch_queries.query(spark, 1), workload=ember.Workload(where={"lineitem": "no_such_col > 1"}))
 
 
-Q1_ROWS = (
-    "l_shipdate <= DATE '1998-12-01' - INTERVAL 90 DAY AND l_returnflag = ? AND l_linestatus = ?"
-)
+Q1_ROWS = "l_shipdate <= DATE '1998-12-01' - INTERVAL 90 DAY AND l_returnflag = ? AND l_linestatus = ?"
 MONTHLY = "SELECT date_trunc('month', l_shipdate) AS m, count(*) AS n, sum(l_quantity) AS q FROM lineitem GROUP BY m"
 
 
@@ -103,39 +85,19 @@ def test_data_skipping_reads_only_the_asked_partitions(
     }
     for pred, oracle in asked.items():
         for row in rows:
-            want = [
-                r[0]
-                for r in duckdb.sql(
-                    f"SELECT ember_rid FROM ({_q1_lineage(tpch, row, oracle)}) ORDER BY 1"
-                ).fetchall()
-            ]
-            got = lin.backward(oids=[row["ember_oid"]], source_where={"lineitem": pred}).ids(
-                "lineitem"
-            )
+            want = [r[0] for r in duckdb.sql(f"SELECT ember_rid FROM ({_q1_lineage(tpch, row, oracle)}) ORDER BY 1").fetchall()]
+            got = lin.backward(oids=[row["ember_oid"]], source_where={"lineitem": pred}).ids("lineitem")
             assert got.tolist() == want, (pred, row)
-    both = lin.backward(oids=[0, 1], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids(
-        "lineitem"
-    )
-    assert set(both.tolist()) == set(
-        lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'RAIL'"})
-        .ids("lineitem")
-        .tolist()
-    ) | set(
-        lin.backward(oids=[1], source_where={"lineitem": "l_shipmode = 'RAIL'"})
-        .ids("lineitem")
-        .tolist()
+    both = lin.backward(oids=[0, 1], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids("lineitem")
+    assert set(both.tolist()) == set(lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids("lineitem").tolist()) | set(
+        lin.backward(oids=[1], source_where={"lineitem": "l_shipmode = 'RAIL'"}).ids("lineitem").tolist()
     )
 
     def no_scan(*args: object) -> None:
         raise AssertionError("a partitioned trace read the source")
 
-    monkeypatch.setattr(
-        sys.modules["ember.lineage"], "chosen_rids", no_scan
-    )  # `ember.lineage` is also a function
-    assert (
-        lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'AIR'"}).ids("lineitem").size
-        > 0
-    )
+    monkeypatch.setattr(sys.modules["ember.lineage"], "chosen_rids", no_scan)  # `ember.lineage` is also a function
+    assert lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'AIR'"}).ids("lineitem").size > 0
     with pytest.raises(AssertionError, match="read the source"):
         lin.backward(oids=[0], source_where={"lineitem": "l_quantity > 45"})
 
@@ -143,9 +105,7 @@ def test_data_skipping_reads_only_the_asked_partitions(
 def test_group_by_push_down_answers_without_the_source(
     spark: SparkSession, tpch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lin = ember.capture(
-        tpch_queries.query(spark, 1), strategy="defer", workload=ember.Workload(queries=(MONTHLY,))
-    )
+    lin = ember.capture(tpch_queries.query(spark, 1), strategy="defer", workload=ember.Workload(queries=(MONTHLY,)))
     lin.save(str(tmp_path / "q1"))
     loaded = ember.load(str(tmp_path / "q1"))
 
@@ -159,28 +119,17 @@ def test_group_by_push_down_answers_without_the_source(
             f"list(ember_rid ORDER BY ember_rid) AS rids FROM ({_q1_lineage(tpch, row)}) GROUP BY m ORDER BY m"
         ).fetchall()
         for source in (lin, loaded):
-            answer = source.backward(oids=[row["ember_oid"]]).query(
-                "select date_trunc('month', l_shipdate) as m, count(*) as n,\n sum(l_quantity) as q from lineitem group by m"
-            )
+            answer = source.backward(oids=[row["ember_oid"]]).query("select date_trunc('month', l_shipdate) as m, count(*) as n,\n sum(l_quantity) as q from lineitem group by m")
             got = sorted(
-                (
-                    r["m"],
-                    r["n"],
-                    r["q"],
-                    answer.backward(oids=[r["ember_oid"]]).ids("lineitem").tolist(),
-                )
+                (r["m"], r["n"], r["q"], answer.backward(oids=[r["ember_oid"]]).ids("lineitem").tolist())
                 for r in answer.output().to_pylist()
             )
             assert got == [tuple(r) for r in oracle]
-    with pytest.raises(
-        AssertionError, match="fetched source rows"
-    ):  # not the declared query: asked the slow way
+    with pytest.raises(AssertionError, match="fetched source rows"):  # not the declared query: asked the slow way
         lin.backward(oids=[0]).query("SELECT count(*) FROM lineitem")
 
 
-def test_workload_queries_that_cannot_be_pushed_down_are_refused_before_running(
-    spark: SparkSession, tpch: Path
-) -> None:
+def test_workload_queries_that_cannot_be_pushed_down_are_refused_before_running(spark: SparkSession, tpch: Path) -> None:
     q1 = tpch_queries.query(spark, 1)
     for bad in (
         MONTHLY + " ORDER BY m",

@@ -17,7 +17,7 @@ from ember.cli import main
 from ember.cli.openlineage import run_event
 from ember.cli.runstore import read_run, store_manifest
 
-JOB = """\
+JOB = '''\
 import json, sys
 from pyspark.sql import SparkSession, functions as F
 spark = SparkSession.builder.getOrCreate()
@@ -29,7 +29,7 @@ totals.show()
 out["first"] = [list(li.filter(F.col("l_linenumber") == i + 1).first()) for i in range(2)]
 out["rdd"] = li.rdd.map(lambda r: 1).take(2)
 json.dump(out, open(sys.argv[2], "w"), default=str)
-"""
+'''
 
 
 def line_of(text: str, script: str = JOB) -> int:
@@ -50,9 +50,7 @@ def lineitem_rids(tpch: Path, where: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def captured(
-    spark: SparkSession, tpch: Path, tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
+def captured(spark: SparkSession, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One `ember run` of JOB and one plain run of it, with what each computed."""
     tmp = tmp_path_factory.mktemp("cli")
     script = tmp / "job.py"
@@ -63,18 +61,14 @@ def captured(
         runpy.run_path(str(script), run_name="__main__")
     finally:
         sys.argv = saved
-    code = main(
-        ["run", str(script), "--store", str(tmp / "store"), str(tpch), str(tmp / "ember.json")]
-    )
+    code = main(["run", str(script), "--store", str(tmp / "store"), str(tpch), str(tmp / "ember.json")])
     return {"code": code, "store": tmp / "store", "tmp": tmp, "script": script}
 
 
 def test_script_sees_its_own_results(captured: dict[str, Any]) -> None:
     assert captured["code"] == 0
     tmp = captured["tmp"]
-    assert json.loads((tmp / "ember.json").read_text()) == json.loads(
-        (tmp / "plain.json").read_text()
-    )
+    assert json.loads((tmp / "ember.json").read_text()) == json.loads((tmp / "plain.json").read_text())
 
 
 def test_one_entry_per_action_named_by_line(captured: dict[str, Any]) -> None:
@@ -99,70 +93,36 @@ def test_ls_json(captured: dict[str, Any], capsys: pytest.CaptureFixture[str], t
     entries = {e["action"]: e for e in json.loads(out)["entries"]}
     assert entries["count"]["rows"] == len(lineitem_rids(tpch, "l_quantity > 49"))
     assert entries["collect"]["rows"] == 3
-    assert entries["collect"]["sources"] == [
-        {"name": "lineitem", "rows": len(lineitem_rids(tpch, "true"))}
-    ]
+    assert entries["collect"]["sources"] == [{"name": "lineitem", "rows": len(lineitem_rids(tpch, "true"))}]
     assert entries["collect"]["bytes"] > 0
     code, out, _ = run_cli(capsys, "ls", str(captured["store"]))
     assert code == 0 and "job.py-" in out
 
 
-def test_trace_backward_and_forward(
-    captured: dict[str, Any], capsys: pytest.CaptureFixture[str], tpch: Path
-) -> None:
+def test_trace_backward_and_forward(captured: dict[str, Any], capsys: pytest.CaptureFixture[str], tpch: Path) -> None:
     entry = read_run(captured["store"]).entries[0].name
-    code, out, _ = run_cli(
-        capsys,
-        "trace",
-        str(captured["store"]),
-        entry,
-        "--backward",
-        "--where",
-        "l_returnflag = 'R'",
-        "--limit",
-        "0",
-        "--json",
-    )
+    code, out, _ = run_cli(capsys, "trace", str(captured["store"]), entry, "--backward", "--where", "l_returnflag = 'R'", "--limit", "0", "--json")
     assert code == 0
     found = json.loads(out)["sources"]["lineitem"]
     expected = lineitem_rids(tpch, "l_returnflag = 'R'")
     assert found["count"] == len(expected) and found["ids"] == expected
     assert [r["ember_rid"] for r in found["rows"]] == expected
     rid = lineitem_rids(tpch, "l_returnflag = 'A'")[0]
-    code, out, _ = run_cli(
-        capsys,
-        "trace",
-        str(captured["store"]),
-        entry,
-        "--forward",
-        "lineitem",
-        "--ids",
-        str(rid),
-        "--json",
-    )
+    code, out, _ = run_cli(capsys, "trace", str(captured["store"]), entry, "--forward", "lineitem", "--ids", str(rid), "--json")
     assert code == 0
     assert [r["l_returnflag"] for r in json.loads(out)["rows"]] == ["A"]
-    code, out, _ = run_cli(
-        capsys, "trace", str(captured["store"]), entry, "--backward", "--oids", "0", "--limit", "2"
-    )
+    code, out, _ = run_cli(capsys, "trace", str(captured["store"]), entry, "--backward", "--oids", "0", "--limit", "2")
     assert code == 0 and "lineitem:" in out and "showing 2" in out
 
 
-def test_export_json_and_openlineage(
-    captured: dict[str, Any], capsys: pytest.CaptureFixture[str], tpch: Path
-) -> None:
+def test_export_json_and_openlineage(captured: dict[str, Any], capsys: pytest.CaptureFixture[str], tpch: Path) -> None:
     store, run = captured["store"], read_run(captured["store"])
     entry = run.entries[0]
     target = captured["tmp"] / "lineage.json"
     assert main(["export", str(store), entry.name, "--format", "json", "-o", str(target)]) == 0
     doc = json.loads(target.read_text())
-    by_flag = {
-        row[0]: i
-        for i, row in enumerate(json.loads((captured["tmp"] / "plain.json").read_text())["totals"])
-    }
-    assert doc["lineage"][by_flag["N"]]["sources"]["lineitem"] == lineitem_rids(
-        tpch, "l_returnflag = 'N'"
-    )
+    by_flag = {row[0]: i for i, row in enumerate(json.loads((captured["tmp"] / "plain.json").read_text())["totals"])}
+    assert doc["lineage"][by_flag["N"]]["sources"]["lineitem"] == lineitem_rids(tpch, "l_returnflag = 'N'")
     code, out, _ = run_cli(capsys, "export", str(store), entry.name, "--format", "openlineage")
     assert code == 0
     event = json.loads(out)
@@ -177,10 +137,7 @@ def test_export_json_and_openlineage(
     facet = event["run"]["facets"]["emberRowLineage"]
     assert facet["entry"] == entry.name and facet["format"] == "ember-lineage-store"
     assert Path(facet["store"]) == (store / entry.name).resolve()
-    assert (
-        json.loads(Serde.to_json(run_event(store, run, entry, store_manifest(store, entry))))
-        == event
-    )
+    assert json.loads(Serde.to_json(run_event(store, run, entry, store_manifest(store, entry)))) == event
 
 
 @pytest.mark.parametrize(
@@ -188,16 +145,8 @@ def test_export_json_and_openlineage(
     [
         (["ls", "{tmp}/missing"], 1, "no store at"),
         (["trace", "{store}", "nope", "--backward", "--oids", "0"], 1, "no entry 'nope'"),
-        (
-            ["trace", "{store}", "{entry}", "--backward", "--where", "no_such_column = 1"],
-            1,
-            "InvalidPredicateError",
-        ),
-        (
-            ["trace", "{store}", "{entry}", "--backward", "--where", "l_returnflag = = 'R'"],
-            1,
-            "does not parse",
-        ),
+        (["trace", "{store}", "{entry}", "--backward", "--where", "no_such_column = 1"], 1, "InvalidPredicateError"),
+        (["trace", "{store}", "{entry}", "--backward", "--where", "l_returnflag = = 'R'"], 1, "does not parse"),
         (["trace", "{store}", "{entry}", "--backward", "--oids", "99"], 1, "out of range"),
         (["trace", "{store}", "{entry}", "--backward", "--oids", "one"], 2, "comma-separated"),
         (["trace", "{store}", "{entry}", "--backward"], 2, "--where or --oids"),
@@ -208,19 +157,10 @@ def test_export_json_and_openlineage(
     ],
 )
 def test_bad_input_is_one_line_and_an_exit_code(
-    captured: dict[str, Any],
-    capsys: pytest.CaptureFixture[str],
-    args: list[str],
-    code: int,
-    says: str,
+    captured: dict[str, Any], capsys: pytest.CaptureFixture[str], args: list[str], code: int, says: str
 ) -> None:
     run = read_run(captured["store"])
-    fill = {
-        "tmp": captured["tmp"],
-        "store": captured["store"],
-        "entry": run.entries[0].name,
-        "skipped": run.entries[-1].name,
-    }
+    fill = {"tmp": captured["tmp"], "store": captured["store"], "entry": run.entries[0].name, "skipped": run.entries[-1].name}
     got, _, err = run_cli(capsys, *(a.format(**fill) for a in args))
     assert got == code
     assert says in err and "Traceback" not in err
@@ -232,9 +172,7 @@ def test_help_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
         assert code == 0 and "Usage" in out
 
 
-def test_failing_script(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_failing_script(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "bad.py"
     script.write_text(
         "from pyspark.sql import SparkSession\n"
@@ -244,9 +182,7 @@ def test_failing_script(
     )
     code, _, err = run_cli(capsys, "run", str(script), "--store", str(tmp_path / "s"))
     assert code == 1
-    assert (
-        "ValueError: wrong total 5" in err and "bad.py raised ValueError" in err
-    )  # the script's own traceback
+    assert "ValueError: wrong total 5" in err and "bad.py raised ValueError" in err  # the script's own traceback
     run = read_run(tmp_path / "s")
     assert run.status == "failed" and [e.name for e in run.entries] == ["bad.py-3-count"]
     script.write_text("import sys\nsys.exit(3)\n")
@@ -263,9 +199,7 @@ def test_store_folder_is_not_clobbered(tmp_path: Path, capsys: pytest.CaptureFix
     assert (tmp_path / "data" / "keep.txt").exists()
 
 
-def test_lazy_entries_rerun_the_script(
-    spark: SparkSession, tpch: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_lazy_entries_rerun_the_script(spark: SparkSession, tpch: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "lazy.py"
     script.write_text(
         "import sys\n"
@@ -279,9 +213,7 @@ def test_lazy_entries_rerun_the_script(
     assert "Row(l_orderkey=" in capsys.readouterr().out  # the script's own output
     entry = read_run(store).entries[0]
     assert entry.status == "lazy" and entry.rows == len(lineitem_rids(tpch, "l_quantity > 49"))
-    code, out, _ = run_cli(
-        capsys, "trace", str(store), entry.name, "--backward", "--oids", "0,1", "--json"
-    )
+    code, out, _ = run_cli(capsys, "trace", str(store), entry.name, "--backward", "--oids", "0,1", "--json")
     assert code == 0
     con = duckdb.connect()
     first_two = con.sql(
@@ -296,9 +228,7 @@ def test_lazy_entries_rerun_the_script(
     assert code == 1 and "changed since" in err
 
 
-def test_uncapturable_action_does_not_break_the_script(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_uncapturable_action_does_not_break_the_script(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "udf.py"
     script.write_text(
         "import sys\n"
@@ -307,9 +237,7 @@ def test_uncapturable_action_does_not_break_the_script(
         "rows = spark.range(3).mapInPandas(lambda frames: (f * 2 for f in frames), 'id long').collect()\n"
         "open(sys.argv[1], 'w').write(str(sorted(r.id for r in rows)))\n"
     )
-    code, _, err = run_cli(
-        capsys, "run", str(script), "--store", str(tmp_path / "s"), str(tmp_path / "out.txt")
-    )
+    code, _, err = run_cli(capsys, "run", str(script), "--store", str(tmp_path / "s"), str(tmp_path / "out.txt"))
     assert code == 0
     assert (tmp_path / "out.txt").read_text() == "[0, 2, 4]"
     [entry] = read_run(tmp_path / "s").entries
@@ -317,26 +245,19 @@ def test_uncapturable_action_does_not_break_the_script(
     assert "not captured: udf.py-4-collect" in err
 
 
-def test_ui_delegates_and_debug_shows_tracebacks(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ui_delegates_and_debug_shows_tracebacks(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import ember.ui
 
     script = tmp_path / "quiet.py"
     script.write_text("x = 1\n")
     assert main(["run", str(script), "--store", str(tmp_path / "s")]) == 0
     served: list[tuple[str, str, int]] = []
-    monkeypatch.setattr(
-        ember.ui, "serve", lambda store, host, port: served.append((store, host, port))
-    )
+    monkeypatch.setattr(ember.ui, "serve", lambda store, host, port: served.append((store, host, port)))
     assert main(["ui", str(tmp_path / "s"), "--port", "9999"]) == 0
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "views.toml").write_text("")  # declared views need no `ember run`
     assert main(["ui", str(tmp_path / "v")]) == 0
-    assert served == [
-        (str(tmp_path / "s"), "127.0.0.1", 9999),
-        (str(tmp_path / "v"), "127.0.0.1", 8765),
-    ]
+    assert served == [(str(tmp_path / "s"), "127.0.0.1", 9999), (str(tmp_path / "v"), "127.0.0.1", 8765)]
     capsys.readouterr()
     code, _, err = run_cli(capsys, "--debug", "ls", str(tmp_path / "missing"))
     assert code == 1 and "Traceback" in err and "no store at" in err

@@ -15,36 +15,19 @@ def attr(i: int, name: str) -> ir.Attr:
     return ir.Attr(i, name, "int")
 
 
-AK, AV, BK, BW, CK, CX = (
-    attr(i, n) for i, n in enumerate(["ak", "av", "bk", "bw", "ck", "cx"], start=1)
-)
+AK, AV, BK, BW, CK, CX = (attr(i, n) for i, n in enumerate(["ak", "av", "bk", "bw", "ck", "cx"], start=1))
 A, B, C = scan("a", AK, AV), scan("b", BK, BW), scan("c", CK, CX)
 TOTAL = attr(50, "total")
 
 
-def join(
-    left: ir.Node,
-    right: ir.Node,
-    *pairs: tuple[ir.Attr, ir.Attr],
-    theta: bool = False,
-    kind: str = "inner",
-) -> ir.Join:
+def join(left: ir.Node, right: ir.Node, *pairs: tuple[ir.Attr, ir.Attr], theta: bool = False, kind: str = "inner") -> ir.Join:
     refs = frozenset(a.id for p in pairs for a in p)
-    return ir.Join(
-        kind,
-        left,
-        right,
-        ir.Expr("cond", refs),
-        equi=tuple((x.id, y.id) for x, y in pairs),
-        theta=theta,
-    )
+    return ir.Join(kind, left, right, ir.Expr("cond", refs), equi=tuple((x.id, y.id) for x, y in pairs), theta=theta)
 
 
 def grouped(child: ir.Node, *keys: ir.Attr) -> ir.Aggregate:
     return ir.Aggregate(
-        child,
-        keys=tuple(col(k) for k in keys),
-        columns=(*(ir.Named(col(k), k) for k in keys), ir.Named(computed(AV), TOTAL)),
+        child, keys=tuple(col(k) for k in keys), columns=(*(ir.Named(col(k), k) for k in keys), ir.Named(computed(AV), TOTAL))
     )
 
 
@@ -56,13 +39,8 @@ def test_a_group_over_a_tree_of_single_key_joins_needs_no_rerun() -> None:
     tree = join(join(ir.Filter(A, cond=computed(AV)), B, (AK, BK)), C, (BW, CK))
     assert reason(grouped(tree, AK)) is None
     having = ir.Filter(grouped(tree, AK), cond=computed(TOTAL))  # drops whole groups
-    assert (
-        reason(ir.Project(having, columns=(ir.Named(col(TOTAL), TOTAL), ir.Named(col(AK), AK))))
-        is None
-    )
-    assert (
-        reason(grouped(join(A, B, (AK, BK), kind="semi"))) is None
-    )  # a global aggregate pins nothing
+    assert reason(ir.Project(having, columns=(ir.Named(col(TOTAL), TOTAL), ir.Named(col(AK), AK)))) is None
+    assert reason(grouped(join(A, B, (AK, BK), kind="semi"))) is None  # a global aggregate pins nothing
 
 
 def test_a_grouping_key_the_output_drops_forces_a_rerun() -> None:

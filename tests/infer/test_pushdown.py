@@ -44,10 +44,7 @@ def _side(b: Binding) -> str:
 def test_projection_passes_renamed_columns_and_computed_ones_as_residual_predicates() -> None:
     renamed, total, noise = attr(10, "kk"), attr(11, "t"), attr(12, "r")
     rand = ir.Expr("rand()", frozenset({V.id}), deterministic=False)
-    plan = ir.Project(
-        A,
-        columns=(ir.Named(col(K), renamed), ir.Named(computed(K, V), total), ir.Named(rand, noise)),
-    )
+    plan = ir.Project(A, columns=(ir.Named(col(K), renamed), ir.Named(computed(K, V), total), ir.Named(rand, noise)))
     assert pins(plan) == {"a": {("k", 0, False), ("expr f(...)", 1, False)}}
     assert infer(plan).stops == ("Project: r",)
 
@@ -55,17 +52,10 @@ def test_projection_passes_renamed_columns_and_computed_ones_as_residual_predica
 def test_computed_grouping_keys_push_and_residuals_stop_where_their_columns_do() -> None:
     year, n = attr(20, "y"), attr(21, "n")
     key = ir.Expr("year(k)", frozenset({K.id}))
-    agg = ir.Aggregate(
-        A,
-        keys=(key,),
-        columns=(ir.Named(ir.Expr("year(k) AS y", key.refs), year), ir.Named(computed(V), n)),
-    )
+    agg = ir.Aggregate(A, keys=(key,), columns=(ir.Named(ir.Expr("year(k) AS y", key.refs), year), ir.Named(computed(V), n)))
     assert pins(agg) == {"a": {("expr year(k) AS y", 0, False)}}
     renamed = attr(22, "k_again")
-    above = ir.Project(
-        ir.Project(A, columns=(ir.Named(col(K), renamed),)),
-        columns=(ir.Named(computed(renamed), year),),
-    )
+    above = ir.Project(ir.Project(A, columns=(ir.Named(col(K), renamed),)), columns=(ir.Named(computed(renamed), year),))
     assert pins(above) == {"a": set()}  # its column was renamed below: no substitution
 
 
@@ -93,11 +83,7 @@ def test_inner_join_carries_values_across_equated_columns() -> None:
 def test_outer_join_padded_side_says_nothing_when_null() -> None:
     join = ir.Join("left", A, B, computed(K, K2), equi=((K.id, K2.id),))
     got = pins(join)
-    assert got["a"] == {
-        ("k", 0, False),
-        ("v", 1, False),
-        ("k", 2, True),
-    }  # a matched b.k2 equals a.k
+    assert got["a"] == {("k", 0, False), ("v", 1, False), ("k", 2, True)}  # a matched b.k2 equals a.k
     assert got["b"] == {("k2", 0, True), ("k2", 2, True), ("w", 3, True)}
 
 
@@ -135,9 +121,7 @@ def test_scalar_subquery_scans_are_unconstrained() -> None:
 
 
 def test_origins_follow_a_join_key_to_its_scan_columns() -> None:
-    grouped = ir.Aggregate(
-        B, keys=(col(K2),), columns=(ir.Named(col(K2), K2), ir.Named(computed(W), attr(16, "s")))
-    )
+    grouped = ir.Aggregate(B, keys=(col(K2),), columns=(ir.Named(col(K2), K2), ir.Named(computed(W), attr(16, "s"))))
     assert origins(grouped, K2.id) == ((id(B), K2),)
     assert origins(grouped, 16) == ()
     assert Binding(0, K2, True).padded

@@ -46,23 +46,16 @@ def test_inferred_lineage_matches_the_oracle(
     assert exact.output().num_rows == len(mapping)
     rng = random.Random(SEED + n)
     for oid in sample_oids(sorted(mapping), TRACED, rng):
-        traces = {
-            "exact": exact.backward(oids=[oid]),
-            "iterative": superset.backward(oids=[oid]),
-            "naive": naive.backward(oids=[oid]),
-        }
+        traces = {"exact": exact.backward(oids=[oid]), "iterative": superset.backward(oids=[oid]),
+                  "naive": naive.backward(oids=[oid])}
         assert traces["exact"].exact and not traces["naive"].exact
         for source in sources:
             want = expected_backward(expected, [mapping[oid]], source)
             got = traces["exact"].ids(source)
-            assert np.array_equal(got, want), (
-                f"oid {oid}, {source}: {got.size} ids, oracle {want.size}"
-            )
+            assert np.array_equal(got, want), f"oid {oid}, {source}: {got.size} ids, oracle {want.size}"
             for mode in ("iterative", "naive"):
                 missing = np.setdiff1d(want, traces[mode].ids(source))
-                assert missing.size == 0, (
-                    f"{mode} superset misses {missing[:5]} of {source} for oid {oid}"
-                )
+                assert missing.size == 0, f"{mode} superset misses {missing[:5]} of {source} for oid {oid}"
     source = sources[n % len(sources)]
     index = forward_index(expected, mapping, source)
     if index:

@@ -54,9 +54,7 @@ def match_rows(ember_out: pa.Table, oracle: pa.Table, keys: Sequence[str]) -> di
     oids = ember_out.column(OID).to_pylist()
     mapping: dict[int, int] = {}
     for oid, k in zip(oids, key_tuples(ember_out, keys), strict=True):
-        assert k in index, (
-            f"ember output row {oid} ({dict(zip(keys, k, strict=True))}) is not in the oracle"
-        )
+        assert k in index, f"ember output row {oid} ({dict(zip(keys, k, strict=True))}) is not in the oracle"
         assert index[k] not in mapping.values(), f"two ember rows have the key {k}"
         mapping[int(oid)] = index[k]
     return mapping
@@ -65,9 +63,7 @@ def match_rows(ember_out: pa.Table, oracle: pa.Table, keys: Sequence[str]) -> di
 def assert_same_key_multiset(got: pa.Table, want: pa.Table, keys: Sequence[str]) -> None:
     """Both tables hold the same rows as multisets of their key columns."""
     a, b = Counter(key_tuples(got, keys)), Counter(key_tuples(want, keys))
-    assert a == b, (
-        f"rows differ on {list(keys)}: only in first {list((a - b).items())[:5]}, only in second {list((b - a).items())[:5]}"
-    )
+    assert a == b, f"rows differ on {list(keys)}: only in first {list((a - b).items())[:5]}, only in second {list((b - a).items())[:5]}"
 
 
 def close(a: object, b: object, rel: float = 1e-6, abs_tol: float = 1e-5) -> bool:
@@ -108,10 +104,7 @@ def assert_same_rows(got: pa.Table, want: pa.Table, keys: Sequence[str]) -> None
 
 
 def _row_key(row: dict) -> tuple:
-    return tuple(
-        _norm(round(float(v), 4)) if isinstance(v, float | Decimal) else _norm(v)
-        for v in row.values()
-    )
+    return tuple(_norm(round(float(v), 4)) if isinstance(v, float | Decimal) else _norm(v) for v in row.values())
 
 
 def lineage_lists(oracle: pa.Table, source: str) -> list[list[int]]:

@@ -31,14 +31,8 @@ def select(rows: list[Row], f: Callable[[Values], Values]) -> list[Row]:
     return [(f(v), lin) for v, lin in rows]
 
 
-def join(
-    left: list[Row],
-    right: list[Row],
-    on: Callable[[Values, Values], bool],
-    kind: str = "inner",
-    lw: int = 0,
-    rw: int = 0,
-) -> list[Row]:
+def join(left: list[Row], right: list[Row], on: Callable[[Values, Values], bool], kind: str = "inner",
+         lw: int = 0, rw: int = 0) -> list[Row]:
     """Joined pairs; an outer join's unmatched row alone, padded with `None`s (widths lw / rw)."""
     out: list[Row] = []
     matched_right: set[int] = set()
@@ -52,9 +46,7 @@ def join(
         if not hit and kind in ("left", "full"):
             out.append((lv + (None,) * rw, ll))
     if kind in ("right", "full"):
-        out += [
-            ((None,) * lw + rv, rl) for j, (rv, rl) in enumerate(right) if j not in matched_right
-        ]
+        out += [((None,) * lw + rv, rl) for j, (rv, rl) in enumerate(right) if j not in matched_right]
     return out
 
 
@@ -73,22 +65,15 @@ def anti(left: list[Row], right: list[Row], on: Callable[[Values, Values], bool]
     return [(lv, ll) for lv, ll in left if not any(on(lv, rv) for rv, _ in right)]
 
 
-def group(
-    rows: list[Row],
-    key: Callable[[Values], Values],
-    agg: Callable[[list[Values]], Values],
-    global_: bool = False,
-) -> list[Row]:
+def group(rows: list[Row], key: Callable[[Values], Values], agg: Callable[[list[Values]], Values],
+          global_: bool = False) -> list[Row]:
     """Every row of its group; a global aggregate has one group even over no rows."""
     groups: dict[Values, list[Row]] = defaultdict(list)
     for r in rows:
         groups[key(r[0])].append(r)
     if global_ and not groups:
         groups[()] = []
-    return [
-        (k + agg([v for v, _ in rs]), frozenset().union(*(lin for _, lin in rs)))
-        for k, rs in groups.items()
-    ]
+    return [(k + agg([v for v, _ in rs]), frozenset().union(*(lin for _, lin in rs))) for k, rs in groups.items()]
 
 
 def distinct(rows: list[Row]) -> list[Row]:
@@ -115,13 +100,8 @@ def set_op(left: list[Row], right: list[Row], op: str, all_: bool) -> list[Row]:
     return out
 
 
-def window(
-    rows: list[Row],
-    part: Callable[[Values], Values],
-    order: Callable[[Values], Any],
-    frame: Callable[[int, int], tuple[int, int]],
-    f: Callable[[list[Values], int], Any],
-) -> list[Row]:
+def window(rows: list[Row], part: Callable[[Values], Values], order: Callable[[Values], Any],
+           frame: Callable[[int, int], tuple[int, int]], f: Callable[[list[Values], int], Any]) -> list[Row]:
     """Adds f(frame rows, position) to each row; lineage: the row and its frame. `frame(i, n)` gives
     the frame's [lo, hi) positions in the ordered partition (the test data has no ties)."""
     parts: dict[Values, list[Row]] = defaultdict(list)
@@ -149,9 +129,7 @@ def ember_rows(lin: ember.Lineage) -> list[Row]:
 
 def value_rows(table: pa.Table) -> list[Values]:
     """Rows as tuples, by position (output columns may share a name, as in `SELECT a.k, b.k`)."""
-    return (
-        list(zip(*(c.to_pylist() for c in table.columns), strict=True)) if table.num_columns else []
-    )
+    return list(zip(*(c.to_pylist() for c in table.columns), strict=True)) if table.num_columns else []
 
 
 def _key(row: Row) -> tuple[str, list[tuple[str, int]]]:

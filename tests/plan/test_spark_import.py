@@ -28,9 +28,7 @@ def test_a_self_join_reads_one_source(spark: SparkSession, tmp_path: Path) -> No
     assert [s.name for s in sources.values()] == ["events"]
 
 
-def test_sources_are_named_by_view_then_stem_then_explicitly(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_sources_are_named_by_view_then_stem_then_explicitly(spark: SparkSession, tmp_path: Path) -> None:
     path = _parquet(tmp_path, "clicks", 3)
     spark.read.parquet(path).createOrReplaceTempView("clicks_view")
     _, sources = import_plan(Jvm(spark), spark.sql("SELECT * FROM clicks_view"))
@@ -44,14 +42,10 @@ def test_sources_are_named_by_view_then_stem_then_explicitly(
 
 def test_sql_and_dataframe_api_give_the_same_operators(spark: SparkSession, tmp_path: Path) -> None:
     spark.read.parquet(_parquet(tmp_path, "nums", 5)).createOrReplaceTempView("nums")
-    by_sql, _ = import_plan(
-        Jvm(spark),
-        spark.sql("SELECT x % 2 AS p, count(*) AS c FROM nums WHERE x > 1 GROUP BY x % 2"),
-    )
+    by_sql, _ = import_plan(Jvm(spark), spark.sql("SELECT x % 2 AS p, count(*) AS c FROM nums WHERE x > 1 GROUP BY x % 2"))
     t = spark.table("nums")
     by_api, _ = import_plan(
-        Jvm(spark),
-        t.filter(t.x > 1).groupBy((t.x % 2).alias("p")).count().withColumnRenamed("count", "c"),
+        Jvm(spark), t.filter(t.x > 1).groupBy((t.x % 2).alias("p")).count().withColumnRenamed("count", "c")
     )
     kinds = [[type(n).__name__ for n in ir.walk(p)] for p in (by_sql, by_api)]
     assert kinds[0] == kinds[1]

@@ -20,13 +20,11 @@ def sales(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("consume") / "sales.parquet"
     n = 400
     pq.write_table(
-        pa.table(
-            {
-                "region": np.array(["east", "west", "north"])[np.arange(n) % 3],
-                "month": (np.arange(n) * 7) % 12 + 1,
-                "amount": (np.arange(n) * 31) % 17,
-            }
-        ),
+        pa.table({
+            "region": np.array(["east", "west", "north"])[np.arange(n) % 3],
+            "month": (np.arange(n) * 7) % 12 + 1,
+            "amount": (np.arange(n) * 31) % 17,
+        }),
         path,
         row_group_size=50,
     )
@@ -39,9 +37,7 @@ def rids(path: Path, where: str) -> list[int]:
 
 
 def test_drill_down_chains(spark: SparkSession, sales: Path) -> None:
-    lin = ember.capture(
-        spark.read.parquet(str(sales)).groupBy("region").sum("amount").orderBy("region")
-    )
+    lin = ember.capture(spark.read.parquet(str(sales)).groupBy("region").sum("amount").orderBy("region"))
     region = lin.output().column("region")[0].as_py()
     by_month = lin.backward(oids=[0]).query(
         "SELECT month, sum(amount) AS total, count(*) AS n FROM sales GROUP BY month ORDER BY month"
@@ -50,14 +46,10 @@ def test_drill_down_chains(spark: SparkSession, sales: Path) -> None:
         f"SELECT month, sum(amount) AS total, count(*) AS n FROM read_parquet('{sales}') "
         f"WHERE region = '{region}' GROUP BY month ORDER BY month"
     ).fetchall()
-    assert [
-        tuple(r.values()) for r in by_month.output().drop_columns(["ember_oid"]).to_pylist()
-    ] == want
+    assert [tuple(r.values()) for r in by_month.output().drop_columns(["ember_oid"]).to_pylist()] == want
     for oid, (month, _, _) in enumerate(want):
         trace = by_month.backward(oids=[oid])
-        assert trace.ids("sales").tolist() == rids(
-            sales, f"region = '{region}' AND month = {month}"
-        )
+        assert trace.ids("sales").tolist() == rids(sales, f"region = '{region}' AND month = {month}")
     month = want[2][0]
     big = by_month.backward(oids=[2]).query("SELECT amount FROM sales WHERE amount > 10")
     expected = rids(sales, f"region = '{region}' AND month = {month} AND amount > 10")

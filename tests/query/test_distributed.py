@@ -12,9 +12,7 @@ from ember import tpch as tpch_queries
 
 
 @pytest.mark.parametrize("n", [3, 18, 1])
-def test_distributed_backward_equals_in_process(
-    spark: SparkSession, tpch: Path, tmp_path: Path, n: int
-) -> None:
+def test_distributed_backward_equals_in_process(spark: SparkSession, tpch: Path, tmp_path: Path, n: int) -> None:
     lin = ember.capture(tpch_queries.query(spark, n))
     lin.save(str(tmp_path / "store"))
     oids = list(range(min(3, lin.output().num_rows)))
@@ -27,10 +25,7 @@ def test_distributed_backward_equals_in_process(
     name = max(local.sources, key=lambda s: local.ids(s).size)
     rows = remote.rows(name).orderBy("ember_rid").toArrow()
     assert rows.column("ember_rid").to_pylist() == local.ids(name).tolist()
-    assert (
-        rows.drop_columns(["ember_rid"]).to_pylist()[:20]
-        == local.rows(name).drop_columns(["ember_rid"]).to_pylist()[:20]
-    )
+    assert rows.drop_columns(["ember_rid"]).to_pylist()[:20] == local.rows(name).drop_columns(["ember_rid"]).to_pylist()[:20]
     for source in lin.sources:
         picks = [*local.ids(source)[:3].tolist(), 0, lin._sources[source].rows - 1]
         got = sorted(r[0] for r in lin.forward_distributed(spark, source, ids=picks).collect())

@@ -13,11 +13,7 @@ import ember
 
 def test_traces_and_rows_run_no_spark_job(spark: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "sales.parquet"
-    pq.write_table(
-        pa.table({"shop": ["a", "b", "a", "c", "a"], "amount": [5, 7, 1, 2, 9]}),
-        path,
-        row_group_size=2,
-    )
+    pq.write_table(pa.table({"shop": ["a", "b", "a", "c", "a"], "amount": [5, 7, 1, 2, 9]}), path, row_group_size=2)
     df = spark.read.parquet(str(path))
     lin = ember.capture(df.groupBy("shop").sum("amount").orderBy("shop"))
     group = "ember-traces"

@@ -68,19 +68,8 @@ def main(path: str, markers: Path) -> None:
     clean = traces(spark.sparkContext, path, None)
     retried = traces(spark.sparkContext, path, markers)
     left = LineageContext(spark.sparkContext)  # never cleared: its files go at exit
-    errors_of(left.textFile(path, 2)).map(lambda line: (line, 1)).reduceByKey(
-        lambda a, b: a + b
-    ).count()
-    print(
-        json.dumps(
-            {
-                "clean": clean,
-                "retried": retried,
-                "left": left._folder,
-                "filed": os.path.isdir(left._folder),
-            }
-        )
-    )
+    errors_of(left.textFile(path, 2)).map(lambda line: (line, 1)).reduceByKey(lambda a, b: a + b).count()
+    print(json.dumps({"clean": clean, "retried": retried, "left": left._folder, "filed": os.path.isdir(left._folder)}))
     spark.stop()
 
 

@@ -33,88 +33,40 @@ def key_is(*keys: int) -> Callable[[Any], bool]:
 
 
 CASES = [
-    Case(
-        "filter-map-flatMap",
-        lambda d, o: (
-            d.filter(lambda kv: kv[1] % 3)
-            .map(lambda kv: (kv[0], kv[1] * 10))
-            .flatMap(lambda kv: [kv] * (1 + kv[0] % 2))
-        ),
-        lambda r: r == (2, 70),
-        lambda x: x == (2, 7),
-    ),
-    Case(
-        "keyBy-mapValues-flatMapValues",
-        lambda d, o: (
-            d.keyBy(lambda kv: kv[1] % 4)
-            .mapValues(lambda kv: kv[1])
-            .flatMapValues(lambda v: [v, -v])
-        ),
-        lambda r: r[1] == -13,
-        lambda x: x == (3, 13),
-        forward=False,
-    ),
+    Case("filter-map-flatMap",
+         lambda d, o: d.filter(lambda kv: kv[1] % 3).map(lambda kv: (kv[0], kv[1] * 10))
+         .flatMap(lambda kv: [kv] * (1 + kv[0] % 2)),
+         lambda r: r == (2, 70), lambda x: x == (2, 7)),
+    Case("keyBy-mapValues-flatMapValues",
+         lambda d, o: d.keyBy(lambda kv: kv[1] % 4).mapValues(lambda kv: kv[1])
+         .flatMapValues(lambda v: [v, -v]),
+         lambda r: r[1] == -13, lambda x: x == (3, 13), forward=False),
     Case("reduceByKey", lambda d, o: d.reduceByKey(add), key_is(2), key_is(2)),
     Case("groupByKey", lambda d, o: d.groupByKey().mapValues(sorted), key_is(3), key_is(3)),
-    Case(
-        "aggregateByKey",
-        lambda d, o: d.aggregateByKey(
-            (0, 0), lambda a, v: (a[0] + v, a[1] + 1), lambda a, b: (a[0] + b[0], a[1] + b[1])
-        ),
-        key_is(1),
-        key_is(1),
-    ),
-    Case(
-        "combineByKey",
-        lambda d, o: d.combineByKey(lambda v: [v], lambda a, v: [*a, v], add).mapValues(sorted),
-        key_is(4),
-        key_is(4),
-    ),
+    Case("aggregateByKey",
+         lambda d, o: d.aggregateByKey((0, 0), lambda a, v: (a[0] + v, a[1] + 1),
+                                       lambda a, b: (a[0] + b[0], a[1] + b[1])),
+         key_is(1), key_is(1)),
+    Case("combineByKey",
+         lambda d, o: d.combineByKey(lambda v: [v], lambda a, v: [*a, v], add).mapValues(sorted),
+         key_is(4), key_is(4)),
     Case("distinct", lambda d, o: d.map(lambda kv: kv[0]).distinct(), lambda r: r == 0, key_is(0)),
     Case("join", lambda d, o: d.join(o), key_is(3), key_is(3), key_is(3)),
     Case("leftOuterJoin", lambda d, o: d.leftOuterJoin(o), key_is(0), key_is(0)),
-    Case(
-        "rightOuterJoin",
-        lambda d, o: d.rightOuterJoin(o),
-        key_is(6),
-        lambda _: False,
-        key_is(6),
-        forward=False,
-    ),
-    Case(
-        "fullOuterJoin",
-        lambda d, o: d.fullOuterJoin(o),
-        key_is(1, 7),
-        key_is(1),
-        key_is(7),
-        forward=False,
-    ),
-    Case(
-        "cogroup",  # lambdas only in workers' code: pytest's module names do not import there
-        lambda d, o: d.cogroup(o).mapValues(lambda vs: (sorted(vs[0]), sorted(vs[1]))),
-        key_is(4),
-        key_is(4),
-        key_is(4),
-    ),
-    Case(
-        "union",
-        lambda d, o: d.union(o.map(lambda kv: (kv[0], len(kv[1])))).reduceByKey(add),
-        key_is(3),
-        key_is(3),
-        key_is(3),
-    ),
-    Case(
-        "sortBy",
-        lambda d, o: d.sortBy(lambda kv: -kv[1]),
-        lambda r: r == (2, 17),
-        lambda x: x == (2, 17),
-    ),
-    Case(
-        "zip",
-        lambda d, o: d.zip(d.map(lambda kv: kv[1] * 2)),
-        lambda r: r[0] == (0, 5),
-        lambda x: x == (0, 5),
-    ),
+    Case("rightOuterJoin", lambda d, o: d.rightOuterJoin(o), key_is(6), lambda _: False, key_is(6),
+         forward=False),
+    Case("fullOuterJoin", lambda d, o: d.fullOuterJoin(o), key_is(1, 7), key_is(1), key_is(7),
+         forward=False),
+    Case("cogroup",  # lambdas only in workers' code: pytest's module names do not import there
+         lambda d, o: d.cogroup(o).mapValues(lambda vs: (sorted(vs[0]), sorted(vs[1]))),
+         key_is(4), key_is(4), key_is(4)),
+    Case("union",
+         lambda d, o: d.union(o.map(lambda kv: (kv[0], len(kv[1])))).reduceByKey(add),
+         key_is(3), key_is(3), key_is(3)),
+    Case("sortBy", lambda d, o: d.sortBy(lambda kv: -kv[1]), lambda r: r == (2, 17),
+         lambda x: x == (2, 17)),
+    Case("zip", lambda d, o: d.zip(d.map(lambda kv: kv[1] * 2)), lambda r: r[0] == (0, 5),
+         lambda x: x == (0, 5)),
 ]
 
 
@@ -135,9 +87,7 @@ def test_operator_lineage(case: Case, lc: LineageContext, spark: SparkSession) -
     d, o = lc.parallelize(DATA, 2), lc.parallelize(OTHER, 2)
     out = case.build(d, o)
     result = out.collect()
-    assert ordered(result) == ordered(
-        case.build(sc.parallelize(DATA, 2), sc.parallelize(OTHER, 2)).collect()
-    )
+    assert ordered(result) == ordered(case.build(sc.parallelize(DATA, 2), sc.parallelize(OTHER, 2)).collect())
 
     back = out.filter(case.pick).getLineage().goBackAll().collect()
     wanted = [x for x in DATA if case.data(x)] + [x for x in OTHER if case.other(x)]
@@ -152,14 +102,10 @@ def test_lineage_covers_exactly_the_rdd_and_its_element_indexes(lc: LineageConte
     out = lc.parallelize(DATA, 4).reduceByKey(add).filter(lambda kv: kv[0] > 1)
     assert out.getLineage().count() == out.count() == 3
     ids = out.getLineage().goBackAll().collectWithIds()
-    assert sorted((n, rec) for (_, _, n), rec in ids) == [
-        (i, x) for i, x in enumerate(DATA) if x[0] > 1
-    ]
+    assert sorted((n, rec) for (_, _, n), rec in ids) == [(i, x) for i, x in enumerate(DATA) if x[0] > 1]
 
 
-def test_zip_partitions_names_its_whole_partition_pair(
-    lc: LineageContext, spark: SparkSession
-) -> None:
+def test_zip_partitions_names_its_whole_partition_pair(lc: LineageContext, spark: SparkSession) -> None:
     d = lc.parallelize(DATA, 3)
     firsts = d.zipPartitions(d.map(lambda kv: -kv[1]), lambda a, b: [(next(a), len(list(b)))])
     parts = spark.sparkContext.parallelize(DATA, 3).glom().collect()
@@ -171,8 +117,6 @@ def test_zip_partitions_names_its_whole_partition_pair(
 def test_from_dataframe_traces_to_rows(lc: LineageContext, spark: SparkSession) -> None:
     df = spark.createDataFrame(DATA, "k int, v int").repartition(3)
     sums = lc.fromDataFrame(df).map(lambda row: (row.k, row.v)).reduceByKey(add)
-    assert sorted(sums.collect()) == sorted(
-        {k: sum(v for kk, v in DATA if kk == k) for k, _ in DATA}.items()
-    )
+    assert sorted(sums.collect()) == sorted({k: sum(v for kk, v in DATA if kk == k) for k, _ in DATA}.items())
     rows = sums.filter(key_is(2)).getLineage().goBackAll().collect()
     assert sorted(tuple(r) for r in rows) == [x for x in DATA if x[0] == 2]

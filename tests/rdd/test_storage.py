@@ -28,9 +28,7 @@ def lc(spark: SparkSession) -> Iterator[LineageContext]:
     context.clear()
 
 
-def test_tables_stay_with_their_partitions_and_ids_move_to_theirs(
-    lc: LineageContext, tmp_path: Path
-) -> None:
+def test_tables_stay_with_their_partitions_and_ids_move_to_theirs(lc: LineageContext, tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.txt", n=1500)
     reports = program(lc.textFile(str(log.path), 4))
     reports.collect()
@@ -65,18 +63,14 @@ def test_retried_tasks_leave_the_same_lineage(tmp_path: Path) -> None:
     assert runs["filed"] and not Path(runs["left"]).exists()  # table files removed at exit
     assert runs["retried"] == runs["clean"]
     clean = runs["clean"]
-    assert sorted(line for _, line in clean["input"]) == sorted(
-        line for line in log.lines if line.startswith("ERROR")
-    )
+    assert sorted(line for _, line in clean["input"]) == sorted(line for line in log.lines if line.startswith("ERROR"))
     for name, n in clean["results"][:2]:
         code = next(c for c, d in DSCR.items() if d == name)
         lines = [line for line in log.lines if re.match(rf"ERROR\t{code}\t", line)]
         assert clean[repr((name, n))] == sorted(lines) and len(lines) == n
 
 
-def test_driver_directed_and_shuffled_steps_agree(
-    lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_driver_directed_and_shuffled_steps_agree(lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Few traced ids take driver-directed steps (tasks on the named partitions only); many
     take Titian's shuffle. Both must give the same records (forward steps scan the same way
     in both: only how the ids reach them differs)."""
@@ -96,35 +90,22 @@ def test_driver_directed_and_shuffled_steps_agree(
     assert traces() == directed_form
 
 
-def test_forward_scans_only_tables_that_saw_the_parents(
-    lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_forward_scans_only_tables_that_saw_the_parents(lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Capture tasks report which parent partitions their tables name; a forward step skips
     the others, and answers as a scan of every table would."""
     log = write_log(tmp_path / "log.txt", n=300)
     reports = program(lc.textFile(str(log.path), 3))
     reports.collect()
-    first = [
-        (uid, pid, n)
-        for uid, pid, n in sorted(
-            ref for ref, _ in reports.getLineage().goBackAll().collectWithIds()
-        )
-    ][:2]
+    first = [(uid, pid, n) for uid, pid, n in sorted(ref for ref, _ in reports.getLineage().goBackAll().collectWithIds())][:2]
     combiner = reports.getLineage().goBack().goBack().points[0]
     assert isinstance(combiner, Captured)
-    assert combiner._reached({lc._encode(first[0]) >> SHIFT}) == [
-        first[0][1]
-    ]  # map-side tables name their own split
+    assert combiner._reached({lc._encode(first[0]) >> SHIFT}) == [first[0][1]]  # map-side tables name their own split
     pruned = sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr)
     monkeypatch.setattr(Captured, "_reached", lambda self, partitions: None)
-    assert (
-        pruned and sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr) == pruned
-    )
+    assert pruned and sorted(lc.lineage(first).goNextAll(target=reports).collect(), key=repr) == pruned
 
 
-def test_table_files_on_the_driver_and_blocks_in_tasks_agree(
-    lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_table_files_on_the_driver_and_blocks_in_tasks_agree(lc: LineageContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A driver on the capture tasks' host reads their table (and records) files; elsewhere
     tasks read the persisted blocks. Both must give the same traces, both ways."""
     log = write_log(tmp_path / "log.txt", n=300)
@@ -134,9 +115,7 @@ def test_table_files_on_the_driver_and_blocks_in_tasks_agree(
     assert isinstance(combiner, Captured)
     assert sorted(combiner.local_tables()) == list(range(combiner.partitions))  # one file per task
     assert len({path for _, _, path, _ in combiner.files.value}) == combiner.partitions
-    assert sorted(combiner.local_outputs()) == list(
-        range(combiner.partitions)
-    )  # few records: filed too
+    assert sorted(combiner.local_outputs()) == list(range(combiner.partitions))  # few records: filed too
 
     def traces() -> tuple[list[object], list[object]]:
         back = sorted(reports.getLineage().goBackAll().collectWithIds())

@@ -41,22 +41,15 @@ def oracle_reports(lines: list[str]) -> list[tuple[str, int]]:
 
 
 def test_results_are_unchanged(lc: LineageContext, log: Log) -> None:
-    assert sorted(program(lc.textFile(str(log.path), PARTITIONS)).collect()) == oracle_reports(
-        log.lines
-    )
+    assert sorted(program(lc.textFile(str(log.path), PARTITIONS)).collect()) == oracle_reports(log.lines)
 
 
-def test_s1_most_frequent_error_goes_back_to_exactly_its_lines(
-    lc: LineageContext, log: Log
-) -> None:
+def test_s1_most_frequent_error_goes_back_to_exactly_its_lines(lc: LineageContext, log: Log) -> None:
     reports = program(lc.textFile(str(log.path), PARTITIONS))
     top = reports.sortBy(lambda kv: kv[1], ascending=False).take(1)[0]
     trace = reports.filter(lambda kv: kv == top).getLineage().goBackAll()
     code = next(c for c, d in DSCR.items() if d == top[0])
-    assert (
-        code
-        == Counter(re.findall(r"^ERROR\t(\d)", "\n".join(log.lines), re.M)).most_common(1)[0][0]
-    )
+    assert code == Counter(re.findall(r"^ERROR\t(\d)", "\n".join(log.lines), re.M)).most_common(1)[0][0]
     lines = trace.collect()
     assert sorted(lines) == sorted(code_lines(log, code))
     assert len(lines) == top[1]
@@ -68,9 +61,7 @@ def test_input_ids_are_byte_offsets_that_reread_the_line(lc: LineageContext, log
     traced = reports.filter(lambda kv: kv[0] == "Disk").getLineage().goBackAll().collectWithIds()
     disk = set(code_lines(log, "3"))
     by_offset = dict(zip(log.offsets, log.lines, strict=True))
-    assert {off for (_, _, off), _ in traced} == {
-        off for off, line in by_offset.items() if line in disk
-    }
+    assert {off for (_, _, off), _ in traced} == {off for off, line in by_offset.items() if line in disk}
     assert all(by_offset[off] == line for (_, _, off), line in traced)
     assert len({pid for (_, pid, _), _ in traced}) == PARTITIONS  # every split holds Disk lines
 
@@ -83,14 +74,10 @@ def test_s2_forward_from_keyword_lines_reaches_their_reports(lc: LineageContext,
     reached = forward.goNextAll().collect()
     wanted = {m.group(1) for line in log.lines if (m := re.match(r"ERROR\t(4)\tZookeeper", line))}
     assert wanted == {"4"}
-    assert sorted(reached) == [
-        r for r in oracle_reports(log.lines) if r[0] in {DSCR[c] for c in wanted}
-    ]
+    assert sorted(reached) == [r for r in oracle_reports(log.lines) if r[0] in {DSCR[c] for c in wanted}]
     network = errors.filter(lambda line: "NETWORK" in line).getLineage().goNextAll(target=reports)
     codes = {m.group(1) for line in log.lines if (m := re.match(r"ERROR\t(\d)\tNETWORK", line))}
-    assert sorted(network.collect()) == [
-        r for r in oracle_reports(log.lines) if r[0] in {DSCR[c] for c in codes}
-    ]
+    assert sorted(network.collect()) == [r for r in oracle_reports(log.lines) if r[0] in {DSCR[c] for c in codes}]
 
 
 def test_s3_replay_without_guest_lines(lc: LineageContext, log: Log) -> None:
@@ -125,26 +112,18 @@ def test_s4_step_by_step_through_reducer_combiner_and_input(
     assert sorted(failure.goBackAll().collect()) == sorted(truth)
 
 
-def test_tracing_is_lazy(
-    lc: LineageContext, log: Log, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_tracing_is_lazy(lc: LineageContext, log: Log, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     reports = program(lc.textFile(str(log.path), PARTITIONS))
     reports.collect()
     sc = spark.sparkContext
     lookups: list[str] = []
     for name in ("local_parents", "parents_of", "local_children", "children_of"):
         original = getattr(Captured, name)
-        monkeypatch.setattr(
-            Captured,
-            name,
-            lambda self, *a, _f=original, _n=name: (lookups.append(_n), _f(self, *a))[1],
-        )
+        monkeypatch.setattr(Captured, name, lambda self, *a, _f=original, _n=name: (lookups.append(_n), _f(self, *a))[1])
     sc.setJobGroup("ember-lazy", "trace")
     try:
         back = reports.getLineage().goBack().goBack().goBackAll()
-        errors_of(lc.textFile(str(log.path), PARTITIONS)).getLineage().goNext(
-            target=reports
-        ).goNextAll(target=reports)
+        errors_of(lc.textFile(str(log.path), PARTITIONS)).getLineage().goNext(target=reports).goNextAll(target=reports)
         assert list(sc.statusTracker().getJobIdsForGroup("ember-lazy")) == [] and lookups == []
         assert back.count() == len([line for line in log.lines if line.startswith("ERROR")])
         assert lookups  # the action ran the steps (from the table files: no job needed)
@@ -164,9 +143,7 @@ def test_s7_crash_culprit_and_skip(lc: LineageContext, tmp_path: Path) -> None:
     assert "IndexError" in caught.value.cause
 
     lc.skip_failing_records()
-    assert sorted(program(lc.textFile(str(log.path), PARTITIONS)).collect()) == oracle_reports(
-        log.lines
-    )
+    assert sorted(program(lc.textFile(str(log.path), PARTITIONS)).collect()) == oracle_reports(log.lines)
     assert [(rec, ref[2]) for rec, ref in lc.skipped_records()] == [(bad, offset)]
 
 

@@ -29,9 +29,7 @@ def same_traces(a: ember.Lineage, b: ember.Lineage) -> None:
     for s in a.sources:
         rows = a._sources[s].rows
         for rid in range(min(rows, 200)):
-            assert (
-                a.forward(s, ids=[rid]).ids().tolist() == b.forward(s, ids=[rid]).ids().tolist()
-            ), (s, rid)
+            assert a.forward(s, ids=[rid]).ids().tolist() == b.forward(s, ids=[rid]).ids().tolist(), (s, rid)
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +38,14 @@ def sales(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Data
     n = 300
     shops = np.array(["a", "b", "c"])[np.arange(n) % 7 % 3]
     pq.write_table(
-        pa.table({"id": np.arange(n), "shop": shops, "amount": (np.arange(n) * 37) % 101}),
-        path,
-        row_group_size=64,
+        pa.table({"id": np.arange(n), "shop": shops, "amount": (np.arange(n) * 37) % 101}), path, row_group_size=64
     )
     return spark.read.parquet(str(path))
 
 
 @pytest.fixture(scope="module")
 def lin(spark: SparkSession, sales: DataFrame) -> ember.Lineage:
-    shops = spark.createDataFrame(
-        [("a", "north"), ("b", "south"), ("c", "north")], "shop string, region string"
-    )
+    shops = spark.createDataFrame([("a", "north"), ("b", "south"), ("c", "north")], "shop string, region string")
     totals = sales.filter("amount > 10").join(shops, "shop").groupBy("region", "shop").sum("amount")
     return ember.capture(totals.orderBy("region", "shop"))
 
@@ -67,24 +61,17 @@ def test_saved_store_traces_as_captured(lin: ember.Lineage, tmp_path: Path) -> N
 
 
 def test_compressed_index_traces_as_plain_arrays(lin: ember.Lineage) -> None:
-    plain = ember.Lineage(
-        lin.output().drop_columns(["ember_oid"]), as_plain(lin._index), lin._sources.values()
-    )
+    plain = ember.Lineage(lin.output().drop_columns(["ember_oid"]), as_plain(lin._index), lin._sources.values())
     same_traces(lin, plain)
     assert lin.index_bytes < plain.index_bytes
 
 
-def test_a_filtered_scan_is_a_handful_of_runs(
-    spark: SparkSession, sales: DataFrame, tmp_path: Path
-) -> None:
+def test_a_filtered_scan_is_a_handful_of_runs(spark: SparkSession, sales: DataFrame, tmp_path: Path) -> None:
     lin = ember.capture(sales.filter("id >= 100 AND id < 250"))
     index: LineageIndex = lin._index
     assert index.nbytes <= 3 * 8 * 2, "150 consecutive rids should be one run"
     lin.save(str(tmp_path / "f"))
-    assert ember.load(str(tmp_path / "f")).backward(oids=[0, 149]).ids("sales").tolist() == [
-        100,
-        249,
-    ]
+    assert ember.load(str(tmp_path / "f")).backward(oids=[0, 149]).ids("sales").tolist() == [100, 249]
 
 
 def test_save_refuses_to_replace_unless_asked(lin: ember.Lineage, tmp_path: Path) -> None:
@@ -179,9 +166,7 @@ def test_csv_source_rows_need_spark_after_load(spark: SparkSession, tmp_path: Pa
     again = ember.load(str(tmp_path / "s"), spark)
     rows = again.backward(oids=[0, 1]).rows("people")
     assert rows.column("name").to_pylist() == ["p41", "p42"]
-    assert again.forward("people", where="name = 'p99'").ids().tolist() == [
-        lin.output().column("name").to_pylist().index("p99")
-    ]
+    assert again.forward("people", where="name = 'p99'").ids().tolist() == [lin.output().column("name").to_pylist().index("p99")]
 
 
 def test_export_json_lists_each_output_rows_lineage(lin: ember.Lineage, tmp_path: Path) -> None:

@@ -28,13 +28,9 @@ def two_levels(draw: st.DrawFn) -> tuple[LineageIndex, list[set[int]]]:
     pack = PACKINGS[draw(st.sampled_from(sorted(PACKINGS)))]
     n_side = draw(st.integers(0, 12))
     if draw(st.booleans()):
-        side_rids = np.array(
-            draw(st.lists(st.integers(0, 9), min_size=n_side, max_size=n_side)), dtype=np.int64
-        )
+        side_rids = np.array(draw(st.lists(st.integers(0, 9), min_size=n_side, max_size=n_side)), dtype=np.int64)
     else:  # clustered: consecutive rids, as after a filter over a sorted file
-        side_rids = draw(st.integers(0, 3)) + np.arange(n_side, dtype=np.int64) // draw(
-            st.integers(1, 3)
-        )
+        side_rids = draw(st.integers(0, 3)) + np.arange(n_side, dtype=np.int64) // draw(st.integers(1, 3))
     n_out = draw(st.integers(1, 6))
     starts, ends, own = [], [], []
     for _ in range(n_out):
@@ -58,9 +54,7 @@ def two_levels(draw: st.DrawFn) -> tuple[LineageIndex, list[set[int]]]:
 
 @settings(max_examples=60)
 @given(two_levels(), st.data())
-def test_backward_and_forward_agree_with_sets(
-    case: tuple[LineageIndex, list[set[int]]], data: st.DataObject
-) -> None:
+def test_backward_and_forward_agree_with_sets(case: tuple[LineageIndex, list[set[int]]], data: st.DataObject) -> None:
     index, truth = case
     oids = sorted(set(data.draw(st.lists(st.integers(0, len(truth) - 1), max_size=3))))
     got = index.backward(np.array(oids, dtype=np.int64)).get(SRC, np.empty(0, np.int64))

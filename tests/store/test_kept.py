@@ -23,13 +23,7 @@ N = 2000
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("kept") / "events.parquet"
     ids = np.arange(N)
-    table = pa.table(
-        {
-            "id": ids,
-            "shop": np.array(["a", "b", "c", "d"])[ids * 7 % 4],
-            "amount": ids * 13 % 97 * 1.5,
-        }
-    )
+    table = pa.table({"id": ids, "shop": np.array(["a", "b", "c", "d"])[ids * 7 % 4], "amount": ids * 13 % 97 * 1.5})
     pq.write_table(table, path, row_group_size=128)
     return path
 
@@ -73,9 +67,7 @@ def test_a_small_share_is_copied_and_serves_the_rows(
         assert trace.rows("events", offset=1, limit=2).equals(oracle_rows(source, ids[1:3]))
 
 
-def test_a_large_share_or_keep_rows_0_copies_nothing(
-    events: DataFrame, source: Path, tmp_path: Path
-) -> None:
+def test_a_large_share_or_keep_rows_0_copies_nothing(events: DataFrame, source: Path, tmp_path: Path) -> None:
     wide = ember.capture(events.filter("id % 2 = 0").groupBy("shop").count())
     loaded, manifest = saved(wide, tmp_path / "wide")
     assert "kept" not in manifest["sources"][0] and not os.listdir(tmp_path / "wide" / "kept")
@@ -86,15 +78,11 @@ def test_a_large_share_or_keep_rows_0_copies_nothing(
     assert "kept" not in manifest["sources"][0]
 
 
-def test_rids_outside_the_copy_are_read_from_the_source(
-    events: DataFrame, source: Path, tmp_path: Path
-) -> None:
+def test_rids_outside_the_copy_are_read_from_the_source(events: DataFrame, source: Path, tmp_path: Path) -> None:
     loaded, _ = saved(ember.capture(events.filter("id < 30")), tmp_path / "s")
     src = loaded._sources["events"]
     assert src.kept.read(np.array([5, 40])) is None
-    assert read_rows(src, np.array([5, 40, 1999])).equals(
-        oracle_rows(source, np.array([5, 40, 1999]))
-    )
+    assert read_rows(src, np.array([5, 40, 1999])).equals(oracle_rows(source, np.array([5, 40, 1999])))
 
 
 def test_a_damaged_copy_is_refused(events: DataFrame, tmp_path: Path) -> None:

@@ -17,28 +17,18 @@ import ember
 
 
 @pytest.fixture(scope="module")
-def jobs(
-    spark: SparkSession, tpch: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, list[ember.Lineage]]:
+def jobs(spark: SparkSession, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ember.Lineage]]:
     work = tmp_path_factory.mktemp("jobs")
     lineitem = spark.read.parquet(str(tpch / "lineitem.parquet"))
     clean = lineitem.filter("l_quantity > 5 AND l_discount < 0.08").select(
-        "l_orderkey",
-        "l_linenumber",
-        (F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue"),
+        "l_orderkey", "l_linenumber", (F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue")
     )
     lin_clean = ember.capture(clean, write_to=str(work / "clean"))
     orders = spark.read.parquet(str(tpch / "orders.parquet"))
-    joined = spark.read.parquet(str(work / "clean")).join(
-        orders, F.col("l_orderkey") == F.col("o_orderkey")
-    )
+    joined = spark.read.parquet(str(work / "clean")).join(orders, F.col("l_orderkey") == F.col("o_orderkey"))
     joined = joined.select("l_orderkey", "l_linenumber", "revenue", "o_orderpriority")
     lin_join = ember.capture(joined, write_to=str(work / "joined"))
-    final = (
-        spark.read.parquet(str(work / "joined"))
-        .groupBy("o_orderpriority")
-        .agg(F.sum("revenue").alias("revenue"))
-    )
+    final = spark.read.parquet(str(work / "joined")).groupBy("o_orderpriority").agg(F.sum("revenue").alias("revenue"))
     lin_final = ember.capture(final)
     return work, [lin_clean, lin_join, lin_final]
 
@@ -65,9 +55,7 @@ def oracle(tpch: Path, work: Path, priority: str) -> dict[str, list[int]]:
     return out
 
 
-def test_backward_through_two_upstream_jobs(
-    jobs: tuple[Path, list[ember.Lineage]], tpch: Path
-) -> None:
+def test_backward_through_two_upstream_jobs(jobs: tuple[Path, list[ember.Lineage]], tpch: Path) -> None:
     work, (lin_clean, lin_join, lin_final) = jobs
     assert lin_final.sources == ["joined"]
     priorities = lin_final.output().column("o_orderpriority").to_pylist()
@@ -78,14 +66,10 @@ def test_backward_through_two_upstream_jobs(
         for name, rids in want.items():
             assert trace.ids(name).tolist() == rids, (priority, name)
     alone = lin_final.backward(oids=[0])
-    assert alone.sources == ["joined"], (
-        "without `through`, the trace stops at the job's own sources"
-    )
+    assert alone.sources == ["joined"], "without `through`, the trace stops at the job's own sources"
 
 
-def test_forward_from_a_first_job_source(
-    jobs: tuple[Path, list[ember.Lineage]], tpch: Path
-) -> None:
+def test_forward_from_a_first_job_source(jobs: tuple[Path, list[ember.Lineage]], tpch: Path) -> None:
     work, (lin_clean, lin_join, lin_final) = jobs
     priorities = lin_final.output().column("o_orderpriority").to_pylist()
     lineage = {p: set(oracle(tpch, work, p)["lineitem"]) for p in priorities}
@@ -94,9 +78,7 @@ def test_forward_from_a_first_job_source(
         assert got == [oid for oid, p in enumerate(priorities) if rid in lineage[p]], rid
 
 
-def test_links_survive_save_and_load(
-    jobs: tuple[Path, list[ember.Lineage]], tpch: Path, tmp_path: Path
-) -> None:
+def test_links_survive_save_and_load(jobs: tuple[Path, list[ember.Lineage]], tpch: Path, tmp_path: Path) -> None:
     work, lins = jobs
     for i, lin in enumerate(lins):
         lin.save(str(tmp_path / f"job{i}"))

@@ -43,18 +43,13 @@ def test_tpch_store_round_trip(spark: SparkSession, tpch: Path, tmp_path: Path, 
     for name, src in sources.items():
         assert many.ids(name).tolist() == want_many.get(src.key, np.empty(0)).tolist(), name
         reached = want_many.get(src.key, np.empty(0, np.int64))
-        picks = (
-            list(rng.choice(reached, min(10, reached.size), replace=False)) if reached.size else []
-        )
+        picks = list(rng.choice(reached, min(10, reached.size), replace=False)) if reached.size else []
         for rid in [*picks, *rng.integers(0, src.rows, 5)]:
             got = loaded.forward(name, ids=[int(rid)]).ids().tolist()
             assert got == plain.forward(src.key, np.array([rid])).tolist(), (name, rid)
         (file,) = src.files
         whole = pq.read_table(local_path(file.uri))
-        plain_strings = [
-            pa.field(f.name, pa.string()) if pa.types.is_string_view(f.type) else f
-            for f in whole.schema
-        ]
+        plain_strings = [pa.field(f.name, pa.string()) if pa.types.is_string_view(f.type) else f for f in whole.schema]
         want_rows = whole.cast(pa.schema(plain_strings)).take(pa.array(many.ids(name)[:300]))
         got_rows = many.rows(name, limit=300)
         assert got_rows.drop_columns(["ember_rid"]).to_pylist() == want_rows.to_pylist(), name

@@ -71,35 +71,20 @@ def q2(spark: SparkSession) -> DataFrame:
     # The correlated subquery: min(ps_supplycost) over the outer part's European offers.
     # (`select`, not `agg`: groupBy analyzes eagerly and cannot see the outer reference.)
     cheapest = (
-        spark.table("partsupp")
-        .alias("ps2")
+        spark.table("partsupp").alias("ps2")
         .join(spark.table("supplier").alias("s2"), F.col("s2.s_suppkey") == F.col("ps2.ps_suppkey"))
         .join(spark.table("nation").alias("n2"), F.col("s2.s_nationkey") == F.col("n2.n_nationkey"))
         .join(spark.table("region").alias("r2"), F.col("n2.n_regionkey") == F.col("r2.r_regionkey"))
-        .where(
-            (F.col("r2.r_name") == "EUROPE")
-            & (F.col("ps2.ps_partkey") == F.col("p.p_partkey").outer())
-        )
+        .where((F.col("r2.r_name") == "EUROPE") & (F.col("ps2.ps_partkey") == F.col("p.p_partkey").outer()))
         .select(F.min("ps2.ps_supplycost"))
     )
-    part = (
-        spark.table("part")
-        .alias("p")
-        .where((F.col("p.p_size") == 15) & F.col("p.p_type").endswith("BRASS"))
+    part = spark.table("part").alias("p").where(
+        (F.col("p.p_size") == 15) & F.col("p.p_type").endswith("BRASS")
     )
     return (
         part.join(offers, F.col("p.p_partkey") == F.col("ps_partkey"))
         .where(F.col("ps_supplycost") == cheapest.scalar())
-        .select(
-            "s_acctbal",
-            "s_name",
-            "n_name",
-            "p.p_partkey",
-            "p_mfgr",
-            "s_address",
-            "s_phone",
-            "s_comment",
-        )
+        .select("s_acctbal", "s_name", "n_name", "p.p_partkey", "p_mfgr", "s_address", "s_phone", "s_comment")
         .orderBy(F.col("s_acctbal").desc(), "n_name", "s_name", "p_partkey")
         .limit(100)
     )
@@ -122,8 +107,7 @@ def q3(spark: SparkSession) -> DataFrame:
 
 def q4(spark: SparkSession) -> DataFrame:
     orders = spark.table("orders").where(
-        (F.col("o_orderdate") >= _date("1993-07-01"))
-        & (F.col("o_orderdate") < F.add_months(_date("1993-07-01"), 3))
+        (F.col("o_orderdate") >= _date("1993-07-01")) & (F.col("o_orderdate") < F.add_months(_date("1993-07-01"), 3))
     )
     late = spark.table("lineitem").where(F.col("l_commitdate") < F.col("l_receiptdate"))
     return (
@@ -145,8 +129,7 @@ def q5(spark: SparkSession) -> DataFrame:
         .join(spark.table("lineitem"), F.col("l_orderkey") == F.col("o_orderkey"))
         .join(
             spark.table("supplier"),
-            (F.col("l_suppkey") == F.col("s_suppkey"))
-            & (F.col("c_nationkey") == F.col("s_nationkey")),
+            (F.col("l_suppkey") == F.col("s_suppkey")) & (F.col("c_nationkey") == F.col("s_nationkey")),
         )
         .join(spark.table("nation"), F.col("s_nationkey") == F.col("n_nationkey"))
         .join(asia, F.col("n_regionkey") == F.col("r_regionkey"))
@@ -170,15 +153,9 @@ def q6(spark: SparkSession) -> DataFrame:
 
 
 def q7(spark: SparkSession) -> DataFrame:
-    n1 = spark.table("nation").select(
-        F.col("n_nationkey").alias("n1_key"), F.col("n_name").alias("supp_nation")
-    )
-    n2 = spark.table("nation").select(
-        F.col("n_nationkey").alias("n2_key"), F.col("n_name").alias("cust_nation")
-    )
-    lineitem = spark.table("lineitem").where(
-        F.col("l_shipdate").between(_date("1995-01-01"), _date("1996-12-31"))
-    )
+    n1 = spark.table("nation").select(F.col("n_nationkey").alias("n1_key"), F.col("n_name").alias("supp_nation"))
+    n2 = spark.table("nation").select(F.col("n_nationkey").alias("n2_key"), F.col("n_name").alias("cust_nation"))
+    lineitem = spark.table("lineitem").where(F.col("l_shipdate").between(_date("1995-01-01"), _date("1996-12-31")))
     pair = ((F.col("supp_nation") == "FRANCE") & (F.col("cust_nation") == "GERMANY")) | (
         (F.col("supp_nation") == "GERMANY") & (F.col("cust_nation") == "FRANCE")
     )
@@ -190,12 +167,7 @@ def q7(spark: SparkSession) -> DataFrame:
         .join(n1, F.col("s_nationkey") == F.col("n1_key"))
         .join(n2, F.col("c_nationkey") == F.col("n2_key"))
         .where(pair)
-        .select(
-            "supp_nation",
-            "cust_nation",
-            F.year("l_shipdate").alias("l_year"),
-            _volume().alias("volume"),
-        )
+        .select("supp_nation", "cust_nation", F.year("l_shipdate").alias("l_year"), _volume().alias("volume"))
         .groupBy("supp_nation", "cust_nation", "l_year")
         .agg(F.sum("volume").alias("revenue"))
         .orderBy("supp_nation", "cust_nation", "l_year")
@@ -203,17 +175,11 @@ def q7(spark: SparkSession) -> DataFrame:
 
 
 def q8(spark: SparkSession) -> DataFrame:
-    n1 = spark.table("nation").select(
-        F.col("n_nationkey").alias("n1_key"), F.col("n_regionkey").alias("n1_region")
-    )
-    n2 = spark.table("nation").select(
-        F.col("n_nationkey").alias("n2_key"), F.col("n_name").alias("nation")
-    )
+    n1 = spark.table("nation").select(F.col("n_nationkey").alias("n1_key"), F.col("n_regionkey").alias("n1_region"))
+    n2 = spark.table("nation").select(F.col("n_nationkey").alias("n2_key"), F.col("n_name").alias("nation"))
     america = spark.table("region").where(F.col("r_name") == "AMERICA")
     part = spark.table("part").where(F.col("p_type") == "ECONOMY ANODIZED STEEL")
-    orders = spark.table("orders").where(
-        F.col("o_orderdate").between(_date("1995-01-01"), _date("1996-12-31"))
-    )
+    orders = spark.table("orders").where(F.col("o_orderdate").between(_date("1995-01-01"), _date("1996-12-31")))
     all_nations = (
         part.join(spark.table("lineitem"), F.col("p_partkey") == F.col("l_partkey"))
         .join(spark.table("supplier"), F.col("s_suppkey") == F.col("l_suppkey"))
@@ -240,8 +206,7 @@ def q9(spark: SparkSession) -> DataFrame:
         .join(spark.table("supplier"), F.col("s_suppkey") == F.col("l_suppkey"))
         .join(
             spark.table("partsupp"),
-            (F.col("ps_suppkey") == F.col("l_suppkey"))
-            & (F.col("ps_partkey") == F.col("l_partkey")),
+            (F.col("ps_suppkey") == F.col("l_suppkey")) & (F.col("ps_partkey") == F.col("l_partkey")),
         )
         .join(spark.table("orders"), F.col("o_orderkey") == F.col("l_orderkey"))
         .join(spark.table("nation"), F.col("s_nationkey") == F.col("n_nationkey"))
@@ -260,8 +225,7 @@ def q9(spark: SparkSession) -> DataFrame:
 
 def q10(spark: SparkSession) -> DataFrame:
     orders = spark.table("orders").where(
-        (F.col("o_orderdate") >= _date("1993-10-01"))
-        & (F.col("o_orderdate") < F.add_months(_date("1993-10-01"), 3))
+        (F.col("o_orderdate") >= _date("1993-10-01")) & (F.col("o_orderdate") < F.add_months(_date("1993-10-01"), 3))
     )
     returned = spark.table("lineitem").where(F.col("l_returnflag") == "R")
     return (
@@ -271,16 +235,7 @@ def q10(spark: SparkSession) -> DataFrame:
         .join(spark.table("nation"), F.col("c_nationkey") == F.col("n_nationkey"))
         .groupBy("c_custkey", "c_name", "c_acctbal", "c_phone", "n_name", "c_address", "c_comment")
         .agg(F.sum(_volume()).alias("revenue"))
-        .select(
-            "c_custkey",
-            "c_name",
-            "revenue",
-            "c_acctbal",
-            "n_name",
-            "c_address",
-            "c_phone",
-            "c_comment",
-        )
+        .select("c_custkey", "c_name", "revenue", "c_acctbal", "n_name", "c_address", "c_phone", "c_comment")
         .orderBy(F.col("revenue").desc())
         .limit(20)
     )
@@ -290,10 +245,7 @@ def q11(spark: SparkSession) -> DataFrame:
     german = (
         spark.table("partsupp")
         .join(spark.table("supplier"), F.col("ps_suppkey") == F.col("s_suppkey"))
-        .join(
-            spark.table("nation").where(F.col("n_name") == "GERMANY"),
-            F.col("s_nationkey") == F.col("n_nationkey"),
-        )
+        .join(spark.table("nation").where(F.col("n_name") == "GERMANY"), F.col("s_nationkey") == F.col("n_nationkey"))
         .select("ps_partkey", (F.col("ps_supplycost") * F.col("ps_availqty")).alias("v"))
     )
     threshold = german.agg((F.sum("v") * _dec("0.0001")).alias("threshold"))
@@ -334,8 +286,7 @@ def q13(spark: SparkSession) -> DataFrame:
         spark.table("customer")
         .join(
             spark.table("orders"),
-            (F.col("c_custkey") == F.col("o_custkey"))
-            & ~F.col("o_comment").like("%special%requests%"),
+            (F.col("c_custkey") == F.col("o_custkey")) & ~F.col("o_comment").like("%special%requests%"),
             "left",
         )
         .groupBy("c_custkey")
@@ -350,8 +301,7 @@ def q13(spark: SparkSession) -> DataFrame:
 
 def q14(spark: SparkSession) -> DataFrame:
     lineitem = spark.table("lineitem").where(
-        (F.col("l_shipdate") >= _date("1995-09-01"))
-        & (F.col("l_shipdate") < F.add_months(_date("1995-09-01"), 1))
+        (F.col("l_shipdate") >= _date("1995-09-01")) & (F.col("l_shipdate") < F.add_months(_date("1995-09-01"), 1))
     )
     promo = F.when(F.col("p_type").like("PROMO%"), _volume()).otherwise(0)
     return lineitem.join(spark.table("part"), F.col("l_partkey") == F.col("p_partkey")).agg(
@@ -362,10 +312,7 @@ def q14(spark: SparkSession) -> DataFrame:
 def q15(spark: SparkSession) -> DataFrame:
     revenue0 = (
         spark.table("lineitem")
-        .where(
-            (F.col("l_shipdate") >= _date("1996-01-01"))
-            & (F.col("l_shipdate") < _date("1996-04-01"))
-        )
+        .where((F.col("l_shipdate") >= _date("1996-01-01")) & (F.col("l_shipdate") < _date("1996-04-01")))
         .groupBy(F.col("l_suppkey").alias("supplier_no"))
         .agg(F.sum(_volume()).alias("total_revenue"))
     )
@@ -397,9 +344,7 @@ def q16(spark: SparkSession) -> DataFrame:
 
 
 def q17(spark: SparkSession) -> DataFrame:
-    part = spark.table("part").where(
-        (F.col("p_brand") == "Brand#23") & (F.col("p_container") == "MED BOX")
-    )
+    part = spark.table("part").where((F.col("p_brand") == "Brand#23") & (F.col("p_container") == "MED BOX"))
     per_part = (
         spark.table("lineitem")
         .groupBy(F.col("l_partkey").alias("agg_partkey"))
@@ -434,9 +379,7 @@ def q18(spark: SparkSession) -> DataFrame:
 
 
 def q19(spark: SparkSession) -> DataFrame:
-    air = F.col("l_shipmode").isin("AIR", "AIR REG") & (
-        F.col("l_shipinstruct") == "DELIVER IN PERSON"
-    )
+    air = F.col("l_shipmode").isin("AIR", "AIR REG") & (F.col("l_shipinstruct") == "DELIVER IN PERSON")
 
     def branch(brand: str, containers: tuple[str, ...], qty: int, size: int) -> Column:
         return (
@@ -465,47 +408,29 @@ def q20(spark: SparkSession) -> DataFrame:
     forest = spark.table("part").where(F.col("p_name").startswith("forest"))
     shipped = (
         spark.table("lineitem")
-        .where(
-            (F.col("l_shipdate") >= _date("1994-01-01"))
-            & (F.col("l_shipdate") < _date("1995-01-01"))
-        )
+        .where((F.col("l_shipdate") >= _date("1994-01-01")) & (F.col("l_shipdate") < _date("1995-01-01")))
         .groupBy("l_partkey", "l_suppkey")
         .agg((_dec("0.5") * F.sum("l_quantity")).alias("half_qty"))
     )
     candidates = (
         spark.table("partsupp")
         .join(forest, F.col("ps_partkey") == F.col("p_partkey"), "left_semi")
-        .join(
-            shipped,
-            (F.col("l_partkey") == F.col("ps_partkey"))
-            & (F.col("l_suppkey") == F.col("ps_suppkey")),
-        )
+        .join(shipped, (F.col("l_partkey") == F.col("ps_partkey")) & (F.col("l_suppkey") == F.col("ps_suppkey")))
         .where(F.col("ps_availqty") > F.col("half_qty"))
     )
     return (
         spark.table("supplier")
         .join(candidates, F.col("s_suppkey") == F.col("ps_suppkey"), "left_semi")
-        .join(
-            spark.table("nation").where(F.col("n_name") == "CANADA"),
-            F.col("s_nationkey") == F.col("n_nationkey"),
-        )
+        .join(spark.table("nation").where(F.col("n_name") == "CANADA"), F.col("s_nationkey") == F.col("n_nationkey"))
         .select("s_name", "s_address")
         .orderBy("s_name")
     )
 
 
 def q21(spark: SparkSession) -> DataFrame:
-    l1 = (
-        spark.table("lineitem")
-        .alias("l1")
-        .where(F.col("l1.l_receiptdate") > F.col("l1.l_commitdate"))
-    )
+    l1 = spark.table("lineitem").alias("l1").where(F.col("l1.l_receiptdate") > F.col("l1.l_commitdate"))
     l2 = spark.table("lineitem").alias("l2")
-    l3 = (
-        spark.table("lineitem")
-        .alias("l3")
-        .where(F.col("l3.l_receiptdate") > F.col("l3.l_commitdate"))
-    )
+    l3 = spark.table("lineitem").alias("l3").where(F.col("l3.l_receiptdate") > F.col("l3.l_commitdate"))
 
     def same_order_other_supplier(other: str) -> Column:
         return (F.col(f"{other}.l_orderkey") == F.col("l1.l_orderkey")) & (
@@ -518,14 +443,8 @@ def q21(spark: SparkSession) -> DataFrame:
     return (
         spark.table("supplier")
         .join(waiting, F.col("s_suppkey") == F.col("l1.l_suppkey"))
-        .join(
-            spark.table("orders").where(F.col("o_orderstatus") == "F"),
-            F.col("o_orderkey") == F.col("l1.l_orderkey"),
-        )
-        .join(
-            spark.table("nation").where(F.col("n_name") == "SAUDI ARABIA"),
-            F.col("s_nationkey") == F.col("n_nationkey"),
-        )
+        .join(spark.table("orders").where(F.col("o_orderstatus") == "F"), F.col("o_orderkey") == F.col("l1.l_orderkey"))
+        .join(spark.table("nation").where(F.col("n_name") == "SAUDI ARABIA"), F.col("s_nationkey") == F.col("n_nationkey"))
         .groupBy("s_name")
         .agg(F.count(F.lit(1)).alias("numwait"))
         .orderBy(F.col("numwait").desc(), "s_name")
@@ -537,9 +456,7 @@ def q22(spark: SparkSession) -> DataFrame:
     codes = ("13", "31", "23", "29", "30", "18", "17")
     customer = spark.table("customer")
     average = (
-        customer.where(
-            (F.col("c_acctbal") > _dec("0.00")) & F.substring("c_phone", 1, 2).isin(*codes)
-        )
+        customer.where((F.col("c_acctbal") > _dec("0.00")) & F.substring("c_phone", 1, 2).isin(*codes))
         .agg(F.avg("c_acctbal"))
         .scalar()
     )
@@ -556,26 +473,7 @@ def q22(spark: SparkSession) -> DataFrame:
 
 
 DF: dict[int, Callable[[SparkSession], DataFrame]] = {
-    1: q1,
-    2: q2,
-    3: q3,
-    4: q4,
-    5: q5,
-    6: q6,
-    7: q7,
-    8: q8,
-    9: q9,
-    10: q10,
-    11: q11,
-    12: q12,
-    13: q13,
-    14: q14,
-    15: q15,
-    16: q16,
-    17: q17,
-    18: q18,
-    19: q19,
-    20: q20,
-    21: q21,
-    22: q22,
+    1: q1, 2: q2, 3: q3, 4: q4, 5: q5, 6: q6, 7: q7, 8: q8, 9: q9, 10: q10, 11: q11,
+    12: q12, 13: q13, 14: q14, 15: q15, 16: q16, 17: q17, 18: q18, 19: q19, 20: q20,
+    21: q21, 22: q22,
 }

@@ -47,9 +47,7 @@ def replace_once(text: str, replacements: list[tuple[str, str]]) -> str:
     return text
 
 
-def tpch_sql(
-    spark: SparkSession, n: int, replacements: list[tuple[str, str]] | None = None
-) -> DataFrame:
+def tpch_sql(spark: SparkSession, n: int, replacements: list[tuple[str, str]] | None = None) -> DataFrame:
     """Runs query `n`'s statements and returns the last one's DataFrame (optionally with
     text replacements in the last statement, see VARIANTS)."""
     *setup, last = QUERIES[n]

@@ -48,12 +48,7 @@ MULTI_OIDS = 5  # one backward trace over several output rows at once
 
 
 def check_lineage(
-    df: DataFrame,
-    n: int,
-    expected: pa.Table,
-    rows: dict[str, int],
-    rng: random.Random,
-    strategy: str,
+    df: DataFrame, n: int, expected: pa.Table, rows: dict[str, int], rng: random.Random, strategy: str
 ) -> None:
     keys, sources = KEYS[n], SOURCES[n]
     plain = df.toArrow()
@@ -77,9 +72,7 @@ def check_lineage(
     for oid in sample_oids(sorted(mapping), BACKWARD_SAMPLE, rng):
         trace = lin.backward(oids=[oid])
         reached = {s for s in sources if expected_backward(expected, [mapping[oid]], s).size}
-        assert set(trace.sources) == reached, (
-            f"oid {oid}: sources {trace.sources}, oracle {sorted(reached)}"
-        )
+        assert set(trace.sources) == reached, f"oid {oid}: sources {trace.sources}, oracle {sorted(reached)}"
         for source in sources:
             got = trace.ids(source)
             want = expected_backward(expected, [mapping[oid]], source)
@@ -94,9 +87,7 @@ def check_lineage(
         trace = lin.backward(oids=oids)
         for source in sources:
             want = expected_backward(expected, [mapping[o] for o in oids], source)
-            assert np.array_equal(trace.ids(source), want), _diff(
-                f"backward {oids}, {source}", trace.ids(source), want
-            )
+            assert np.array_equal(trace.ids(source), want), _diff(f"backward {oids}, {source}", trace.ids(source), want)
 
     # Forward: exactly the returned output rows whose oracle lineage holds the rid.
     for source in sources:

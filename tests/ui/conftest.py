@@ -68,9 +68,7 @@ def duck(tpch: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     con.close()
 
 
-def tally(
-    duck: duckdb.DuckDBPyConnection, brushed: str, values: list[str], other: str
-) -> dict[str, int]:
+def tally(duck: duckdb.DuckDBPyConnection, brushed: str, values: list[str], other: str) -> dict[str, int]:
     """Rows per group of view `other` among the rows whose `brushed` group is in `values`."""
     rows = duck.execute(
         f"SELECT CAST({GROUPS[other]} AS VARCHAR), count(*) FROM li "

@@ -62,9 +62,7 @@ def highlighted(page: Page) -> dict[str, dict[str, int]]:
     return shown
 
 
-def test_brushing_a_bar_and_cells_redraws_every_view(
-    page: Page, duck: duckdb.DuckDBPyConnection
-) -> None:
+def test_brushing_a_bar_and_cells_redraws_every_view(page: Page, duck: duckdb.DuckDBPyConnection) -> None:
     labels = {v: d["labels"] for v, d in views(page).items()}
     click_mark(page, "ship_mode", 0)
     mode = labels["ship_mode"][0][0]
@@ -72,12 +70,7 @@ def test_brushing_a_bar_and_cells_redraws_every_view(
     for view in shown:
         assert shown[view] == tally(duck, "ship_mode", [mode], view), view
 
-    rids = [
-        r
-        for (r,) in duck.execute(
-            "SELECT ember_rid FROM li WHERE l_shipmode = ? ORDER BY 1", [mode]
-        ).fetchall()
-    ]
+    rids = [r for (r,) in duck.execute("SELECT ember_rid FROM li WHERE l_shipmode = ? ORDER BY 1", [mode]).fetchall()]
     assert page.inner_text("#page") == f"rows 1\u201350 of {len(rids):,}"
     columns = page.eval_on_selector_all("#rows th", "hs => hs.map(h => h.textContent)")
     cells = page.eval_on_selector_all(
@@ -85,9 +78,7 @@ def test_brushing_a_bar_and_cells_redraws_every_view(
     )
     assert [int(c) for c in cells] == rids[:50]
     page.click("#next")
-    page.wait_for_function(
-        "window.__ember.details > 1 && document.querySelector('#page').textContent.startsWith('rows 51')"
-    )
+    page.wait_for_function("window.__ember.details > 1 && document.querySelector('#page').textContent.startsWith('rows 51')")
 
     click_mark(page, "flags", 0)
     click_mark(page, "flags", 3, shift=True)
@@ -99,9 +90,7 @@ def test_brushing_a_bar_and_cells_redraws_every_view(
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
     probe = page.evaluate("window.__ember")
-    (ARTIFACTS / "latency.json").write_text(
-        json.dumps({"ms": probe["latencies"], "server_ms": probe["server"]})
-    )
+    (ARTIFACTS / "latency.json").write_text(json.dumps({"ms": probe["latencies"], "server_ms": probe["server"]}))
     assert len(probe["latencies"]) == 3
 
 
@@ -111,9 +100,7 @@ def test_escape_clears_the_brush(page: Page) -> None:
     page.keyboard.press("Escape")
     page.wait_for_function("b => window.__ember.brushes > b", arg=before)
     assert page.is_hidden("#details")
-    totals = page.eval_on_selector_all(
-        'rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)"
-    )
+    totals = page.eval_on_selector_all('rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)")
     assert totals == views(page)["discount"]["count"]
 
 
@@ -128,8 +115,6 @@ def test_a_declared_sum_is_charted_on_request(page: Page, duck: duckdb.DuckDBPyC
             flag,
         ).fetchall()
     )
-    shown = page.eval_on_selector_all(
-        'rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)"
-    )
+    shown = page.eval_on_selector_all('rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)")
     discounts = [labels[0] for labels in views(page)["discount"]["labels"]]
     assert dict(zip(discounts, shown, strict=True)) == pytest.approx(expected)
