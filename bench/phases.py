@@ -1,0 +1,97 @@
+"""Where an Inject capture spends its time, per TPC-H query: a tuning aid, not a report.
+
+    .venv/bin/python -m bench.phases --queries 2 4 20 --runs 3
+
+Wraps the stages of `ember.capture(df, strategy="inject")` with timers for the duration
+of the run (plan import, row numbering, annotation, Spark plan building, the jobs'
+`toArrow`, side-table fetching, index building, the source checks) and prints, per
+query, the plain job's and the capture's medians and each stage's median in ms. Stages
+nest: `build` and `jobs` include the side tables' own builds and jobs, which `sides`
+also counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import SparkSession
+from rich.console import Console
+
+import ember
+from bench.common import parser, timed, tpch_session
+from ember import tpch
+
+spent: defaultdict[str, float] = defaultdict(float)
+
+
+def _timer(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def timed_call(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[label] += time.perf_counter() - start
+
+    return timed_call
+
+
+def instrument() -> None:
+    """Puts timers around the capture's stages (module attributes, as `capture` calls them)."""
+    capture = importlib.import_module("ember.capture.capture")  # `ember.capture` is the function
+    sides = importlib.import_module("ember.capture.sides")
+    builder = importlib.import_module("ember.capture.spark_build").Builder
+    stages = {
+        "import": "import_plan", "number": "number_source", "annotate": "annotate",
+        "index": "build_index", "check": "check_unchanged",
+    }  # fmt: skip
+    for label, name in stages.items():
+        setattr(capture, name, _timer(label, getattr(capture, name)))
+    sides.fetch = _timer("sides", sides.fetch)
+    build = builder.dataframe
+
+    def dataframe(self: Any, plan: Any) -> Any:
+        df = _timer("build", build)(self, plan)
+        df.toArrow = _timer("jobs", df.toArrow)
+        return df
+
+    builder.dataframe = dataframe
+
+
+def measure(spark: SparkSession, n: int, runs: int) -> str:
+    plain, inject, stages = [], [], []
+    for round_ in range(runs + 1):  # round 0 warms up
+        took, _ = timed(lambda: tpch.query(spark, n).toArrow())
+        spent.clear()
+        captured, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
+        if round_:
+            plain.append(took)
+            inject.append(captured)
+            stages.append(dict(spent))
+    mid = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in stages[0]}
+    p, i = statistics.median(plain), statistics.median(inject)
+    parts = " ".join(f"{k} {v * 1000:.0f}" for k, v in mid.items())
+    return f"Q{n}: plain {p * 1000:.0f} ms, inject {i * 1000:.0f} ms ({i / p - 1:+.0%}); {parts}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser(__doc__)
+    options.add_argument("--runs", type=int, default=3)
+    args = options.parse_args(argv)
+    console = Console()
+    spark, _ = tpch_session(console, args.scale)
+    instrument()
+    for n in args.queries:
+        console.print(measure(spark, n, args.runs))
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
