@@ -88,12 +88,19 @@ class LineageRDD:
         """`_pairs` on the driver: while the ids are there, or at an origin whose records
         the driver has."""
         if self.origin is not None:
-            pairs = None if self._refs is not None else self.origin.local_pairs()
-            return None if pairs is None else [(ref, rec) for rec, ref in pairs]
+            return self._origin_pairs
         known = self._local_ids()
         if known is None:
             return None
         return [pair for p in self.points for pair in p.local_records([r for r in known if p.owns(r)])]
+
+    @functools.cached_property
+    def _origin_pairs(self) -> list[tuple[Ref, Any]] | None:
+        """An origin's pairs from its filed records, computed once per trace object (its
+        ids and its records both start from them)."""
+        assert self.origin is not None
+        pairs = None if self._refs is not None else self.origin.local_pairs()
+        return None if pairs is None else [(ref, rec) for rec, ref in pairs]
 
     def _local_ids(self) -> list[Ref] | None:
         """The traced ids on the driver if there are at most `LOCAL_IDS` (one job to find out)."""
