@@ -7,9 +7,12 @@ from pyspark.sql import DataFrame
 from ember.capture.annotate import annotate
 from ember.capture.numbering import number_source
 from ember.errors import UnsupportedOperatorError
+from ember.infer.exact import why_rerun
 from ember.infer.lineage import InferredLineage
 from ember.infer.pushdown import infer as push_down
 from ember.infer.pushdown import lift_limits
+from ember.infer.saving import run_saving
+from ember.infer.segments import split
 from ember.plan import ir
 from ember.plan.jvm import Jvm
 from ember.plan.spark_import import import_plan
@@ -19,22 +22,29 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     """Runs `df` untouched and returns lineage inferred from its plan, read lazily.
 
     Inference reads no data: it works out, per scan, which output columns pin the rows a
-    traced output row came from. A trace binds those to the row's values and lets Spark
-    read only matching rows. `exact=True` re-runs the job on just those rows and traces
-    the re-run (the same answer as `ember.capture`); `exact=False` returns the matching
+    traced output row came from. A trace binds those to the row's values and reads only
+    matching rows. `exact=True` gives the same answer as `ember.capture`: where the plan
+    makes the matching rows the exact lineage, directly; where a few intermediates make it
+    so, the job saves them (projected) as it runs and traces go through them; otherwise a
+    trace re-runs the job on just the matching rows. `exact=False` returns the matching
     rows themselves, a superset that never misses a lineage row, refined across joins
-    when `iterative` (else PredTrace's naive push-down).
+    when `iterative` (else PredTrace's naive push-down); it saves nothing.
 
     Output rows with equal values are traced together (set semantics).
     """
     jvm = Jvm(df.sparkSession)
-    plan, sources = import_plan(jvm, df)
-    _check_deterministic(plan)
-    plan = lift_limits(plan)
+    written, sources = import_plan(jvm, df)
+    _check_deterministic(written)
+    plan = lift_limits(written)
     annotate(plan)  # refuses, before any job, what ember cannot trace
     inference = push_down(plan)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    return InferredLineage(jvm, plan, df.toArrow(), numbered, inference, exact, iterative)
+    segment = split(plan) if exact and why_rerun(plan, inference) is not None else None
+    ran = None if segment is None else run_saving(jvm, written, segment, numbered)
+    if ran is None:
+        return InferredLineage(jvm, plan, df.toArrow(), numbered, inference, exact, iterative)
+    output, saved = ran
+    return InferredLineage(jvm, plan, output, numbered, inference, exact, iterative, segment, saved)
 
 
 def _check_deterministic(plan: ir.Node) -> None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from ember import duck
 from ember.fetch.rows import check_unchanged
 from ember.infer.pushdown import Binding, ScanPlan
+from ember.infer.segments import SAVED
 from ember.infer.spark import MAX_DISJUNCTS, RID
 from ember.plan import ir
 from ember.plan.jvm import JObj, class_name, iterate
@@ -122,12 +123,14 @@ def candidates(
     attrs: list[ir.Attr],
 ) -> pa.Table | None:
     """The rids (`__ember_rid`) and columns `a<attr id>` of the scan's rows that its filters
-    and bound values select, read by DuckDB; None when some part does not translate.
+    and bound values select, read by DuckDB; None when some part does not translate. A
+    saved intermediate (`infer.segments`) is read from its rows in memory.
 
     `tuples` are the traced rows' bound values (`infer.spark.bound_values`; None: no
     binding restricts).
     """
-    if source.kind != "parquet" or not source.files:
+    saved = source.kind == SAVED
+    if not saved and (source.kind != "parquet" or not source.files):
         return None
     conds = [sql(f.handle) for f in plan.filters]
     if tuples is not None:
@@ -135,20 +138,25 @@ def candidates(
         conds.append(_match_any(terms, tuples))
     if any(c is None for c in conds):
         return None
-    try:
-        files = [(str(local_path(f.uri)), f.offset) for f in source.files]
-    except ValueError:
-        return None
-    check_unchanged(source)
     where = " AND ".join(c for c in conds if c is not None) or "TRUE"
     columns = "".join(f", {_name(a.name)} AS a{a.id}" for a in attrs)
-    parts = [
-        f"SELECT file_row_number + {offset} AS {RID}{columns} "
-        f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true) WHERE {where}"
-        for path, offset in files
-    ]
+    if saved:
+        parts = [f"SELECT {RID}{columns} FROM saved WHERE {where}"]
+    else:
+        try:
+            files = [(str(local_path(f.uri)), f.offset) for f in source.files]
+        except ValueError:
+            return None
+        check_unchanged(source)
+        parts = [
+            f"SELECT file_row_number + {offset} AS {RID}{columns} "
+            f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true) WHERE {where}"
+            for path, offset in files
+        ]
     con = duck.connect()
     try:
+        if saved:
+            con.register("saved", source.data)
         return con.sql(" UNION ALL ".join(parts)).to_arrow_table()
     finally:
         con.close()

@@ -30,12 +30,22 @@ from ember.plan.ir import column_of, walk
 _KEEP_ROWS = ("sort", "repartition")
 
 
+# why a plan's predicates are not its exact lineage, and the node where that shows
+Failure = tuple[str, ir.Node]
+
+
 def why_rerun(plan: ir.Node, inference: Inference) -> str | None:
     """None when the pushed predicates are the exact lineage of any traced row, otherwise
     why a trace must re-run the job."""
+    failure = failing(plan, inference)
+    return None if failure is None else failure[0]
+
+
+def failing(plan: ir.Node, inference: Inference) -> Failure | None:
+    """Like `why_rerun`, with the node at fault (where a saved intermediate could help)."""
     for node in walk(plan):
         if any(e.subqueries for e in node.expressions()):
-            return f"{type(node).__name__} holds a subquery"
+            return f"{type(node).__name__} holds a subquery", node
     bound = {a.id for a in plan.output}
     node = plan
     while _passes_rows(node, (ir.Project, ir.Filter, ir.Limit)):
@@ -44,11 +54,12 @@ def why_rerun(plan: ir.Node, inference: Inference) -> str | None:
             bound = {c for c in (column_of(n.expr) for n in node.columns if n.attr.id in bound) if c is not None}
         node = node.child
     if isinstance(node, ir.Aggregate):  # filters above it drop whole groups
-        return _unpinned_key(node, bound, inference) or _not_a_join_tree(node.child)
+        unpinned = _unpinned_key(node, bound, inference)
+        return (unpinned, node) if unpinned else _not_a_join_tree(node.child)
     pinned = {b.column for sp in inference.scans for b in sp.bindings if not b.padded}
     missing = [a.name for j, a in enumerate(plan.output) if j not in pinned]
     if missing:
-        return f"output columns {missing} pin no source column"
+        return f"output columns {missing} pin no source column", plan
     body = plan
     while _passes_rows(body, (ir.Project, ir.Limit)):  # no filters: one above a join would be lost
         assert isinstance(body, ir.Unary)
@@ -78,7 +89,7 @@ def _unpinned_key(agg: ir.Aggregate, bound: set[int], inference: Inference) -> s
     return None
 
 
-def _not_a_join_tree(node: ir.Node) -> str | None:
+def _not_a_join_tree(node: ir.Node) -> Failure | None:
     """Why the rows below the traced group are not a tree of single-equality joins over
     filtered scans, or None."""
     if isinstance(node, ir.Scan):
@@ -87,16 +98,16 @@ def _not_a_join_tree(node: ir.Node) -> str | None:
         below = node.child
         while isinstance(below, ir.Filter):
             below = below.child
-        return None if isinstance(below, ir.Scan) else "a filter sits above a join or projection"
+        return None if isinstance(below, ir.Scan) else ("a filter sits above a join or projection", node)
     if isinstance(node, ir.Project) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
         return _not_a_join_tree(node.child)
     if isinstance(node, ir.Join):
         if node.kind not in ("inner", "semi"):
-            return f"{node.kind} join"
+            return f"{node.kind} join", node
         if node.theta or len(node.equi) != 1:
-            return "a join condition other than one column equality"
+            return "a join condition other than one column equality", node
         (lid, rid), = node.equi
         if not origins(node.left, lid) or not origins(node.right, rid):
-            return "a join key computed from more than one scan column"
+            return "a join key computed from more than one scan column", node
         return _not_a_join_tree(node.left) or _not_a_join_tree(node.right)
-    return f"{type(node).__name__.lower()} below the traced group"
+    return f"{type(node).__name__.lower()} below the traced group", node

@@ -18,6 +18,7 @@ from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import cuts, refine
 from ember.infer.refine import needed as needed_columns
+from ember.infer.segments import SAVED, Segment
 from ember.lineage import choose, chosen_rids
 from ember.plan import ir
 from ember.plan.jvm import Jvm
@@ -45,6 +46,8 @@ class InferredLineage:
         inference: Inference,
         exact: bool,
         iterative: bool,
+        segment: Segment | None = None,
+        saved: dict[str, Source] | None = None,
     ):
         self._jvm = jvm
         self._plan = plan
@@ -57,6 +60,14 @@ class InferredLineage:
         self.iterative = iterative
         self.mode = "infer" if exact else "infer-superset"
         self.rerun_reason = why_rerun(plan, inference)  # None: exact traces need no re-run
+        self._segment = segment  # the plan cut at saved intermediates into exact pieces
+        self._saved = saved or {}  # by stand-in key: the saved rows
+        self._lookup = {**sources, **self._saved}
+
+    @property
+    def saved(self) -> dict[str, pa.Table]:
+        """The intermediates the job saved for exact traces, by name (empty for most plans)."""
+        return {s.name: s.data.drop_columns([spark.RID]) for s in self._saved.values()}
 
     @property
     def sources(self) -> list[str]:
@@ -77,6 +88,10 @@ class InferredLineage:
             found, settled = self._superset(rows, True)
             if settled:
                 return Trace(self._named, found)
+        elif self._segment is not None:
+            pieced = self._through(self._segment, rows)
+            if pieced is not None:
+                return Trace(self._named, pieced)
         _, index, oids = self._rerun(rows)
         return Trace(self._named, index.backward(oids))
 
@@ -104,7 +119,13 @@ class InferredLineage:
             lines.append(f"{sp.scan.source.name}: {pins}{state}")
         if self.inference.stops:
             lines.append("stopped at: " + "; ".join(self.inference.stops))
-        how = "the predicates above, cut across joins" if self.rerun_reason is None else f"a re-run ({self.rerun_reason})"
+        if self.rerun_reason is None:
+            how = "the predicates above, cut across joins"
+        elif self._segment is not None:
+            saved = ", ".join(f"{s.name} ({s.rows} rows: {', '.join(s.data.column_names[:-1])})" for s in self._saved.values())
+            how = f"the predicates, cut across joins, over saved intermediates: {saved} (else a re-run: {self.rerun_reason})"
+        else:
+            how = f"a re-run ({self.rerun_reason})"
         lines.append(f"exact traces: {how}")
         return "\n".join(lines)
 
@@ -128,11 +149,36 @@ class InferredLineage:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
         return out, index, np.unique(found)
 
+    def _through(self, segment: Segment, rows: pa.Table) -> dict[str, np.ndarray] | None:
+        """The exact lineage of `rows` of a piece of the plan: its predicates pick the rows of
+        its sources and of its saved intermediates, and the saved rows are traced through
+        the pieces below. None when some cut does not settle (the re-run answers then)."""
+        found, settled = self._selected(segment.plan, segment.inference, rows, True, drop_nulls=True)
+        if not settled:
+            return None
+        for save in segment.saves:
+            ids = found.pop(save.scan.source.key)
+            if ids.size == 0:
+                continue
+            picked = self._saved[save.scan.source.key].data.take(pa.array(ids))
+            below = self._through(save.below, _positional(picked, save.node.output))
+            if below is None:
+                return None
+            for key, more in below.items():
+                found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), more)
+        return found
+
     def _superset(self, rows: pa.Table, iterative: bool) -> tuple[dict[str, np.ndarray], bool]:
         """Per source, the rows the predicates select (cut across joins when `iterative`), and
         whether the cuts settled; on a plan `infer.exact` accepts, that is the lineage."""
-        traced = [sp for sp in self.inference.scans if sp.traced]
-        cut_list = cuts(self._plan) if iterative else []
+        return self._selected(self._plan, self.inference, rows, iterative, drop_nulls=self.rerun_reason is None)
+
+    def _selected(
+        self, plan: ir.Node, inference: Inference, rows: pa.Table, iterative: bool, drop_nulls: bool
+    ) -> tuple[dict[str, np.ndarray], bool]:
+        """`_superset` over a piece of the plan, whose scans may be saved intermediates."""
+        traced = [sp for sp in inference.scans if sp.traced]
+        cut_list = cuts(plan) if iterative else []
         needed = needed_columns(cut_list)
         frames: dict[int, pa.Table] = {}
         for sp in traced:
@@ -140,22 +186,24 @@ class InferredLineage:
             tuples = spark.bound_values(sp.bindings, rows)
             if tuples is None and not sp.filters and id(sp.scan) not in needed:
                 continue  # every row of the scan
-            source = self._by_key.get(sp.scan.source.key, sp.scan.source)
+            source = self._lookup.get(sp.scan.source.key, sp.scan.source)
             read = duck_scan.candidates(source, sp, tuples, attrs)
+            if read is None and source.kind == SAVED:
+                raise EmberError(f"ember.infer cannot read its saved intermediate with {sp.filters} (a bug)")
             if read is None:
                 cond = spark.selection(self._jvm, sp, rows, filters=True)
                 df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
                 read = spark.candidates(df, spark.columns(self._jvm, sp.scan), attrs)
             frames[id(sp.scan)] = read
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
-        frames, settled = refine(usable, frames, drop_nulls=self.rerun_reason is None)
+        frames, settled = refine(usable, frames, drop_nulls=drop_nulls)
         settled = settled and len(usable) == len(cut_list)
         found: dict[str, np.ndarray] = {}
         for sp in traced:
             key = sp.scan.source.key
             table = frames.get(id(sp.scan))
             if table is None:
-                ids = np.arange(self._by_key[key].rows, dtype=np.int64)
+                ids = np.arange(self._lookup[key].rows, dtype=np.int64)
             else:
                 ids = np.unique(table.column(spark.RID).to_numpy().astype(np.int64))
             found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
@@ -182,6 +230,13 @@ class InferredLineage:
     def __repr__(self) -> str:
         kind = "exact" if self.exact else "superset"
         return f"<ember inferred lineage ({kind}): {self._user.num_rows} output rows from {', '.join(self.sources)}>"
+
+
+def _positional(saved: pa.Table, output: tuple[ir.Attr, ...]) -> pa.Table:
+    """Saved rows laid out as their subplan's output (columns not saved are never read: null)."""
+    names = set(saved.column_names)
+    columns = [saved.column(a.name) if a.name in names else pa.nulls(saved.num_rows) for a in output]
+    return pa.table(columns, names=[f"c{j}" for j in range(len(output))])
 
 
 def _side(b: Binding) -> str:

@@ -1,0 +1,135 @@
+"""Where exact mode saves intermediates (PredTrace's saved operator outputs), over the IR.
+
+A plan whose pushed predicates are not its exact lineage (`infer.exact`) can often be cut
+into pieces whose predicates are: the plan above a subplan S treats S's rows as a scan,
+and S's rows are traced through S's own plan. Saving S's output while the job runs (only
+the columns either piece's predicates read) lets a trace evaluate both pieces in-process,
+with no re-run. Q18's `HAVING sum(l_quantity) > 300` subquery is the typical case: a
+filter over an aggregate inside a semi join stops the exact path; saved, it is a 57-row
+scan at SF1, and the aggregate below it pins whole groups.
+
+Save points are found where the exact check fails: the lowest node at or above the fault
+whose own subplan splits (recursively) into exact pieces. Pure: no data, no Spark.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from ember.infer.exact import failing
+from ember.infer.pushdown import Inference, infer
+from ember.infer.refine import cuts
+from ember.plan import ir
+from ember.plan.sources import Source
+
+MAX_SAVES = 8  # per piece; plans needing more keep the re-run
+MAX_DEPTH = 3  # saved intermediates nested inside saved intermediates
+SAVED = "saved"  # the source kind of a stand-in scan
+
+_keys = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Save:
+    """The output of `node` (a subplan of the job), saved: `scan` stands for it above."""
+
+    node: ir.Node
+    scan: ir.Scan
+    below: Segment  # traces the saved rows through `node`'s own plan
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of the plan whose predicates are its exact lineage, over sources and saves."""
+
+    plan: ir.Node
+    inference: Inference
+    saves: tuple[Save, ...]
+
+
+def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
+    """`plan` cut at saved intermediates into exact pieces, or None when no cut is found."""
+    saves: list[Save] = []
+    top = plan
+    for _ in range(MAX_SAVES + 1):
+        inference = infer(top)
+        failure = failing(top, inference)
+        if failure is None:
+            return Segment(top, inference, tuple(saves))
+        save = _save_at(top, failure[1], depth)
+        if save is None:
+            return None
+        saves.append(save)
+        top = _replace(top, save.node, save.scan)
+    return None
+
+
+def saved_columns(segment: Segment, save: Save) -> tuple[ir.Attr, ...]:
+    """The columns of a save that the piece above and the piece below read (in output order)."""
+    scan_id = id(save.scan)
+    ids: set[int] = set()
+    for sp in segment.inference.scans:
+        if sp.scan is save.scan:
+            for b in sp.bindings:
+                ids |= {b.attr.id} if b.attr is not None else set(b.expr.refs if b.expr is not None else ())
+            for f in sp.filters:
+                ids |= f.refs
+    for c in cuts(segment.plan):
+        ids |= {c.column.id} if c.target == scan_id else set()
+        ids |= {col.id for scan, col in c.by if scan == scan_id}
+    for sp in save.below.inference.scans:
+        ids |= {save.node.output[b.column].id for b in sp.bindings}
+    return tuple(a for a in save.node.output if a.id in ids)
+
+
+def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
+    """A save at the lowest node on the way from `fault` up to (not including) `top` whose
+    subplan splits into exact pieces."""
+    if depth == 0:
+        return None
+    for node in _ancestors(top, fault):
+        if node is top or isinstance(node, ir.Scan) or not _plain_names(node):
+            continue
+        below = split(node, depth - 1)
+        if below is not None:
+            stand_in = Source(key=f"ember-saved-{next(_keys)}", name=f"saved {type(node).__name__.lower()}", kind=SAVED, rows=0)
+            return Save(node, ir.Scan(stand_in, node.output), below)
+    return None
+
+
+def _plain_names(node: ir.Node) -> bool:
+    """Saved rows are read in-process by column name, so the names must be distinct."""
+    names = [a.name for a in node.output]
+    return len(set(names)) == len(names)
+
+
+def _ancestors(top: ir.Node, node: ir.Node) -> list[ir.Node]:
+    """`node`, its parent, ... up to `top` (by identity); empty when `node` is not in `top`."""
+    if top is node:
+        return [node]
+    for child in top.children:
+        path = _ancestors(child, node)
+        if path:
+            return [*path, top]
+    return []
+
+
+def _replace(plan: ir.Node, old: ir.Node, new: ir.Node) -> ir.Node:
+    """`plan` with the subplan `old` (by identity) replaced by `new`."""
+    if plan is old:
+        return new
+    children = tuple(_replace(c, old, new) for c in plan.children)
+    if all(a is b for a, b in zip(children, plan.children, strict=True)):
+        return plan
+    return ir.with_children(plan, children)
+
+
+def wrap(plan: ir.Node, keys: dict[int, int]) -> ir.Node:
+    """`plan` with each subplan whose `id()` is in `keys` cached as `ir.Shared` under its key,
+    so one job computes the output and keeps the saved intermediates."""
+    children = tuple(wrap(c, keys) for c in plan.children)
+    same = all(a is b for a, b in zip(children, plan.children, strict=True))
+    rebuilt = plan if same else ir.with_children(plan, children)
+    key = keys.get(id(plan))
+    return rebuilt if key is None else ir.Shared(rebuilt, key=key)
