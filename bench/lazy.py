@@ -75,7 +75,8 @@ def measure(spark: SparkSession, n: int, runs: int, traces: int) -> dict[str, ob
         **{f"t_{k}": med(v) if v else float("nan") for k, v in lat.items()},
         **{f"fpr_{k}": statistics.mean(v) if v else 0.0 for k, v in fprs.items()},
         "explain": exact.explain(),
-        "path": "predicates" if exact.rerun_reason is None else "re-run",
+        "path": exact.exact_path,
+        "saved": sum(t.nbytes for t in exact.saved.values()),
     }
 
 
@@ -111,9 +112,11 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, ob
         "",
         f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"`python -m bench.lazy --scale {args.scale:g}` ({args.runs} alternating runs, "
-        f"{args.traces} traced rows per query). Exact mode saves no intermediate, so the job runs untouched; "
-        "an exact trace is the pushed predicates cut across joins where the plan makes that exact "
-        "(path \"predicates\", `ember/infer/exact.py`), else a restricted re-run (path \"re-run\").",
+        f"{args.traces} traced rows per query). An exact trace is the pushed predicates cut across joins "
+        "where the plan makes that exact (path \"predicates\", `ember/infer/exact.py`); else those candidates "
+        "joined in-process (\"joined\", `ember/infer/block.py`), through intermediates the job saved where "
+        "the plan needs them (\"saved intermediates\", `ember/infer/segments.py`; the job then runs rebuilt "
+        "with them cached); else a restricted re-run on Spark (\"re-run\"). Only saving jobs change.",
         "",
         f"Job overhead of `infer` (plan import + inference): median {statistics.median(over):.1%}, "
         f"worst {max(over):.1%}. Exact backward trace: mean {statistics.mean(col('t_exact')):.2f} s, "
@@ -122,14 +125,15 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, ob
         f"False positives: naive mean {statistics.mean(col('fpr_naive')):.1%}, "
         f"iterative mean {statistics.mean(col('fpr_iterative')):.1%}.",
         "",
-        "| query | plain s | infer job s | overhead | exact path | exact trace s | iterative s | naive s "
+        "| query | plain s | infer job s | overhead | exact path | saved KB | exact trace s | iterative s | naive s "
         "| eager trace ms | whole re-run s | naive FPR | iterative FPR |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in results:
         f = {k: float(v) for k, v in r.items() if k not in ("explain", "path")}  # type: ignore[arg-type]
         lines.append(
-            f"| Q{n} | {f['plain']:.2f} | {f['job']:.2f} | {f['job'] / f['plain'] - 1:.0%} | {r['path']} | {f['t_exact']:.2f} | "
+            f"| Q{n} | {f['plain']:.2f} | {f['job']:.2f} | {f['job'] / f['plain'] - 1:.0%} | {r['path']} | "
+            f"{f['saved'] / 1024:.0f} | {f['t_exact']:.2f} | "
             f"{f['t_iterative']:.2f} | {f['t_naive']:.2f} | {ms(f['t_eager']):.1f} | {f['rerun']:.2f} | "
             f"{f['fpr_naive']:.0%} | {f['fpr_iterative']:.0%} |"
         )

@@ -40,10 +40,10 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     inference = push_down(plan)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
     segment = split(plan) if exact and why_rerun(plan, inference) is not None else None
-    ran = None if segment is None else run_saving(jvm, written, segment, numbered)
-    if ran is None:
-        return InferredLineage(jvm, plan, df.toArrow(), numbered, inference, exact, iterative)
-    output, saved = ran
+    ran = None if segment is None or not segment.saves else run_saving(jvm, written, segment, numbered)
+    if segment is not None and segment.saves and ran is None:
+        segment = None  # a save point the job's plan does not hold: traces re-run
+    output, saved = ran if ran is not None else (df.toArrow(), {})
     return InferredLineage(jvm, plan, output, numbered, inference, exact, iterative, segment, saved)
 
 

@@ -5,28 +5,28 @@ scan, the rids and key columns of the rows its bindings and filters select. Spar
 answers that with one job per scan, ~0.3 s each before it reads a byte; DuckDB reads
 the same Parquet files with the same row-group skipping in-process. So a condition is
 translated when every part of it is in a small vocabulary whose meaning is the same in
-both engines (columns, literals of plain types, comparisons, AND/OR/NOT, IS NULL, IN,
-prefix/suffix/substring tests, year()); anything else returns None and the scan stays
-on Spark.
+both engines (columns, literals of plain types, comparisons, + - *, AND/OR/NOT, IS NULL, IN,
+prefix/suffix/substring tests, year(), exact widening casts to decimal); anything else
+returns None and the scan stays on Spark.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from ember import duck
 from ember.fetch.rows import check_unchanged
 from ember.infer.pushdown import Binding, ScanPlan
-from ember.infer.segments import SAVED
 from ember.infer.spark import MAX_DISJUNCTS, RID
 from ember.plan import ir
 from ember.plan.jvm import JObj, class_name, iterate
-from ember.plan.sources import Source, local_path
+from ember.plan.sources import SAVED, Source, local_path
 
 _COMPARE = {
     "EqualTo": "=",
@@ -36,19 +36,23 @@ _COMPARE = {
     "GreaterThanOrEqual": ">=",
     "And": "AND",
     "Or": "OR",
+    "Add": "+",  # exact on integers and decimals in both engines (an overflow errors in DuckDB:
+    "Subtract": "-",  # the caller falls back to Spark), IEEE on doubles; division differs
+    "Multiply": "*",
 }
 _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
 _INTEGERS = {"IntegerType", "LongType", "ShortType", "ByteType"}
 
 
-def sql(e: JObj) -> str | None:
-    """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None."""
+def sql(e: JObj, named: Callable[[JObj], str] | None = None) -> str | None:
+    """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
+    spelled by their names, or by `named` (given the attribute)."""
     kind = class_name(e).rstrip("$")
-    args = [sql(c) for c in iterate(e.children())]
+    args = [sql(c, named) for c in iterate(e.children())]
     if any(a is None for a in args):
         return None
     if kind == "AttributeReference":
-        return _name(str(e.name()))
+        return _name(str(e.name())) if named is None else named(e)
     if kind == "Literal":
         return _literal(e)
     if kind in _COMPARE and len(args) == 2:
@@ -68,7 +72,25 @@ def sql(e: JObj) -> str | None:
         return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"
     if kind == "Alias":
         return args[0]
+    if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
+        target = e.dataType()
+        return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
     return None
+
+
+_DIGITS = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}
+
+
+def _widens(source: JObj, target: JObj) -> bool:
+    """Whether a cast to a decimal keeps every value exactly (no rounding, no overflow), so
+    it means the same in both engines; other casts do not translate."""
+    if class_name(target).rstrip("$") != "DecimalType":
+        return False
+    room, scale = target.precision() - target.scale(), target.scale()
+    kind = class_name(source).rstrip("$")
+    if kind in _DIGITS:
+        return room >= _DIGITS[kind]
+    return kind == "DecimalType" and room >= source.precision() - source.scale() and scale >= source.scale()
 
 
 def _name(name: str) -> str:
@@ -158,6 +180,8 @@ def candidates(
         if saved:
             con.register("saved", source.data)
         return con.sql(" UNION ALL ".join(parts)).to_arrow_table()
+    except duckdb.Error:  # an overflow in translated arithmetic: Spark's own semantics decide
+        return None
     finally:
         con.close()
 

@@ -41,8 +41,13 @@ def why_rerun(plan: ir.Node, inference: Inference) -> str | None:
     return None if failure is None else failure[0]
 
 
-def failing(plan: ir.Node, inference: Inference) -> Failure | None:
-    """Like `why_rerun`, with the node at fault (where a saved intermediate could help)."""
+def failing(plan: ir.Node, inference: Inference, evaluated: bool = False) -> Failure | None:
+    """Like `why_rerun`, with the node at fault (where a saved intermediate could help).
+
+    `evaluated`: the rows below the traced group will be joined in-process (`infer.block`)
+    rather than only cut, so any conditions and cycles among inner and semi joins are
+    exact too; other operators still are not."""
+    below = _not_a_block if evaluated else _not_a_join_tree
     for node in walk(plan):
         if any(e.subqueries for e in node.expressions()):
             return f"{type(node).__name__} holds a subquery", node
@@ -55,7 +60,7 @@ def failing(plan: ir.Node, inference: Inference) -> Failure | None:
         node = node.child
     if isinstance(node, ir.Aggregate):  # filters above it drop whole groups
         unpinned = _unpinned_key(node, bound, inference)
-        return (unpinned, node) if unpinned else _not_a_join_tree(node.child)
+        return (unpinned, node) if unpinned else below(node.child)
     pinned = {b.column for sp in inference.scans for b in sp.bindings if not b.padded}
     missing = [a.name for j, a in enumerate(plan.output) if j not in pinned]
     if missing:
@@ -64,7 +69,7 @@ def failing(plan: ir.Node, inference: Inference) -> Failure | None:
     while _passes_rows(body, (ir.Project, ir.Limit)):  # no filters: one above a join would be lost
         assert isinstance(body, ir.Unary)
         body = body.child
-    return _not_a_join_tree(body)
+    return below(body)
 
 
 def _passes_rows(node: ir.Node, kinds: tuple[type[ir.Node], ...]) -> bool:
@@ -110,4 +115,18 @@ def _not_a_join_tree(node: ir.Node) -> Failure | None:
         if not origins(node.left, lid) or not origins(node.right, rid):
             return "a join key computed from more than one scan column", node
         return _not_a_join_tree(node.left) or _not_a_join_tree(node.right)
+    return f"{type(node).__name__.lower()} below the traced group", node
+
+
+def _not_a_block(node: ir.Node) -> Failure | None:
+    """Why the rows below the traced group are not scans under filters, projections and
+    inner, cross, semi or left joins (on any condition), or None."""
+    if isinstance(node, ir.Scan):
+        return None
+    if isinstance(node, ir.Filter | ir.Project) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
+        return _not_a_block(node.child)
+    if isinstance(node, ir.Join):
+        if node.kind not in ("inner", "cross", "semi", "left"):
+            return f"{node.kind} join", node
+        return _not_a_block(node.left) or _not_a_block(node.right)
     return f"{type(node).__name__.lower()} below the traced group", node

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -12,17 +13,17 @@ from ember.capture.annotate import annotate
 from ember.capture.capture import run_annotated
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
-from ember.infer import duck_scan, spark
+from ember.infer import block, duck_scan, spark
 from ember.infer.exact import why_rerun
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import cuts, refine
 from ember.infer.refine import needed as needed_columns
-from ember.infer.segments import SAVED, Segment
+from ember.infer.segments import Segment
 from ember.lineage import choose, chosen_rids
 from ember.plan import ir
 from ember.plan.jvm import Jvm
-from ember.plan.sources import Source
+from ember.plan.sources import SAVED, Source
 from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.index import LineageIndex
@@ -33,8 +34,10 @@ class InferredLineage:
 
     Exact traces are the rows the inferred predicates select at each scan, refined across
     joins, where the plan makes that exact (`rerun_reason` is None: see `infer.exact`);
-    elsewhere they re-run the job restricted to those rows (Spark skips the rest) and trace
-    the re-run. Superset traces (`exact=False`) return the selected rows, with no re-run.
+    else those rows joined in-process, through the intermediates the job saved where the
+    plan needs them (`infer.segments`, `infer.block`); else they re-run the job restricted
+    to those rows (Spark skips the rest) and trace the re-run (`exact_path` says which).
+    Superset traces (`exact=False`) return the selected rows, with no re-run.
     """
 
     def __init__(
@@ -63,6 +66,17 @@ class InferredLineage:
         self._segment = segment  # the plan cut at saved intermediates into exact pieces
         self._saved = saved or {}  # by stand-in key: the saved rows
         self._lookup = {**sources, **self._saved}
+
+    @property
+    def exact_path(self) -> str:
+        """How an exact trace is answered: "predicates" (the pushed predicates, cut across
+        joins), "joined" (those candidates joined in-process), "saved intermediates" (through
+        rows the job saved), or "re-run" (the job re-run on the candidates)."""
+        if self.rerun_reason is None:
+            return "predicates"
+        if self._segment is None:
+            return "re-run"
+        return "saved intermediates" if self._segment.saves else "joined"
 
     @property
     def saved(self) -> dict[str, pa.Table]:
@@ -153,7 +167,7 @@ class InferredLineage:
         """The exact lineage of `rows` of a piece of the plan: its predicates pick the rows of
         its sources and of its saved intermediates, and the saved rows are traced through
         the pieces below. None when some cut does not settle (the re-run answers then)."""
-        found, settled = self._selected(segment.plan, segment.inference, rows, True, drop_nulls=True)
+        found, settled = self._selected(segment.plan, segment.inference, rows, True, evaluate=segment.evaluated)
         if not settled:
             return None
         for save in segment.saves:
@@ -171,38 +185,50 @@ class InferredLineage:
     def _superset(self, rows: pa.Table, iterative: bool) -> tuple[dict[str, np.ndarray], bool]:
         """Per source, the rows the predicates select (cut across joins when `iterative`), and
         whether the cuts settled; on a plan `infer.exact` accepts, that is the lineage."""
-        return self._selected(self._plan, self.inference, rows, iterative, drop_nulls=self.rerun_reason is None)
+        return self._selected(self._plan, self.inference, rows, iterative)
 
     def _selected(
-        self, plan: ir.Node, inference: Inference, rows: pa.Table, iterative: bool, drop_nulls: bool
+        self, plan: ir.Node, inference: Inference, rows: pa.Table, iterative: bool, evaluate: bool = False
     ) -> tuple[dict[str, np.ndarray], bool]:
-        """`_superset` over a piece of the plan, whose scans may be saved intermediates."""
+        """`_superset` over a piece of the plan, whose scans may be saved intermediates; with
+        `evaluate`, the cut candidates are then joined in-process (`infer.block`)."""
         traced = [sp for sp in inference.scans if sp.traced]
         cut_list = cuts(plan) if iterative else []
         needed = needed_columns(cut_list)
+        if evaluate:
+            for scan, cols in block.columns(plan).items():
+                needed.setdefault(scan, set()).update(cols)
         frames: dict[int, pa.Table] = {}
         for sp in traced:
+            if evaluate:  # a left join's right side keeps every partner (`infer.block`)
+                sp = replace(sp, bindings=tuple(b for b in sp.bindings if not b.padded))
             attrs = sorted(needed.get(id(sp.scan), ()), key=_attr_id)
             tuples = spark.bound_values(sp.bindings, rows)
-            if tuples is None and not sp.filters and id(sp.scan) not in needed:
+            if tuples is None and not sp.filters and id(sp.scan) not in needed and not evaluate:
                 continue  # every row of the scan
             source = self._lookup.get(sp.scan.source.key, sp.scan.source)
             read = duck_scan.candidates(source, sp, tuples, attrs)
             if read is None and source.kind == SAVED:
-                raise EmberError(f"ember.infer cannot read its saved intermediate with {sp.filters} (a bug)")
+                return {}, False  # saved rows are read in-process only: the trace re-runs
             if read is None:
                 cond = spark.selection(self._jvm, sp, rows, filters=True)
                 df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
                 read = spark.candidates(df, spark.columns(self._jvm, sp.scan), attrs)
             frames[id(sp.scan)] = read
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
-        frames, settled = refine(usable, frames, drop_nulls=drop_nulls)
+        # `=` never pairs nulls; where the plan is not a tree of them, the join decides
+        frames, settled = refine(usable, frames, drop_nulls=self.rerun_reason is None and not evaluate)
         settled = settled and len(usable) == len(cut_list)
+        joined = block.evaluate(plan, frames) if evaluate else None
+        if evaluate:
+            settled = joined is not None
         found: dict[str, np.ndarray] = {}
         for sp in traced:
             key = sp.scan.source.key
             table = frames.get(id(sp.scan))
-            if table is None:
+            if joined is not None:
+                ids = joined.get(id(sp.scan), np.empty(0, np.int64))
+            elif table is None:
                 ids = np.arange(self._lookup[key].rows, dtype=np.int64)
             else:
                 ids = np.unique(table.column(spark.RID).to_numpy().astype(np.int64))

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 
 from ember.capture.spark_build import Builder
-from ember.infer.segments import SAVED, Save, Segment, saved_columns, wrap
+from ember.infer.segments import Save, Segment, saved_columns, wrap
 from ember.infer.spark import RID
 from ember.plan import ir
 from ember.plan.jvm import Jvm
-from ember.plan.sources import Source
+from ember.plan.sources import SAVED, Source
 
 
 def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Source]) -> tuple[pa.Table, dict[str, Source]] | None:

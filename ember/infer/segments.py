@@ -8,7 +8,9 @@ with no re-run. Q18's `HAVING sum(l_quantity) > 300` subquery is the typical cas
 filter over an aggregate inside a semi join stops the exact path; saved, it is a 57-row
 scan at SF1, and the aggregate below it pins whole groups.
 
-Save points are found where the exact check fails: the lowest node at or above the fault
+A piece is exact when its predicates, cut across joins, are its lineage, or when joining
+its cut candidates in-process is (`infer.block`: filters over joins, theta conditions,
+cycles). Save points are found where that fails: the lowest node at or above the fault
 whose own subplan splits (recursively) into exact pieces. Pure: no data, no Spark.
 """
 
@@ -17,15 +19,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from ember.infer import block
 from ember.infer.exact import failing
 from ember.infer.pushdown import Inference, infer
 from ember.infer.refine import cuts
 from ember.plan import ir
-from ember.plan.sources import Source
+from ember.plan.sources import SAVED, Source
 
 MAX_SAVES = 8  # per piece; plans needing more keep the re-run
 MAX_DEPTH = 3  # saved intermediates nested inside saved intermediates
-SAVED = "saved"  # the source kind of a stand-in scan
 
 _keys = itertools.count(1)
 
@@ -46,6 +48,7 @@ class Segment:
     plan: ir.Node
     inference: Inference
     saves: tuple[Save, ...]
+    evaluated: bool = False  # its rows are joined in-process (`infer.block`), not only cut
 
 
 def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
@@ -54,9 +57,9 @@ def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
     top = plan
     for _ in range(MAX_SAVES + 1):
         inference = infer(top)
-        failure = failing(top, inference)
+        failure = failing(top, inference, evaluated=True)
         if failure is None:
-            return Segment(top, inference, tuple(saves))
+            return Segment(top, inference, tuple(saves), evaluated=failing(top, inference) is not None)
         save = _save_at(top, failure[1], depth)
         if save is None:
             return None
@@ -80,6 +83,8 @@ def saved_columns(segment: Segment, save: Save) -> tuple[ir.Attr, ...]:
         ids |= {col.id for scan, col in c.by if scan == scan_id}
     for sp in save.below.inference.scans:
         ids |= {save.node.output[b.column].id for b in sp.bindings}
+    if segment.evaluated:
+        ids |= {a.id for a in block.columns(segment.plan).get(scan_id, ())}
     return tuple(a for a in save.node.output if a.id in ids)
 
 
@@ -88,13 +93,22 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
     subplan splits into exact pieces."""
     if depth == 0:
         return None
-    for node in _ancestors(top, fault):
+    path = _ancestors(top, fault)
+    for i, node in enumerate(path):
         if node is top or isinstance(node, ir.Scan) or not _plain_names(node):
             continue
         below = split(node, depth - 1)
-        if below is not None:
-            stand_in = Source(key=f"ember-saved-{next(_keys)}", name=f"saved {type(node).__name__.lower()}", kind=SAVED, rows=0)
-            return Save(node, ir.Scan(stand_in, node.output), below)
+        if below is None:
+            continue
+        for higher in path[i + 1 :]:  # filters and projections above it save fewer rows or columns
+            if higher is top or not isinstance(higher, ir.Filter | ir.Project) or not _plain_names(higher):
+                break
+            above = split(higher, depth - 1)
+            if above is None:
+                break
+            node, below = higher, above
+        stand_in = Source(key=f"ember-saved-{next(_keys)}", name=f"saved {type(node).__name__.lower()}", kind=SAVED, rows=0)
+        return Save(node, ir.Scan(stand_in, node.output), below)
     return None
 
 

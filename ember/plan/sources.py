@@ -20,13 +20,16 @@ class SourceFile:
     offset: int  # ember_rid of the file's first row
 
 
+SAVED = "saved"
+
+
 @dataclass(frozen=True)
 class Source:
     """A table the plan reads. `key` identifies it across reads (a self-join reads one source)."""
 
     key: str
     name: str
-    kind: str  # parquet | csv | json | memory | range
+    kind: str  # parquet | csv | json | memory | range | saved (an intermediate `ember.infer` kept)
     rows: int
     files: tuple[SourceFile, ...] = ()
     options: tuple[tuple[str, str], ...] = ()

@@ -5,7 +5,7 @@ tests/infer/test_tpch.py (Q1, Q3, Q4, Q6, Q8, Q10, Q12 and Q14 take this path th
 
 from __future__ import annotations
 
-from ember.infer.exact import why_rerun
+from ember.infer.exact import failing, why_rerun
 from ember.infer.pushdown import infer
 from ember.plan import ir
 from tests.infer.test_pushdown import col, computed, scan
@@ -75,3 +75,16 @@ def test_without_aggregate_every_output_column_must_pin_a_scan() -> None:
     assert "pin no source column" in (reason(mixed) or "")
     filtered_above = ir.Filter(kept, cond=computed(AK))
     assert reason(filtered_above) == "a filter sits above a join or projection"
+
+
+def test_joined_in_process_any_condition_cycle_or_left_join_is_exact() -> None:
+    def joined(plan: ir.Node) -> str | None:
+        failure = failing(plan, infer(plan), evaluated=True)
+        return None if failure is None else failure[0]
+
+    cycle = join(join(A, B, (AK, BK)), C, (BW, CK), (AV, CX))
+    above_join = ir.Filter(join(A, B, (AK, BK)), cond=computed(AV, BW))
+    for plan in (cycle, join(A, B, (AK, BK), theta=True), above_join, join(A, B, (AK, BK), kind="left")):
+        assert reason(grouped(plan, AK)) is not None and joined(grouped(plan, AK)) is None
+    assert joined(grouped(join(A, B, (AK, BK), kind="anti"), AK)) == "anti join"
+    assert joined(grouped(grouped(A, AK), AK)) == "aggregate below the traced group"

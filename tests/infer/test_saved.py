@@ -1,8 +1,10 @@
-"""Exact traces through saved intermediates equal the pure-Python oracle, with no re-run.
+"""Exact traces joined in-process and through saved intermediates equal the pure-Python
+oracle, with no re-run.
 
-Tiny tables built here; every output row is traced backward. The plans are the shape
-that makes exact mode save (`infer.segments`): an IN subquery over a grouped HAVING,
-once at the top and once nested inside another."""
+Tiny tables built here; every output row is traced backward. The plans are the shapes
+where cutting candidates across joins is not exact: a theta condition, a cycle, a
+correlated scalar subquery (a left join to a saved aggregate under a filter), and an IN
+subquery over a grouped HAVING, once at the top and once nested inside another."""
 
 from __future__ import annotations
 
@@ -34,10 +36,13 @@ def heavy(threshold: int) -> list[o.Row]:
     return o.select(o.where(grouped, lambda v: v[1] > threshold), lambda v: (v[0],))
 
 
-def traced_exactly(df: DataFrame, expected: list[o.Row], monkeypatch: pytest.MonkeyPatch) -> InferredLineage:
+def traced_exactly(
+    df: DataFrame, expected: list[o.Row], monkeypatch: pytest.MonkeyPatch, path: str = "saved intermediates"
+) -> InferredLineage:
     """Every output row's exact trace equals the oracle's (set semantics), without a re-run."""
     lin = ember.infer(df)
-    assert lin.saved, "exact mode saved no intermediate"
+    assert lin.exact_path == path
+    assert bool(lin.saved) == (path == "saved intermediates")
 
     def no_rerun(*_: object) -> None:
         raise AssertionError("a trace through saved intermediates re-ran the job")
@@ -72,3 +77,37 @@ def test_a_saved_intermediate_nested_inside_another(views: SparkSession, monkeyp
     customers = o.where(o.group(orders, lambda v: (v[1],), lambda vs: (len(vs),)), lambda v: v[1] > 1)
     expected = o.semi(o.scan("s_big", BIG), customers, lambda x, y: x[0] == y[0])
     traced_exactly(views.sql(sql), expected, monkeypatch)
+
+
+def orders() -> list[o.Row]:
+    return o.scan("s_orders", ORDERS)
+
+
+def lines() -> list[o.Row]:
+    return o.scan("s_lines", LINES)
+
+
+def test_a_theta_join_is_joined_in_process(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = "SELECT o.cust, count(*) AS n FROM s_orders o JOIN s_lines l ON o.ok = l.lk AND l.qty > o.ok GROUP BY o.cust"
+    pairs = o.join(orders(), lines(), lambda x, y: x[0] == y[0] and y[1] > x[0])
+    traced_exactly(views.sql(sql), o.group(pairs, lambda v: (v[1],), lambda vs: (len(vs),)), monkeypatch, "joined")
+
+
+def test_a_cycle_of_joins_is_joined_in_process(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = (
+        "SELECT b.c, sum(l.qty) AS q FROM s_orders o, s_lines l, s_big b "
+        "WHERE o.ok = l.lk AND o.cust = b.c AND l.qty < b.c - 25 GROUP BY b.c"
+    )
+    pairs = o.join(orders(), lines(), lambda x, y: x[0] == y[0])
+    triples = o.join(pairs, o.scan("s_big", BIG), lambda x, y: x[1] == y[0] and x[3] < y[0] - 25)
+    expected = o.group(triples, lambda v: (v[4],), lambda vs: (sum(v[3] for v in vs),))
+    traced_exactly(views.sql(sql), expected, monkeypatch, "joined")
+
+
+def test_a_correlated_scalar_subquery_goes_through_its_saved_aggregate(
+    views: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sql = "SELECT l.lk, count(*) AS n FROM s_lines l WHERE l.qty >= (SELECT max(qty) FROM s_lines m WHERE m.lk = l.lk) GROUP BY l.lk"
+    maxes = o.group(lines(), lambda v: (v[0],), lambda vs: (max(x[1] for x in vs),))
+    kept = o.where(o.join(lines(), maxes, lambda x, y: x[0] == y[0], "left", rw=2), lambda v: v[3] is not None and v[1] >= v[3])
+    traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (len(vs),)), monkeypatch)

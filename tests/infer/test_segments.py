@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ember.infer.exact import why_rerun
 from ember.infer.pushdown import infer
-from ember.infer.segments import SAVED, saved_columns, split, wrap
+from ember.infer.segments import saved_columns, split, wrap
 from ember.plan import ir
+from ember.plan.sources import SAVED
 from tests.infer.test_exact import AK, AV, BK, BW, TOTAL, A, B, grouped, join
 from tests.infer.test_pushdown import col, computed
 
@@ -27,7 +28,7 @@ def test_a_filtered_aggregate_inside_a_semi_join_is_saved_and_both_pieces_are_ex
     segment = split(plan)
     assert segment is not None
     (save,) = segment.saves
-    assert isinstance(save.node, ir.Filter) and save.scan.source.kind == SAVED
+    assert save.node is inner and save.scan.source.kind == SAVED  # the projection above saves one column
     assert save.scan.output == save.node.output
     assert why_rerun(segment.plan, segment.inference) is None
     assert why_rerun(save.below.plan, save.below.inference) is None and save.below.saves == ()
@@ -36,7 +37,7 @@ def test_a_filtered_aggregate_inside_a_semi_join_is_saved_and_both_pieces_are_ex
 
 
 def test_a_plan_no_save_point_makes_exact_is_not_split() -> None:
-    outer = grouped(join(A, B, (AK, BK), kind="left"), AK)
+    outer = grouped(join(A, B, (AK, BK), kind="full"), AK)
     assert split(outer) is None
     deep = grouped(join(A, having(B), (AK, BK), kind="semi"), AK)
     assert split(deep, depth=0) is None  # the save would need a level of nesting
@@ -45,7 +46,13 @@ def test_a_plan_no_save_point_makes_exact_is_not_split() -> None:
 def test_an_exact_plan_splits_into_itself() -> None:
     plan = grouped(join(A, B, (AK, BK)), AK)
     segment = split(plan)
-    assert segment is not None and segment.saves == () and segment.plan is plan
+    assert segment is not None and segment.saves == () and segment.plan is plan and not segment.evaluated
+
+
+def test_a_filter_over_a_join_is_joined_in_process_without_saving() -> None:
+    plan = grouped(ir.Filter(join(A, B, (AK, BK)), cond=computed(AV, BW)), AK)
+    segment = split(plan)
+    assert segment is not None and segment.saves == () and segment.evaluated
 
 
 def test_wrap_caches_exactly_the_saved_subplans() -> None:
