@@ -7,10 +7,12 @@ left after cutting are a superset. But they are few, and the operators between t
 the traced group are only filters, projections and inner, cross, semi or left joins:
 DuckDB joins them with the plan's own conditions, and the rows that take part in some
 joined row are the lineage exactly (a semi join's witnesses are lineage, so it joins as
-inner; a left join's padded rows have no right-side lineage). A left join's right side
-must hold every partner of every left candidate, so the caller reads it unrestricted by
-the traced values that reach it only through the padded side (Spark plans Q2's, Q17's and
-Q20's correlated subqueries as such joins).
+inner; a left join's padded rows have no right-side lineage; an anti join keeps the rows
+with no partner, `NOT EXISTS` with its own condition, which also spells `NOT IN`'s null
+rule). The right side of a left or anti join must hold every partner of every left
+candidate, so the caller reads it unrestricted by traced values that reach it only
+through the padded side, or not at all (Spark plans Q2's, Q17's and Q20's correlated
+subqueries as such left joins; Q16's and Q21's NOT IN / NOT EXISTS as anti joins).
 Conditions are Catalyst expressions translated by `duck_scan.sql`; where one does not
 translate, the trace falls back to a re-run.
 """
@@ -20,9 +22,11 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ember import duck
 from ember.infer.duck_scan import sql
+from ember.infer.exact import under_global
 from ember.infer.spark import RID
 from ember.plan import ir
 from ember.plan.jvm import JObj
@@ -49,7 +53,7 @@ def below_group(plan: ir.Node) -> ir.Node:
         assert isinstance(node, ir.Unary)
         node = node.child
     if isinstance(node, ir.Aggregate):
-        return node.child
+        return under_global(node)
     node = plan
     while isinstance(node, ir.Project | ir.Limit) or _keeps_rows(node):
         assert isinstance(node, ir.Unary)
@@ -65,7 +69,7 @@ def evaluate(plan: ir.Node, frames: dict[int, pa.Table]) -> dict[int, np.ndarray
     if built is None:
         return None
     text, names = built
-    rids = [n for n in names if n.startswith("r")]
+    rids = [n for n in names if n.startswith("r")]  # an anti join's inner rows are not among them
     con = duck.connect()
     try:
         for name, table in query.tables.items():
@@ -75,7 +79,8 @@ def evaluate(plan: ir.Node, frames: dict[int, pa.Table]) -> dict[int, np.ndarray
         return None
     finally:
         con.close()
-    return {query.scans[r]: np.unique(joined.column(r).to_numpy().astype(np.int64)) for r in rids}
+    # a left join's padded rows have null right-side rids
+    return {query.scans[r]: np.unique(pc.drop_null(joined.column(r)).to_numpy().astype(np.int64)) for r in rids}
 
 
 def _keeps_rows(node: ir.Node) -> bool:
@@ -101,6 +106,8 @@ class _Query:
         if _keeps_rows(node):
             assert isinstance(node, ir.Unary)
             return self.sql(node.child)
+        if isinstance(node, ir.Filter) and _over_scan(node):
+            return self.sql(node.child)  # read with the candidates (`duck_scan`, or Spark)
         if isinstance(node, ir.Filter):
             child, cond = self.sql(node.child), _condition(node.cond)
             if child is None or cond is None:
@@ -147,8 +154,19 @@ class _Query:
         cond = "TRUE" if node.cond is None else _condition(node.cond)
         if left is None or right is None or cond is None or set(left[1]) & set(right[1]):
             return None
-        n, kind = len(self.tables), "LEFT JOIN" if node.kind == "left" else "JOIN"
+        n = len(self.tables)
+        if node.kind == "anti":
+            absent = f"NOT EXISTS (SELECT 1 FROM ({right[0]}) AS _r{n} WHERE {cond})"
+            return f"SELECT * FROM ({left[0]}) AS _l{n} WHERE {absent}", left[1]
+        kind = "LEFT JOIN" if node.kind == "left" else "JOIN"
         return f"SELECT * FROM ({left[0]}) AS _l{n} {kind} ({right[0]}) AS _r{n} ON {cond}", left[1] + right[1]
+
+
+def _over_scan(node: ir.Filter) -> bool:
+    below: ir.Node = node
+    while isinstance(below, ir.Filter):
+        below = below.child
+    return isinstance(below, ir.Scan)
 
 
 def _condition(cond: ir.Expr) -> str | None:

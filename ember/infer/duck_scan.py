@@ -6,7 +6,8 @@ answers that with one job per scan, ~0.3 s each before it reads a byte; DuckDB r
 the same Parquet files with the same row-group skipping in-process. So a condition is
 translated when every part of it is in a small vocabulary whose meaning is the same in
 both engines (columns, literals of plain types, comparisons, + - *, AND/OR/NOT, IS NULL, IN,
-prefix/suffix/substring tests, year(), exact widening casts to decimal); anything else
+prefix/suffix/substring tests, LIKE without escapes, year(), exact widening casts to
+decimal); anything else
 returns None and the scan stays on Spark.
 """
 
@@ -72,6 +73,8 @@ def sql(e: JObj, named: Callable[[JObj], str] | None = None) -> str | None:
         return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"
     if kind == "Alias":
         return args[0]
+    if kind == "Like" and len(args) == 2 and class_name(e.right()) == "Literal" and "\\" not in str(e.right()):
+        return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
     if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
         target = e.dataType()
         return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
@@ -143,13 +146,16 @@ def candidates(
     plan: ScanPlan,
     tuples: list[tuple[tuple[int, Any], ...]] | None,
     attrs: list[ir.Attr],
+    keys: Sequence[tuple[ir.Attr, pa.ChunkedArray]] = (),
+    keep_nulls: bool = False,
 ) -> pa.Table | None:
     """The rids (`__ember_rid`) and columns `a<attr id>` of the scan's rows that its filters
     and bound values select, read by DuckDB; None when some part does not translate. A
     saved intermediate (`infer.segments`) is read from its rows in memory.
 
     `tuples` are the traced rows' bound values (`infer.spark.bound_values`; None: no
-    binding restricts).
+    binding restricts). `keys`: columns whose value must be among the given ones (a join's
+    cut, applied while reading), or null with `keep_nulls`.
     """
     saved = source.kind == SAVED
     if not saved and (source.kind != "parquet" or not source.files):
@@ -160,6 +166,9 @@ def candidates(
         conds.append(_match_any(terms, tuples))
     if any(c is None for c in conds):
         return None
+    for n, (attr, _) in enumerate(keys):
+        among = f"{_name(attr.name)} IN (SELECT v FROM k{n})"
+        conds.append(f"({among} OR {_name(attr.name)} IS NULL)" if keep_nulls else among)
     where = " AND ".join(c for c in conds if c is not None) or "TRUE"
     columns = "".join(f", {_name(a.name)} AS a{a.id}" for a in attrs)
     if saved:
@@ -179,6 +188,8 @@ def candidates(
     try:
         if saved:
             con.register("saved", source.data)
+        for n, (_, values) in enumerate(keys):
+            con.register(f"k{n}", pa.table({"v": values}))
         return con.sql(" UNION ALL ".join(parts)).to_arrow_table()
     except duckdb.Error:  # an overflow in translated arithmetic: Spark's own semantics decide
         return None

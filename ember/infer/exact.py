@@ -45,11 +45,15 @@ def failing(plan: ir.Node, inference: Inference, evaluated: bool = False) -> Fai
     """Like `why_rerun`, with the node at fault (where a saved intermediate could help).
 
     `evaluated`: the rows below the traced group will be joined in-process (`infer.block`)
-    rather than only cut, so any conditions and cycles among inner and semi joins are
-    exact too; other operators still are not."""
+    rather than only cut, so any conditions and cycles among inner, semi, left and anti
+    joins are exact too; so are scalar subqueries in filters every joined row passes (their
+    own lineage is added whole, `infer.segments`), and aggregates below a global one (all
+    their rows are its lineage). Other operators still are not."""
     below = _not_a_block if evaluated else _not_a_join_tree
+    off = _off_path(plan) if evaluated else set()
     for node in walk(plan):
-        if any(e.subqueries for e in node.expressions()):
+        used = not isinstance(node, ir.Filter) or id(node) in off
+        if any(e.subqueries for e in node.expressions()) and (not evaluated or used):
             return f"{type(node).__name__} holds a subquery", node
     bound = {a.id for a in plan.output}
     node = plan
@@ -60,11 +64,11 @@ def failing(plan: ir.Node, inference: Inference, evaluated: bool = False) -> Fai
         node = node.child
     if isinstance(node, ir.Aggregate):  # filters above it drop whole groups
         unpinned = _unpinned_key(node, bound, inference)
-        return (unpinned, node) if unpinned else below(node.child)
+        return (unpinned, node) if unpinned else below(under_global(node) if evaluated else node.child)
     pinned = {b.column for sp in inference.scans for b in sp.bindings if not b.padded}
-    missing = [a.name for j, a in enumerate(plan.output) if j not in pinned]
+    missing = [a for j, a in enumerate(plan.output) if j not in pinned]
     if missing:
-        return f"output columns {missing} pin no source column", plan
+        return f"output columns {[a.name for a in missing]} pin no source column", _producer(plan, missing[0].id)
     body = plan
     while _passes_rows(body, (ir.Project, ir.Limit)):  # no filters: one above a join would be lost
         assert isinstance(body, ir.Unary)
@@ -120,13 +124,43 @@ def _not_a_join_tree(node: ir.Node) -> Failure | None:
 
 def _not_a_block(node: ir.Node) -> Failure | None:
     """Why the rows below the traced group are not scans under filters, projections and
-    inner, cross, semi or left joins (on any condition), or None."""
+    inner, cross, semi, left or anti joins (on any condition), or None."""
     if isinstance(node, ir.Scan):
         return None
     if isinstance(node, ir.Filter | ir.Project) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
         return _not_a_block(node.child)
     if isinstance(node, ir.Join):
-        if node.kind not in ("inner", "cross", "semi", "left"):
+        if node.kind not in ("inner", "cross", "semi", "left", "anti"):
             return f"{node.kind} join", node
         return _not_a_block(node.left) or _not_a_block(node.right)
     return f"{type(node).__name__.lower()} below the traced group", node
+
+
+def under_global(agg: ir.Aggregate) -> ir.Node:
+    """The rows below an aggregate's input: below a global aggregate (one group of every
+    row), aggregates and projections pass all their rows, so the rows under them are all
+    lineage too (Q15's `max(total_revenue)` over its revenue view)."""
+    node = agg.child
+    if agg.keys:
+        return node
+    while isinstance(node, ir.Project | ir.Aggregate) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
+        node = node.child
+    return node
+
+
+def _off_path(plan: ir.Node) -> set[int]:
+    """Nodes some joined rows do not pass: the right sides of left and anti joins."""
+    off: set[int] = set()
+    for node in walk(plan):
+        if isinstance(node, ir.Join) and node.kind in ("left", "anti"):
+            off |= {id(n) for n in walk(node.right)}
+    return off
+
+
+def _producer(plan: ir.Node, attr: int) -> ir.Node:
+    """The node that computes column `attr` (its output has it, its inputs do not): a save
+    there or above makes the column a saved scan's."""
+    for node in walk(plan):
+        if any(a.id == attr for a in node.output) and not any(a.id == attr for c in node.children for a in c.output):
+            return node
+    return plan

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ember import duck
 from ember.capture.annotate import annotate
@@ -17,7 +18,7 @@ from ember.infer import block, duck_scan, spark
 from ember.infer.exact import why_rerun
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
-from ember.infer.refine import cuts, refine
+from ember.infer.refine import Cut, anti_cuts, cuts, refine
 from ember.infer.refine import needed as needed_columns
 from ember.infer.segments import Segment
 from ember.lineage import choose, chosen_rids
@@ -66,6 +67,7 @@ class InferredLineage:
         self._segment = segment  # the plan cut at saved intermediates into exact pieces
         self._saved = saved or {}  # by stand-in key: the saved rows
         self._lookup = {**sources, **self._saved}
+        self._scalars: dict[int, dict[str, np.ndarray] | None] = {}  # a scalar subquery's lineage, by piece
 
     @property
     def exact_path(self) -> str:
@@ -178,8 +180,15 @@ class InferredLineage:
             below = self._through(save.below, _positional(picked, save.node.output))
             if below is None:
                 return None
-            for key, more in below.items():
-                found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), more)
+            _merge(found, below)
+        for piece in segment.scalars:
+            if id(piece) not in self._scalars:  # one row, whatever the traced row: traced once
+                nothing = pa.table({f"c{j}": pa.nulls(1) for j in range(len(piece.plan.output))})
+                self._scalars[id(piece)] = self._through(piece, nothing)
+            lineage = self._scalars[id(piece)]
+            if lineage is None:
+                return None
+            _merge(found, lineage)
         return found
 
     def _superset(self, rows: pa.Table, iterative: bool) -> tuple[dict[str, np.ndarray], bool]:
@@ -199,15 +208,30 @@ class InferredLineage:
             for scan, cols in block.columns(plan).items():
                 needed.setdefault(scan, set()).update(cols)
         frames: dict[int, pa.Table] = {}
-        for sp in traced:
-            if evaluate:  # a left join's right side keeps every partner (`infer.block`)
-                sp = replace(sp, bindings=tuple(b for b in sp.bindings if not b.padded))
+        drop_nulls = self.rerun_reason is None and not evaluate  # `=` never pairs nulls; elsewhere the join decides
+        read_scans, read_cuts = traced, cut_list
+        if evaluate:  # a left or anti join's right side keeps every partner (`infer.block`)
+            read_scans = [
+                replace(sp, bindings=tuple(b for b in sp.bindings if sp.traced and not b.padded)) for sp in inference.scans
+            ]
+            read_cuts = cut_list + anti_cuts(plan)
+        bound = {id(sp.scan): spark.bound_values(sp.bindings, rows) for sp in read_scans}
+        def first(sp: ScanPlan) -> tuple[bool, bool, int]:
+            return bound[id(sp.scan)] is None, not sp.filters, self._lookup.get(sp.scan.source.key, sp.scan.source).rows
+
+        # scans the traced values restrict are read first, then filtered ones, small before
+        # large; each then reads only rows whose join keys are among those already read (the
+        # cuts `refine` makes, applied while reading)
+        for sp in sorted(read_scans, key=first):
             attrs = sorted(needed.get(id(sp.scan), ()), key=_attr_id)
-            tuples = spark.bound_values(sp.bindings, rows)
+            tuples = bound[id(sp.scan)]
             if tuples is None and not sp.filters and id(sp.scan) not in needed and not evaluate:
                 continue  # every row of the scan
             source = self._lookup.get(sp.scan.source.key, sp.scan.source)
-            read = duck_scan.candidates(source, sp, tuples, attrs)
+            keys = [
+                (c.column, _values(frames, c)) for c in read_cuts if c.target == id(sp.scan) and all(b in frames for b, _ in c.by)
+            ]
+            read = duck_scan.candidates(source, sp, tuples, attrs, keys, keep_nulls=not drop_nulls)
             if read is None and source.kind == SAVED:
                 return {}, False  # saved rows are read in-process only: the trace re-runs
             if read is None:
@@ -216,8 +240,7 @@ class InferredLineage:
                 read = spark.candidates(df, spark.columns(self._jvm, sp.scan), attrs)
             frames[id(sp.scan)] = read
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
-        # `=` never pairs nulls; where the plan is not a tree of them, the join decides
-        frames, settled = refine(usable, frames, drop_nulls=self.rerun_reason is None and not evaluate)
+        frames, settled = refine(usable, frames, drop_nulls=drop_nulls)
         settled = settled and len(usable) == len(cut_list)
         joined = block.evaluate(plan, frames) if evaluate else None
         if evaluate:
@@ -256,6 +279,18 @@ class InferredLineage:
     def __repr__(self) -> str:
         kind = "exact" if self.exact else "superset"
         return f"<ember inferred lineage ({kind}): {self._user.num_rows} output rows from {', '.join(self.sources)}>"
+
+
+def _merge(found: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
+    for key, ids in more.items():
+        found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
+
+
+def _values(frames: dict[int, pa.Table], cut: Cut) -> pa.ChunkedArray:
+    """The key values a cut allows, from the candidates already read."""
+    columns = [frames[scan].column(f"a{col.id}") for scan, col in cut.by]
+    kind = columns[0].type  # scans read by Spark and by DuckDB may type a key differently
+    return pa.chunked_array([pc.cast(chunk, kind) for c in columns for chunk in c.chunks], type=kind)
 
 
 def _positional(saved: pa.Table, output: tuple[ir.Attr, ...]) -> pa.Table:

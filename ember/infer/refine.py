@@ -52,6 +52,21 @@ def cuts(plan: ir.Node) -> list[Cut]:
     return found
 
 
+def anti_cuts(plan: ir.Node) -> list[Cut]:
+    """Cuts of the rows an anti join's inner side is read for: only those sharing an
+    equated key with some outer candidate can remove one. They are no lineage themselves,
+    so these cuts serve reading candidates to join in-process (`infer.block`), with null
+    keys kept (`NOT IN` is removed by an inner null), never `refine`."""
+    found = []
+    for node in walk(plan):
+        if isinstance(node, ir.Join) and node.kind == "anti":
+            for lid, rid in node.equi:
+                left, right = origins(node.left, lid), origins(node.right, rid)
+                if left:
+                    found += [Cut(scan, col, left) for scan, col in right]
+    return found
+
+
 def needed(cut_list: list[Cut]) -> dict[int, set[ir.Attr]]:
     """Per scan, the columns the cuts read or cut on."""
     out: dict[int, set[ir.Attr]] = {}

@@ -23,9 +23,9 @@ def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Sou
     `data` holds its rows (`__ember_rid` = position); None when a save point is not a
     subplan of `plan` (the job then runs as written)."""
     pieces = _pieces(segment)
-    keys = {id(save.node): n for n, (_, save) in enumerate(pieces, start=1)}
-    wrapped = wrap(plan, keys)
-    if sum(isinstance(n, ir.Shared) for n in ir.walk(wrapped)) != len(keys):
+    saves = {id(save.at): (n, save.node) for n, (_, save) in enumerate(pieces, start=1)}
+    wrapped = wrap(plan, saves)
+    if sum(isinstance(n, ir.Shared) for n in ir.walk(wrapped)) != len(saves):
         return None
     builder = Builder(jvm, sources)
     try:

@@ -17,7 +17,7 @@ whose own subplan splits (recursively) into exact pieces. Pure: no data, no Spar
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ember.infer import block
 from ember.infer.exact import failing
@@ -34,11 +34,13 @@ _keys = itertools.count(1)
 
 @dataclass(frozen=True)
 class Save:
-    """The output of `node` (a subplan of the job), saved: `scan` stands for it above."""
+    """The output of `node` (the job's subplan `at`, or it widened), saved: `scan` stands
+    for it above."""
 
     node: ir.Node
     scan: ir.Scan
     below: Segment  # traces the saved rows through `node`'s own plan
+    at: ir.Node  # the subplan of the job it replaces
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Segment:
     inference: Inference
     saves: tuple[Save, ...]
     evaluated: bool = False  # its rows are joined in-process (`infer.block`), not only cut
+    scalars: tuple[Segment, ...] = ()  # scalar subqueries its rows use: their whole lineage is added
 
 
 def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
@@ -59,13 +62,31 @@ def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
         inference = infer(top)
         failure = failing(top, inference, evaluated=True)
         if failure is None:
-            return Segment(top, inference, tuple(saves), evaluated=failing(top, inference) is not None)
+            scalars = _scalars(top, depth)
+            if scalars is None:
+                return None
+            return Segment(top, inference, tuple(saves), failing(top, inference) is not None, scalars)
         save = _save_at(top, failure[1], depth)
         if save is None:
             return None
         saves.append(save)
-        top = _replace(top, save.node, save.scan)
+        top = _replace(top, save.at, save.scan)
     return None
+
+
+def _scalars(plan: ir.Node, depth: int) -> tuple[Segment, ...] | None:
+    """The pieces of the scalar subqueries `plan` evaluates, or None when one is not a piece
+    whose one row's lineage its predicates give with nothing bound (a global aggregate over
+    filters and joins) or that would need saves of its own (they are not in the job's tree)."""
+    pieces = []
+    for node in ir.walk(plan):
+        for e in node.expressions():
+            for sub in e.subqueries:
+                piece = split(sub, depth - 1) if depth > 0 else None
+                if piece is None or piece.saves or any(sp.bindings for sp in piece.inference.scans):
+                    return None
+                pieces.append(piece)
+    return tuple(pieces)
 
 
 def saved_columns(segment: Segment, save: Save) -> tuple[ir.Attr, ...]:
@@ -97,19 +118,38 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
     for i, node in enumerate(path):
         if node is top or isinstance(node, ir.Scan) or not _plain_names(node):
             continue
-        below = split(node, depth - 1)
+        at, below = node, split(node, depth - 1)
+        widened = _with_keys(node) if below is None and isinstance(path[i + 1], ir.Project | ir.Aggregate) else None
+        if widened is not None:  # its parent reads its columns by name: one more is harmless
+            node, below = widened, split(widened, depth - 1)
         if below is None:
             continue
-        for higher in path[i + 1 :]:  # filters and projections above it save fewer rows or columns
+        for higher in path[i + 1 :] if widened is None else ():  # filters and projections above save less
             if higher is top or not isinstance(higher, ir.Filter | ir.Project) or not _plain_names(higher):
                 break
             above = split(higher, depth - 1)
             if above is None:
                 break
-            node, below = higher, above
+            at = node = higher
+            below = above
         stand_in = Source(key=f"ember-saved-{next(_keys)}", name=f"saved {type(node).__name__.lower()}", kind=SAVED, rows=0)
-        return Save(node, ir.Scan(stand_in, node.output), below)
+        return Save(node, ir.Scan(stand_in, node.output), below, at)
     return None
+
+
+def _with_keys(node: ir.Node) -> ir.Aggregate | None:
+    """An aggregate that also outputs the grouping columns it drops (Q13's inner `GROUP BY
+    c_custkey` keeps only the counts), so its saved rows pin their groups; None when it
+    drops none or one is computed."""
+    if not isinstance(node, ir.Aggregate):
+        return None
+    out = {a.id for a in node.output}
+    cols = [ir.column_of(k) for k in node.keys]
+    if any(c is None for c in cols) or all(c in out for c in cols):
+        return None
+    inputs = {a.id: a for a in node.child.output}
+    added = tuple(ir.Named(ir.ColumnRef(inputs[c]), inputs[c]) for c in dict.fromkeys(cols) if c is not None and c not in out)
+    return replace(node, columns=node.columns + added)
 
 
 def _plain_names(node: ir.Node) -> bool:
@@ -139,11 +179,13 @@ def _replace(plan: ir.Node, old: ir.Node, new: ir.Node) -> ir.Node:
     return ir.with_children(plan, children)
 
 
-def wrap(plan: ir.Node, keys: dict[int, int]) -> ir.Node:
-    """`plan` with each subplan whose `id()` is in `keys` cached as `ir.Shared` under its key,
-    so one job computes the output and keeps the saved intermediates."""
-    children = tuple(wrap(c, keys) for c in plan.children)
+def wrap(plan: ir.Node, saves: dict[int, tuple[int, ir.Node]]) -> ir.Node:
+    """`plan` with each subplan whose `id()` is in `saves` replaced by what is saved there
+    (itself or it widened, over the same inputs) and cached as `ir.Shared` under its key, so
+    one job computes the output and keeps the saved intermediates."""
+    children = tuple(wrap(c, saves) for c in plan.children)
     same = all(a is b for a, b in zip(children, plan.children, strict=True))
-    rebuilt = plan if same else ir.with_children(plan, children)
-    key = keys.get(id(plan))
-    return rebuilt if key is None else ir.Shared(rebuilt, key=key)
+    if id(plan) not in saves:
+        return plan if same else ir.with_children(plan, children)
+    key, node = saves[id(plan)]
+    return ir.Shared(ir.with_children(node, children), key=key)

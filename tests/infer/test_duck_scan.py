@@ -60,6 +60,11 @@ TRANSLATED = [
     "n IN (" + ", ".join(map(str, range(0, 40, 3))) + ")",  # many values: InSet
     "startswith(s, 'ait') OR endswith(s, '5z')",
     "contains(s, \"'4\")",
+    "s LIKE 'a%t%z' OR s LIKE '_it_5%'",
+    "n + 1 > 20 AND n - 3 < 30",
+    "n * 2 < 30",
+    "price * 2 > 7.5",
+    "cast(n AS decimal(20, 2)) > 3.5",  # widening: exact in both
 ]
 
 
@@ -74,7 +79,9 @@ def test_translated_conditions_select_what_spark_selects(spark: SparkSession, ta
     assert want, f"{where} selects nothing: a weak case"
 
 
-@pytest.mark.parametrize("where", ["length(s) > 6", "s LIKE 'a%t%z'", "x / 2 > 3", "rand() > 0.5"])
+@pytest.mark.parametrize(
+    "where", ["length(s) > 6", "s LIKE 'a\\\\%'", "x / 2 > 3", "rand() > 0.5", "cast(price AS int) > 3", "cast(x AS decimal(4, 1)) > 3"]
+)
 def test_anything_else_stays_on_spark(spark: SparkSession, table: Path, where: str) -> None:
     assert sql(condition(spark.read.parquet(str(table)), where)) is None
 

@@ -84,7 +84,20 @@ def test_joined_in_process_any_condition_cycle_or_left_join_is_exact() -> None:
 
     cycle = join(join(A, B, (AK, BK)), C, (BW, CK), (AV, CX))
     above_join = ir.Filter(join(A, B, (AK, BK)), cond=computed(AV, BW))
-    for plan in (cycle, join(A, B, (AK, BK), theta=True), above_join, join(A, B, (AK, BK), kind="left")):
+    kinds = [join(A, B, (AK, BK), kind=k) for k in ("left", "anti")]
+    for plan in (cycle, join(A, B, (AK, BK), theta=True), above_join, *kinds):
         assert reason(grouped(plan, AK)) is not None and joined(grouped(plan, AK)) is None
-    assert joined(grouped(join(A, B, (AK, BK), kind="anti"), AK)) == "anti join"
+    assert joined(grouped(join(A, B, (AK, BK), kind="full"), AK)) == "full join"
     assert joined(grouped(grouped(A, AK), AK)) == "aggregate below the traced group"
+    assert joined(grouped(grouped(A, AK))) is None  # below a global aggregate every row is lineage
+
+
+def test_joined_in_process_scalar_subqueries_count_where_every_row_passes() -> None:
+    def joined(plan: ir.Node) -> str | None:
+        failure = failing(plan, infer(plan), evaluated=True)
+        return None if failure is None else failure[0]
+
+    scalar = ir.Expr("av > (subquery)", frozenset({AV.id}), subqueries=(grouped(B),))
+    assert joined(grouped(ir.Filter(A, cond=scalar), AK)) is None
+    inner_of_left = join(A, ir.Filter(B, cond=ir.Expr("bw > (subquery)", frozenset({BW.id}), subqueries=(grouped(C),))), (AK, BK), kind="left")
+    assert joined(grouped(inner_of_left, AK)) == "Filter holds a subquery"  # padded rows never pass it

@@ -3,8 +3,10 @@ oracle, with no re-run.
 
 Tiny tables built here; every output row is traced backward. The plans are the shapes
 where cutting candidates across joins is not exact: a theta condition, a cycle, a
-correlated scalar subquery (a left join to a saved aggregate under a filter), and an IN
-subquery over a grouped HAVING, once at the top and once nested inside another."""
+correlated scalar subquery (a left join to a saved aggregate under a filter), NOT IN and
+NOT EXISTS (anti joins, with a null on the inner side), uncorrelated scalar subqueries,
+a count of counts over a left join (a saved aggregate widened by its dropped key), and an
+IN subquery over a grouped HAVING, once at the top and once nested inside another."""
 
 from __future__ import annotations
 
@@ -111,3 +113,52 @@ def test_a_correlated_scalar_subquery_goes_through_its_saved_aggregate(
     maxes = o.group(lines(), lambda v: (v[0],), lambda vs: (max(x[1] for x in vs),))
     kept = o.where(o.join(lines(), maxes, lambda x, y: x[0] == y[0], "left", rw=2), lambda v: v[3] is not None and v[1] >= v[3])
     traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (len(vs),)), monkeypatch)
+
+
+def test_not_in_and_not_exists_are_joined_in_process(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = o.scan("s_big", BIG)
+    sql = "SELECT cust, count(*) AS n FROM s_orders WHERE cust NOT IN (SELECT c FROM s_big WHERE c > 20) GROUP BY cust"
+    kept = o.anti(orders(), o.where(big, lambda v: v[0] > 20), lambda x, y: x[1] == y[0])
+    traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[1],), lambda vs: (len(vs),)), monkeypatch, "joined")
+    sql = "SELECT lk, sum(qty) AS q FROM s_lines l WHERE NOT EXISTS (SELECT 1 FROM s_orders o WHERE o.ok = l.lk AND o.cust > 10) GROUP BY lk"
+    kept = o.anti(lines(), orders(), lambda x, y: x[0] == y[0] and y[1] > 10)
+    traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (sum(x[1] for x in vs),)), monkeypatch, "joined")
+
+
+def test_not_in_drops_a_null_outer_key_that_not_exists_keeps(spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = [(1, 5), (2, 6), (None, 7)]
+    spark.createDataFrame(data, "k int, v int").createOrReplaceTempView("s_nullable")
+    rows = o.scan("s_nullable", data)
+    inner = "SELECT v FROM s_nullable WHERE v = 6"
+    sql = f"SELECT s.k, sum(s.v) AS t FROM s_nullable s WHERE s.k NOT IN ({inner}) GROUP BY s.k"
+    kept = o.where(rows, lambda v: v[0] is not None and v[0] != 6)  # null NOT IN {6} is null: dropped
+    traced_exactly(spark.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (sum(x[1] for x in vs),)), monkeypatch, "joined")
+    sql = f"SELECT s.k, sum(s.v) AS t FROM s_nullable s WHERE NOT EXISTS (SELECT 1 FROM ({inner}) i WHERE i.v = s.k) GROUP BY s.k"
+    kept = o.where(rows, lambda v: v[0] != 6)
+    traced_exactly(spark.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (sum(x[1] for x in vs),)), monkeypatch, "joined")
+
+
+def test_uncorrelated_scalar_subqueries_add_their_whole_lineage(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    everything = {("s_lines", i) for i in range(len(LINES))}
+    sql = "SELECT lk, sum(qty) AS q FROM s_lines GROUP BY lk HAVING sum(qty) > (SELECT avg(qty) FROM s_lines)"
+    grouped = o.group(lines(), lambda v: (v[0],), lambda vs: (sum(x[1] for x in vs),))
+    average = sum(q for _, q in LINES) / len(LINES)
+    expected = [(v, lin | everything) for v, lin in grouped if v[1] > average]
+    traced_exactly(views.sql(sql), expected, monkeypatch, "joined")
+    sql = "SELECT ok, cust FROM s_orders WHERE cust > (SELECT min(c) FROM s_big)"
+    scalar = {("s_big", i) for i in range(len(BIG))}
+    expected = [(v, lin | scalar) for v, lin in orders() if v[1] > min(c for (c,) in BIG)]
+    traced_exactly(views.sql(sql), expected, monkeypatch, "joined")
+
+
+def test_a_count_of_counts_saves_its_inner_aggregate_with_the_key(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql = (
+        "SELECT n, count(*) AS customers FROM (SELECT b.c, count(o.ok) AS n FROM s_big b "
+        "LEFT JOIN s_orders o ON o.cust = b.c GROUP BY b.c) GROUP BY n"
+    )
+    pairs = o.join(o.scan("s_big", BIG), orders(), lambda x, y: x[0] == y[1], "left", rw=2)
+    counts = o.group(pairs, lambda v: (v[0],), lambda vs: (sum(1 for v in vs if v[1] is not None),))
+    expected = o.group(counts, lambda v: (v[1],), lambda vs: (len(vs),))
+    lin = traced_exactly(views.sql(sql), expected, monkeypatch)
+    (saved,) = lin.saved.values()
+    assert "c" in saved.column_names  # the key the inner aggregate dropped

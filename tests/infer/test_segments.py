@@ -58,7 +58,7 @@ def test_a_filter_over_a_join_is_joined_in_process_without_saving() -> None:
 def test_wrap_caches_exactly_the_saved_subplans() -> None:
     inner = having(B)
     plan = ir.Project(join(A, inner, (AK, BK), kind="semi"), columns=(ir.Named(col(AV), AV),))
-    wrapped = wrap(plan, {id(inner): 7})
+    wrapped = wrap(plan, {id(inner): (7, inner)})
     shared = [n for n in ir.walk(wrapped) if isinstance(n, ir.Shared)]
     assert len(shared) == 1 and shared[0].key == 7 and shared[0].child == inner
     assert wrap(plan, {}) is plan
