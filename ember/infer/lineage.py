@@ -83,7 +83,8 @@ class InferredLineage:
     @property
     def saved(self) -> dict[str, pa.Table]:
         """The intermediates the job saved for exact traces, by name (empty for most plans)."""
-        return {s.name: s.data.drop_columns([spark.RID]) for s in self._saved.values()}
+        unique = {id(s.data): (s.name, s.data) for s in self._saved.values()}  # equal subplans share rows
+        return {name: data.drop_columns([spark.RID]) for name, data in unique.values()}
 
     @property
     def sources(self) -> list[str]:

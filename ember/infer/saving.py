@@ -23,26 +23,33 @@ def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Sou
     `data` holds its rows (`__ember_rid` = position); None when a save point is not a
     subplan of `plan` (the job then runs as written)."""
     pieces = _pieces(segment)
-    saves = {id(save.at): (n, save.node) for n, (_, save) in enumerate(pieces, start=1)}
+    keys: dict[ir.Node, int] = {}  # equal subplans (Q18's subquery, planned twice) are saved once
+    for _, save in pieces:
+        keys.setdefault(save.node, len(keys) + 1)
+    saves = {id(save.at): (keys[save.node], save.node) for _, save in pieces}
     wrapped = wrap(plan, saves)
     if sum(isinstance(n, ir.Shared) for n in ir.walk(wrapped)) != len(saves):
         return None
+    wanted: dict[int, set[int]] = {}
+    for above, save in pieces:
+        wanted.setdefault(keys[save.node], set()).update(a.id for a in saved_columns(above, save))
     builder = Builder(jvm, sources)
     try:
         output = builder.dataframe(wrapped).toArrow()
-        saved = {}
-        for n, (above, save) in enumerate(pieces, start=1):
-            columns = saved_columns(above, save)
-            positions = [save.node.output.index(a) for a in columns]
-            cached = builder.shared[n][0]
+        data = {}
+        for node, key in keys.items():
+            columns = [a for a in node.output if a.id in wanted[key]]
+            cached = builder.shared[key][0]
             renamed = cached.toDF(*[f"c{i}" for i in range(len(cached.columns))])
-            rows = renamed.select(*[f"c{i}" for i in positions]).toArrow()
-            data = pa.table(rows.columns, names=[a.name for a in columns])
-            data = data.append_column(RID, pa.array(np.arange(data.num_rows, dtype=np.int64)))
-            stand_in = save.scan.source
-            saved[stand_in.key] = Source(stand_in.key, stand_in.name, SAVED, data.num_rows, data=data)
+            rows = renamed.select(*[f"c{node.output.index(a)}" for a in columns]).toArrow()
+            table = pa.table(rows.columns, names=[a.name for a in columns])
+            data[key] = table.append_column(RID, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     finally:
         builder.release()
+    saved = {}
+    for _, save in pieces:
+        stand_in, rows = save.scan.source, data[keys[save.node]]
+        saved[stand_in.key] = Source(stand_in.key, stand_in.name, SAVED, rows.num_rows, data=rows)
     return output, saved
 
 

@@ -132,7 +132,8 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
                 break
             at = node = higher
             below = above
-        stand_in = Source(key=f"ember-saved-{next(_keys)}", name=f"saved {type(node).__name__.lower()}", kind=SAVED, rows=0)
+        n = next(_keys)
+        stand_in = Source(key=f"ember-saved-{n}", name=f"saved {type(node).__name__.lower()} #{n}", kind=SAVED, rows=0)
         return Save(node, ir.Scan(stand_in, node.output), below, at)
     return None
 
