@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ember import duck
-from ember.infer.duck_scan import sql
-from ember.infer.exact import under_global
+from ember.infer.duck_scan import python_literal, sql
+from ember.infer.exact import block_root, over_scan, reaching
 from ember.infer.spark import RID
 from ember.plan import ir
 from ember.plan.jvm import JObj
@@ -36,7 +36,7 @@ _KEEP_ROWS = ("sort", "repartition")
 
 def columns(plan: ir.Node) -> dict[int, set[ir.Attr]]:
     """Per scan (by `id()`), the columns the operators below the traced group read."""
-    body = below_group(plan)
+    body = block_root(plan)
     refs: set[int] = set()
     for node in ir.walk(body):
         for e in node.expressions():
@@ -46,27 +46,15 @@ def columns(plan: ir.Node) -> dict[int, set[ir.Attr]]:
     return {id(n): {a for a in n.attrs if a.id in refs} for n in ir.walk(body) if isinstance(n, ir.Scan)}
 
 
-def below_group(plan: ir.Node) -> ir.Node:
-    """The operators below the traced group (as `infer.exact` delimits them)."""
-    node = plan
-    while isinstance(node, ir.Project | ir.Filter | ir.Limit) or _keeps_rows(node):
-        assert isinstance(node, ir.Unary)
-        node = node.child
-    if isinstance(node, ir.Aggregate):
-        return under_global(node)
-    node = plan
-    while isinstance(node, ir.Project | ir.Limit) or _keeps_rows(node):
-        assert isinstance(node, ir.Unary)
-        node = node.child
-    return node
-
-
-def evaluate(plan: ir.Node, frames: dict[int, pa.Table]) -> dict[int, np.ndarray] | None:
+def evaluate(plan: ir.Node, frames: dict[int, pa.Table], rows: pa.Table, pinned: set[int]) -> dict[int, np.ndarray] | None:
     """Per scan (by `id()`), the rids of its candidates (`frames`: `__ember_rid` and columns
-    `a<attr id>`) that take part in some joined row; None when a condition does not translate."""
+    `a<attr id>`) that take part in some joined row of the traced `rows`' groups; None when
+    a condition does not translate. Grouping keys reaching an output column in `pinned`
+    were applied to the candidates (bindings); the others are applied here."""
     query = _Query(frames)
-    built = query.sql(below_group(plan))
-    if built is None:
+    built = query.sql(block_root(plan))
+    group = _in_group(plan, rows, pinned)
+    if built is None or group is None:
         return None
     text, names = built
     rids = [n for n in names if n.startswith("r")]  # an anti join's inner rows are not among them
@@ -74,13 +62,78 @@ def evaluate(plan: ir.Node, frames: dict[int, pa.Table]) -> dict[int, np.ndarray
     try:
         for name, table in query.tables.items():
             con.register(name, table)
-        joined = con.sql(f"SELECT DISTINCT {', '.join(rids)} FROM ({text})").to_arrow_table()
+        joined = con.sql(f"SELECT DISTINCT {', '.join(rids)} FROM ({text}) WHERE {group or 'TRUE'}").to_arrow_table()
     except duckdb.Error:  # a column that did not translate is read, or an overflow: Spark decides
         return None
     finally:
         con.close()
     # a left join's padded rows have null right-side rids
     return {query.scans[r]: np.unique(pc.drop_null(joined.column(r)).to_numpy().astype(np.int64)) for r in rids}
+
+
+def windowed(agg: ir.Aggregate) -> bool:
+    """Whether the block can join `agg` in-process: its keys and aggregates translate (min,
+    max, sum, count; not avg, whose DuckDB result is a double, nor DISTINCT)."""
+    keys = [_expression(k) for k in agg.keys]
+    if any(k is None for k in keys):
+        return False
+    window = f"PARTITION BY {', '.join(k for k in keys if k is not None)}" if keys else ""
+    passed = {ir.column_of(k) for k in agg.keys}
+    return all(
+        ir.column_of(c.expr) in passed
+        or (isinstance(c.expr, ir.Expr) and c.expr.handle is not None and sql(c.expr.handle, _named, window) is not None)
+        for c in agg.columns
+    )
+
+
+def _in_group(plan: ir.Node, rows: pa.Table, pinned: set[int]) -> str | None:
+    """SQL for: a row below the traced group has the grouping key values of some traced
+    row (without an aggregate: the output values), for the keys not `pinned` ("TRUE" when
+    none is left); None when such a key does not translate (Q13's `c_count`, an inner
+    aggregate's count, is pinned by nothing else)."""
+    position, node = reaching(plan, (ir.Project, ir.Filter, ir.Limit))
+    terms = []
+    if not isinstance(node, ir.Aggregate):  # no group: the traced rows' own values
+        position, _ = reaching(plan, (ir.Project, ir.Limit))
+        columns = {j: attr for attr, j in position.items()}
+        if any(j not in pinned and j not in columns for j in range(len(plan.output))):
+            return None
+        terms = [(f"a{columns[j]}", j) for j in range(len(plan.output)) if j not in pinned]
+    agg = node if isinstance(node, ir.Aggregate) else ir.Aggregate(node)
+    for key in agg.keys:
+        text, column = _expression(key), ir.column_of(key)
+        outputs = [
+            position[c.attr.id]
+            for c in agg.columns
+            if c.attr.id in position
+            and ((column is not None and ir.column_of(c.expr) == column)
+                 or (isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql)))
+        ]
+        if outputs and outputs[0] in pinned:
+            continue
+        if text is None or not outputs:
+            return None
+        terms.append((text, outputs[0]))
+    if not terms:
+        return "TRUE"
+    matches = []
+    for i in range(rows.num_rows):
+        values = [python_literal(rows.column(j)[i].as_py()) if rows.column(j)[i].is_valid else "NULL" for _, j in terms]
+        if any(v is None for v in values):
+            return None
+        matches.append(" AND ".join(f"({t} IS NOT DISTINCT FROM {v})" for (t, _), v in zip(terms, values, strict=True)))
+    return "(" + " OR ".join(f"({m})" for m in matches) + ")" if matches else "FALSE"
+
+
+def _expression(e: ir.AnyExpr) -> str | None:
+    """A column or expression of the block as SQL over its `a<id>` columns."""
+    if isinstance(e, ir.ColumnRef):
+        return f"a{e.attr.id}"
+    if isinstance(e, ir.Expr) and e.column is not None:
+        return f"a{e.column}"
+    if isinstance(e, ir.Expr) and e.handle is not None:
+        return sql(e.handle, _named)
+    return None
 
 
 def _keeps_rows(node: ir.Node) -> bool:
@@ -106,7 +159,7 @@ class _Query:
         if _keeps_rows(node):
             assert isinstance(node, ir.Unary)
             return self.sql(node.child)
-        if isinstance(node, ir.Filter) and _over_scan(node):
+        if isinstance(node, ir.Filter) and over_scan(node):
             return self.sql(node.child)  # read with the candidates (`duck_scan`, or Spark)
         if isinstance(node, ir.Filter):
             child, cond = self.sql(node.child), _condition(node.cond)
@@ -117,7 +170,28 @@ class _Query:
             return self._project(node)
         if isinstance(node, ir.Join):
             return self._join(node)
+        if isinstance(node, ir.Aggregate):
+            return self._aggregate(node)
         return None
+
+    def _aggregate(self, node: ir.Aggregate) -> tuple[str, list[str]] | None:
+        """Every input row, with its group's aggregate values beside it (window functions),
+        so the rows of a group that some joined row reaches all stay: its lineage."""
+        child = self.sql(node.child)
+        keys = [_expression(k) for k in node.keys]
+        if child is None or any(k is None for k in keys):
+            return None
+        window = f"PARTITION BY {', '.join(k for k in keys if k is not None)}" if keys else ""
+        out = [(c, c) for c in child[1] if c.startswith("r")]  # its input's rids, then its own columns
+        for c in node.columns:
+            name = f"a{c.attr.id}"
+            if name in child[1]:
+                out.append((name, name))  # a grouping column passed through
+                continue
+            text = _expression(c.expr) if not isinstance(c.expr, ir.Expr) or c.expr.handle is None else sql(c.expr.handle, _named, window)
+            if text is not None:  # one nothing above reads may not translate
+                out.append((f"{text} AS {name}", name))
+        return f"SELECT {', '.join(t for t, _ in out)} FROM ({child[0]})", [n for _, n in out]
 
     def _scan(self, scan: ir.Scan) -> tuple[str, list[str]] | None:
         frame = self.frames.get(id(scan))
@@ -136,14 +210,7 @@ class _Query:
         rids = [c for c in child[1] if c.startswith("r")]
         out: list[tuple[str, str]] = []
         for c in node.columns:
-            if isinstance(c.expr, ir.ColumnRef):
-                text: str | None = f"a{c.expr.attr.id}"
-            elif isinstance(c.expr, ir.Expr) and c.expr.column is not None:
-                text = f"a{c.expr.column}"
-            elif isinstance(c.expr, ir.Expr) and c.expr.handle is not None:
-                text = sql(c.expr.handle, _named)
-            else:
-                text = None
+            text = _expression(c.expr)
             if text is not None:  # one the aggregate alone reads may not translate: unread here
                 out.append((f"{text} AS a{c.attr.id}", f"a{c.attr.id}"))
         columns = [*rids, *(name for _, name in out)]
@@ -160,13 +227,6 @@ class _Query:
             return f"SELECT * FROM ({left[0]}) AS _l{n} WHERE {absent}", left[1]
         kind = "LEFT JOIN" if node.kind == "left" else "JOIN"
         return f"SELECT * FROM ({left[0]}) AS _l{n} {kind} ({right[0]}) AS _r{n} ON {cond}", left[1] + right[1]
-
-
-def _over_scan(node: ir.Filter) -> bool:
-    below: ir.Node = node
-    while isinstance(below, ir.Filter):
-        below = below.child
-    return isinstance(below, ir.Scan)
 
 
 def _condition(cond: ir.Expr) -> str | None:

@@ -7,8 +7,8 @@ the same Parquet files with the same row-group skipping in-process. So a conditi
 translated when every part of it is in a small vocabulary whose meaning is the same in
 both engines (columns, literals of plain types, comparisons, + - *, AND/OR/NOT, IS NULL, IN,
 prefix/suffix/substring tests, LIKE without escapes, year(), exact widening casts to
-decimal); anything else
-returns None and the scan stays on Spark.
+decimal or of a number to a double); anything else returns None and the scan stays on
+Spark.
 """
 
 from __future__ import annotations
@@ -45,11 +45,14 @@ _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "con
 _INTEGERS = {"IntegerType", "LongType", "ShortType", "ByteType"}
 
 
-def sql(e: JObj, named: Callable[[JObj], str] | None = None) -> str | None:
+def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None = None) -> str | None:
     """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
-    spelled by their names, or by `named` (given the attribute)."""
+    spelled by their names, or by `named` (given the attribute). With `window` (an OVER
+    clause's body), min, max, sum and count are window functions over it."""
     kind = class_name(e).rstrip("$")
-    args = [sql(c, named) for c in iterate(e.children())]
+    if kind == "AggregateExpression":
+        return _window_function(e, named, window)
+    args = [sql(c, named, window) for c in iterate(e.children())]
     if any(a is None for a in args):
         return None
     if kind == "AttributeReference":
@@ -77,16 +80,35 @@ def sql(e: JObj, named: Callable[[JObj], str] | None = None) -> str | None:
         return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
     if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
         target = e.dataType()
+        if class_name(target).rstrip("$") == "DoubleType":
+            return f"CAST({args[0]} AS DOUBLE)"
         return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
     return None
+
+
+_WINDOWED = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}  # avg differs: a double in DuckDB
+
+
+def _window_function(e: JObj, named: Callable[[JObj], str] | None, window: str | None) -> str | None:
+    function = e.aggregateFunction()
+    name = _WINDOWED.get(class_name(function).rstrip("$"))
+    if window is None or name is None or e.isDistinct() or e.filter().isDefined():
+        return None
+    args = [sql(c, named) for c in iterate(function.children())]
+    if any(a is None for a in args):
+        return None
+    return f"{name}({', '.join(a for a in args if a is not None)}) OVER ({window})"
 
 
 _DIGITS = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}
 
 
 def _widens(source: JObj, target: JObj) -> bool:
-    """Whether a cast to a decimal keeps every value exactly (no rounding, no overflow), so
-    it means the same in both engines; other casts do not translate."""
+    """Whether a cast to a decimal keeps every value exactly (no rounding, no overflow), or
+    is an integer's or float's to a double (IEEE rounding in both), so it means the same in
+    both engines; other casts do not translate."""
+    if class_name(target).rstrip("$") == "DoubleType":
+        return class_name(source).rstrip("$") in {*_DIGITS, "FloatType"}
     if class_name(target).rstrip("$") != "DecimalType":
         return False
     room, scale = target.precision() - target.scale(), target.scale()

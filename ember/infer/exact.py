@@ -23,6 +23,8 @@ aggregates, composite or theta conditions, filters above joins) keeps the re-run
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ember.infer.pushdown import Inference, origins
 from ember.plan import ir
 from ember.plan.ir import column_of, walk
@@ -41,19 +43,29 @@ def why_rerun(plan: ir.Node, inference: Inference) -> str | None:
     return None if failure is None else failure[0]
 
 
-def failing(plan: ir.Node, inference: Inference, evaluated: bool = False) -> Failure | None:
+def failing(
+    plan: ir.Node, inference: Inference, evaluated: bool = False, windowed: Callable[[ir.Aggregate], bool] | None = None
+) -> Failure | None:
     """Like `why_rerun`, with the node at fault (where a saved intermediate could help).
 
     `evaluated`: the rows below the traced group will be joined in-process (`infer.block`)
     rather than only cut, so any conditions and cycles among inner, semi, left and anti
     joins are exact too; so are scalar subqueries in filters every joined row passes (their
     own lineage is added whole, `infer.segments`), and aggregates below a global one (all
-    their rows are its lineage). Other operators still are not."""
-    below = _not_a_block if evaluated else _not_a_join_tree
+    their rows are its lineage), and aggregates `windowed` accepts (joined with their
+    group's values beside each row). Other operators still are not."""
+    if evaluated:
+        def below(node: ir.Node) -> Failure | None:
+            return _not_a_block(node, windowed or _never)
+    else:
+        below = _not_a_join_tree
     off = _off_path(plan) if evaluated else set()
+    joined = {id(n) for n in walk(block_root(plan))} if evaluated else set()
     for node in walk(plan):
-        used = not isinstance(node, ir.Filter) or id(node) in off
-        if any(e.subqueries for e in node.expressions()) and (not evaluated or used):
+        # a scalar's value is not known in-process: only a scan's reader (Spark) or the
+        # operators above the traced group (which the traced row passed) may use one
+        usable = isinstance(node, ir.Filter) and id(node) not in off and (id(node) not in joined or over_scan(node))
+        if any(e.subqueries for e in node.expressions()) and (not evaluated or not usable):
             return f"{type(node).__name__} holds a subquery", node
     bound = {a.id for a in plan.output}
     node = plan
@@ -66,6 +78,8 @@ def failing(plan: ir.Node, inference: Inference, evaluated: bool = False) -> Fai
         unpinned = _unpinned_key(node, bound, inference)
         return (unpinned, node) if unpinned else below(under_global(node) if evaluated else node.child)
     pinned = {b.column for sp in inference.scans for b in sp.bindings if not b.padded}
+    if evaluated:  # a column the joined rows carry is compared there (`infer.block`)
+        pinned |= set(reaching(plan, (ir.Project, ir.Limit))[0].values())
     missing = [a for j, a in enumerate(plan.output) if j not in pinned]
     if missing:
         return f"output columns {[a.name for a in missing]} pin no source column", _producer(plan, missing[0].id)
@@ -74,6 +88,34 @@ def failing(plan: ir.Node, inference: Inference, evaluated: bool = False) -> Fai
         assert isinstance(body, ir.Unary)
         body = body.child
     return below(body)
+
+
+def block_root(plan: ir.Node) -> ir.Node:
+    """The top of the operators below the traced group (those `infer.block` joins)."""
+    _, node = reaching(plan, (ir.Project, ir.Filter, ir.Limit))
+    if isinstance(node, ir.Aggregate):
+        return under_global(node)
+    return reaching(plan, (ir.Project, ir.Limit))[1]
+
+
+def over_scan(node: ir.Filter) -> bool:
+    below: ir.Node = node
+    while isinstance(below, ir.Filter):
+        below = below.child
+    return isinstance(below, ir.Scan)
+
+
+def reaching(plan: ir.Node, kinds: tuple[type[ir.Node], ...]) -> tuple[dict[int, int], ir.Node]:
+    """The first node under a top of `kinds` (and sorts), and which of its columns are which
+    output columns (attribute id → position), through renaming projections."""
+    position = {a.id: j for j, a in enumerate(plan.output)}
+    node = plan
+    while _passes_rows(node, kinds):
+        if isinstance(node, ir.Project):
+            position = {c: position[n.attr.id] for n in node.columns if n.attr.id in position and (c := column_of(n.expr)) is not None}
+        assert isinstance(node, ir.Unary)
+        node = node.child
+    return position, node
 
 
 def _passes_rows(node: ir.Node, kinds: tuple[type[ir.Node], ...]) -> bool:
@@ -122,17 +164,23 @@ def _not_a_join_tree(node: ir.Node) -> Failure | None:
     return f"{type(node).__name__.lower()} below the traced group", node
 
 
-def _not_a_block(node: ir.Node) -> Failure | None:
-    """Why the rows below the traced group are not scans under filters, projections and
-    inner, cross, semi, left or anti joins (on any condition), or None."""
+def _never(agg: ir.Aggregate) -> bool:
+    return False
+
+
+def _not_a_block(node: ir.Node, windowed: Callable[[ir.Aggregate], bool]) -> Failure | None:
+    """Why the rows below the traced group are not scans under filters, projections,
+    aggregates and inner, cross, semi, left or anti joins (on any condition), or None."""
     if isinstance(node, ir.Scan):
         return None
+    if isinstance(node, ir.Aggregate) and windowed(node):
+        return _not_a_block(node.child, windowed)  # its groups stay whole: bindings pass only its keys
     if isinstance(node, ir.Filter | ir.Project) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS):
-        return _not_a_block(node.child)
+        return _not_a_block(node.child, windowed)
     if isinstance(node, ir.Join):
         if node.kind not in ("inner", "cross", "semi", "left", "anti"):
             return f"{node.kind} join", node
-        return _not_a_block(node.left) or _not_a_block(node.right)
+        return _not_a_block(node.left, windowed) or _not_a_block(node.right, windowed)
     return f"{type(node).__name__.lower()} below the traced group", node
 
 

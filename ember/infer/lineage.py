@@ -1,4 +1,4 @@
-"""Lazy lineage: the job ran untouched; traces push the traced rows' values to the sources."""
+"""Lazy lineage: nothing captured at run time (a few saved intermediates at most); traces push the traced rows' values to the sources."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ from ember.plan.sources import SAVED, Source
 from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.index import LineageIndex
+
+FORWARD_BY_BACKWARD = 16  # up to this many candidate output rows, a forward trace traces each back in-process
 
 
 class InferredLineage:
@@ -101,14 +103,9 @@ class InferredLineage:
         self._check_sources()
         if not self.exact:
             return Trace(self._named, self._superset(rows, self.iterative)[0], exact=False)
-        if self.rerun_reason is None:
-            found, settled = self._superset(rows, True)
-            if settled:
-                return Trace(self._named, found)
-        elif self._segment is not None:
-            pieced = self._through(self._segment, rows)
-            if pieced is not None:
-                return Trace(self._named, pieced)
+        found = self._in_process(rows)
+        if found is not None:
+            return Trace(self._named, found)
         _, index, oids = self._rerun(rows)
         return Trace(self._named, index.backward(oids))
 
@@ -120,11 +117,34 @@ class InferredLineage:
         candidates = self._candidates(src, rids)
         if not self.exact or candidates.size == 0:
             return ForwardTrace(self._output, candidates, exact=self.exact)
+        if candidates.size <= FORWARD_BY_BACKWARD and self.exact_path != "re-run":
+            reached_by = self._reached_by(candidates, src.key, rids)
+            if reached_by is not None:
+                return ForwardTrace(self._output, reached_by)
         rows = self._user.take(pa.array(candidates))
         out, index, _ = self._rerun(rows)
         reached = index.forward(src.key, rids)
         _, hit = matches(out.take(pa.array(reached, type=pa.int64())), rows)
         return ForwardTrace(self._output, np.unique(candidates[hit]))
+
+    def _in_process(self, rows: pa.Table) -> dict[str, np.ndarray] | None:
+        """The exact lineage of `rows` by the paths that start no re-run, or None."""
+        if self.rerun_reason is None:
+            found, settled = self._superset(rows, True)
+            return found if settled else None
+        return None if self._segment is None else self._through(self._segment, rows)
+
+    def _reached_by(self, candidates: np.ndarray, key: str, rids: np.ndarray) -> np.ndarray | None:
+        """The candidate output rows whose own exact lineage holds some of `rids` (each
+        traced backward in-process), or None when one would need a re-run."""
+        hits = []
+        for oid in candidates:
+            found = self._in_process(self._user.take(pa.array([oid])))
+            if found is None:
+                return None
+            if np.isin(rids, found.get(key, np.empty(0, np.int64))).any():
+                hits.append(oid)
+        return np.array(hits, dtype=np.int64)
 
     def explain(self) -> str:
         """What the inference found: per scan, the output columns that pin its rows."""
@@ -243,7 +263,8 @@ class InferredLineage:
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
         frames, settled = refine(usable, frames, drop_nulls=drop_nulls)
         settled = settled and len(usable) == len(cut_list)
-        joined = block.evaluate(plan, frames) if evaluate else None
+        pinned = {b.column for sp in inference.scans for b in sp.bindings if not b.padded}
+        joined = block.evaluate(plan, frames, rows, pinned) if evaluate else None
         if evaluate:
             settled = joined is not None
         found: dict[str, np.ndarray] = {}

@@ -60,7 +60,7 @@ def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
     top = plan
     for _ in range(MAX_SAVES + 1):
         inference = infer(top)
-        failure = failing(top, inference, evaluated=True)
+        failure = failing(top, inference, evaluated=True, windowed=block.windowed)
         if failure is None:
             scalars = _scalars(top, depth)
             if scalars is None:

@@ -65,6 +65,7 @@ TRANSLATED = [
     "n * 2 < 30",
     "price * 2 > 7.5",
     "cast(n AS decimal(20, 2)) > 3.5",  # widening: exact in both
+    "cast(n AS double) > x + 10",
 ]
 
 

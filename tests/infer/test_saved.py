@@ -32,9 +32,13 @@ def views(spark: SparkSession) -> SparkSession:
     return spark
 
 
-def heavy(threshold: int) -> list[o.Row]:
-    """`SELECT lk FROM s_lines GROUP BY lk HAVING sum(qty) > threshold`."""
-    grouped = o.group(o.scan("s_lines", LINES), lambda v: (v[0],), lambda vs: (sum(x[1] for x in vs),))
+def heavy(threshold: float, agg: str = "sum") -> list[o.Row]:
+    """`SELECT lk FROM s_lines GROUP BY lk HAVING <agg>(qty) > threshold` (sum or avg)."""
+    def value(vs: list[o.Values]) -> o.Values:
+        total = sum(x[1] for x in vs)
+        return (total if agg == "sum" else total / len(vs),)
+
+    grouped = o.group(o.scan("s_lines", LINES), lambda v: (v[0],), value)
     return o.select(o.where(grouped, lambda v: v[1] > threshold), lambda v: (v[0],))
 
 
@@ -59,26 +63,35 @@ def traced_exactly(
     for oid, values in enumerate(outputs):
         got = {(s, int(r)) for s in lin.sources for r in lin.backward(oids=[oid]).ids(s)}
         assert got == merged[repr(values)], (oid, values)
+    source, rid = min(merged[repr(outputs[0])])  # forward from one lineage row, also in-process
+    reached = [oid for oid, values in enumerate(outputs) if (source, rid) in merged[repr(values)]]
+    assert lin.forward(source, ids=[rid]).ids().tolist() == reached, (source, rid)
     return lin
 
 
-def test_an_in_subquery_over_a_having_is_saved_and_traced_through(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    sql = "SELECT cust, count(*) AS n FROM s_orders WHERE ok IN (SELECT lk FROM s_lines GROUP BY lk HAVING sum(qty) > 8) GROUP BY cust"
-    kept = o.semi(o.scan("s_orders", ORDERS), heavy(8), lambda x, y: x[0] == y[0])
+@pytest.mark.parametrize(("agg", "path"), [("sum", "joined"), ("avg", "saved intermediates")])
+def test_an_in_subquery_over_a_having(views: SparkSession, monkeypatch: pytest.MonkeyPatch, agg: str, path: str) -> None:
+    """A sum is joined in-process beside its group's rows; an avg (a double in DuckDB) is
+    saved, projected to the key the semi join reads."""
+    sql = f"SELECT cust, count(*) AS n FROM s_orders WHERE ok IN (SELECT lk FROM s_lines GROUP BY lk HAVING {agg}(qty) > 4) GROUP BY cust"
+    kept = o.semi(o.scan("s_orders", ORDERS), heavy(4, agg), lambda x, y: x[0] == y[0])
     expected = o.group(kept, lambda v: (v[1],), lambda vs: (len(vs),))
-    lin = traced_exactly(views.sql(sql), expected, monkeypatch)
-    assert [t.column_names for t in lin.saved.values()] == [["lk"]]  # projected: the sums are never read
-    assert "saved intermediates" in lin.explain()
+    lin = traced_exactly(views.sql(sql), expected, monkeypatch, path)
+    if path == "saved intermediates":
+        assert [t.column_names for t in lin.saved.values()] == [["lk"]]  # projected: the averages are never read
+        assert "saved intermediates" in lin.explain()
 
 
 def test_a_saved_intermediate_nested_inside_another(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
-    inner = "SELECT lk FROM s_lines GROUP BY lk HAVING sum(qty) > 5"
-    middle = f"SELECT cust FROM s_orders WHERE ok IN ({inner}) GROUP BY cust HAVING count(*) > 1"
+    inner = "SELECT lk FROM s_lines GROUP BY lk HAVING avg(qty) > 4"
+    middle = f"SELECT cust FROM s_orders WHERE ok IN ({inner}) GROUP BY cust HAVING avg(ok) > 2"
     sql = f"SELECT c FROM s_big WHERE c IN ({middle})"
-    orders = o.semi(o.scan("s_orders", ORDERS), heavy(5), lambda x, y: x[0] == y[0])
-    customers = o.where(o.group(orders, lambda v: (v[1],), lambda vs: (len(vs),)), lambda v: v[1] > 1)
+    orders = o.semi(o.scan("s_orders", ORDERS), heavy(4, "avg"), lambda x, y: x[0] == y[0])
+    averages = o.group(orders, lambda v: (v[1],), lambda vs: (sum(x[0] for x in vs) / len(vs),))
+    customers = o.where(averages, lambda v: v[1] > 2)
     expected = o.semi(o.scan("s_big", BIG), customers, lambda x, y: x[0] == y[0])
-    traced_exactly(views.sql(sql), expected, monkeypatch)
+    lin = traced_exactly(views.sql(sql), expected, monkeypatch)
+    assert len(lin.saved) == 2  # one inside the other
 
 
 def orders() -> list[o.Row]:
@@ -106,13 +119,19 @@ def test_a_cycle_of_joins_is_joined_in_process(views: SparkSession, monkeypatch:
     traced_exactly(views.sql(sql), expected, monkeypatch, "joined")
 
 
-def test_a_correlated_scalar_subquery_goes_through_its_saved_aggregate(
-    views: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sql = "SELECT l.lk, count(*) AS n FROM s_lines l WHERE l.qty >= (SELECT max(qty) FROM s_lines m WHERE m.lk = l.lk) GROUP BY l.lk"
-    maxes = o.group(lines(), lambda v: (v[0],), lambda vs: (max(x[1] for x in vs),))
-    kept = o.where(o.join(lines(), maxes, lambda x, y: x[0] == y[0], "left", rw=2), lambda v: v[3] is not None and v[1] >= v[3])
-    traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (len(vs),)), monkeypatch)
+@pytest.mark.parametrize(("agg", "path"), [("max", "joined"), ("avg", "saved intermediates")])
+def test_a_correlated_scalar_subquery(views: SparkSession, monkeypatch: pytest.MonkeyPatch, agg: str, path: str) -> None:
+    """A left join to an aggregate under a filter: a max is joined beside its group's rows,
+    an avg goes through the saved aggregate."""
+    sql = f"SELECT l.lk, count(*) AS n FROM s_lines l WHERE l.qty >= (SELECT {agg}(qty) FROM s_lines m WHERE m.lk = l.lk) GROUP BY l.lk"
+
+    def value(vs: list[o.Values]) -> o.Values:
+        qty = [x[1] for x in vs]
+        return (max(qty) if agg == "max" else sum(qty) / len(qty),)
+
+    per_key = o.group(lines(), lambda v: (v[0],), value)
+    kept = o.where(o.join(lines(), per_key, lambda x, y: x[0] == y[0], "left", rw=2), lambda v: v[3] is not None and v[1] >= v[3])
+    traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (len(vs),)), monkeypatch, path)
 
 
 def test_not_in_and_not_exists_are_joined_in_process(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,14 +170,24 @@ def test_uncorrelated_scalar_subqueries_add_their_whole_lineage(views: SparkSess
     traced_exactly(views.sql(sql), expected, monkeypatch, "joined")
 
 
-def test_a_count_of_counts_saves_its_inner_aggregate_with_the_key(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("agg", "path"), [("count", "joined"), ("avg", "saved intermediates")])
+def test_an_aggregate_of_aggregates_over_a_left_join(
+    views: SparkSession, monkeypatch: pytest.MonkeyPatch, agg: str, path: str
+) -> None:
+    """Q13's shape: a count is joined in-process (window) and the traced group compared there
+    (nothing else pins it); an avg is saved, widened by the grouping key it drops."""
     sql = (
-        "SELECT n, count(*) AS customers FROM (SELECT b.c, count(o.ok) AS n FROM s_big b "
+        f"SELECT n, count(*) AS customers FROM (SELECT b.c, {agg}(o.ok) AS n FROM s_big b "
         "LEFT JOIN s_orders o ON o.cust = b.c GROUP BY b.c) GROUP BY n"
     )
     pairs = o.join(o.scan("s_big", BIG), orders(), lambda x, y: x[0] == y[1], "left", rw=2)
-    counts = o.group(pairs, lambda v: (v[0],), lambda vs: (sum(1 for v in vs if v[1] is not None),))
-    expected = o.group(counts, lambda v: (v[1],), lambda vs: (len(vs),))
-    lin = traced_exactly(views.sql(sql), expected, monkeypatch)
-    (saved,) = lin.saved.values()
-    assert "c" in saved.column_names  # the key the inner aggregate dropped
+
+    def value(vs: list[o.Values]) -> o.Values:
+        keys = [v[1] for v in vs if v[1] is not None]
+        return (len(keys),) if agg == "count" else ((sum(keys) / len(keys)) if keys else None,)
+
+    expected = o.group(o.group(pairs, lambda v: (v[0],), value), lambda v: (v[1],), lambda vs: (len(vs),))
+    lin = traced_exactly(views.sql(sql), expected, monkeypatch, path)
+    if path == "saved intermediates":
+        (saved,) = lin.saved.values()
+        assert "c" in saved.column_names  # the key the inner aggregate dropped
