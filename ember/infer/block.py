@@ -10,9 +10,10 @@ joined row are the lineage exactly (a semi join's witnesses are lineage, so it j
 inner; a left join's padded rows have no right-side lineage; an anti join keeps the rows
 with no partner, `NOT EXISTS` with its own condition, which also spells `NOT IN`'s null
 rule). The right side of a left or anti join must hold every partner of every left
-candidate, so the caller reads it unrestricted by traced values that reach it only
-through the padded side, or not at all (Spark plans Q2's, Q17's and Q20's correlated
-subqueries as such left joins; Q16's and Q21's NOT IN / NOT EXISTS as anti joins).
+candidate, so the caller reads it without the traced values, cut only by its own filters
+and by the join keys of the candidates already read (Spark plans Q2's, Q17's and Q20's
+correlated subqueries as such left joins; Q16's and Q21's NOT IN / NOT EXISTS as anti
+joins).
 Conditions are Catalyst expressions translated by `duck_scan.sql`; where one does not
 translate, the trace falls back to a re-run.
 """

@@ -59,7 +59,7 @@ def failing(
             return _not_a_block(node, windowed or _never)
     else:
         below = _not_a_join_tree
-    off = _off_path(plan) if evaluated else set()
+    off = off_path(plan) if evaluated else set()
     joined = {id(n) for n in walk(block_root(plan))} if evaluated else set()
     for node in walk(plan):
         # a scalar's value is not known in-process: only a scan's reader (Spark) or the
@@ -196,8 +196,9 @@ def under_global(agg: ir.Aggregate) -> ir.Node:
     return node
 
 
-def _off_path(plan: ir.Node) -> set[int]:
-    """Nodes some joined rows do not pass: the right sides of left and anti joins."""
+def off_path(plan: ir.Node) -> set[int]:
+    """Nodes some joined rows do not pass: the right sides of left and anti joins (their
+    scans are read whole where candidates are joined: every partner must be there)."""
     off: set[int] = set()
     for node in walk(plan):
         if isinstance(node, ir.Join) and node.kind in ("left", "anti"):

@@ -15,7 +15,7 @@ from ember.capture.capture import run_annotated
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import block, duck_scan, spark
-from ember.infer.exact import why_rerun
+from ember.infer.exact import off_path, why_rerun
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import Cut, anti_cuts, cuts, refine
@@ -232,9 +232,8 @@ class InferredLineage:
         drop_nulls = self.rerun_reason is None and not evaluate  # `=` never pairs nulls; elsewhere the join decides
         read_scans, read_cuts = traced, cut_list
         if evaluate:  # a left or anti join's right side keeps every partner (`infer.block`)
-            read_scans = [
-                replace(sp, bindings=tuple(b for b in sp.bindings if sp.traced and not b.padded)) for sp in inference.scans
-            ]
+            off = off_path(plan)
+            read_scans = [replace(sp, bindings=()) if id(sp.scan) in off else sp for sp in inference.scans]
             read_cuts = cut_list + anti_cuts(plan)
         bound = {id(sp.scan): spark.bound_values(sp.bindings, rows) for sp in read_scans}
         def first(sp: ScanPlan) -> tuple[bool, bool, int]:

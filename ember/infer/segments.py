@@ -4,14 +4,15 @@ A plan whose pushed predicates are not its exact lineage (`infer.exact`) can oft
 into pieces whose predicates are: the plan above a subplan S treats S's rows as a scan,
 and S's rows are traced through S's own plan. Saving S's output while the job runs (only
 the columns either piece's predicates read) lets a trace evaluate both pieces in-process,
-with no re-run. Q18's `HAVING sum(l_quantity) > 300` subquery is the typical case: a
-filter over an aggregate inside a semi join stops the exact path; saved, it is a 57-row
-scan at SF1, and the aggregate below it pins whole groups.
+with no re-run. Q17's correlated `avg(l_quantity)` per part is the typical case: DuckDB
+would average as a double what Spark averages as a decimal, so the join cannot compute
+it; saved, it is a 200 k-row scan at SF1, and the aggregate below it pins whole groups.
 
 A piece is exact when its predicates, cut across joins, are its lineage, or when joining
 its cut candidates in-process is (`infer.block`: filters over joins, theta conditions,
-cycles). Save points are found where that fails: the lowest node at or above the fault
-whose own subplan splits (recursively) into exact pieces. Pure: no data, no Spark.
+cycles, aggregates it can window). Save points are found where that fails: the lowest
+node at or above the fault whose own subplan splits (recursively) into exact pieces.
+Pure over the IR (whether an aggregate windows asks its Catalyst expressions, no data).
 """
 
 from __future__ import annotations
