@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from ember import duck
 from ember.infer.duck_scan import python_literal, sql
 from ember.infer.exact import block_root, over_scan, reaching
+from ember.infer.ids import distinct
 from ember.infer.spark import RID
 from ember.plan import ir
 from ember.plan.jvm import JObj
@@ -69,7 +70,7 @@ def evaluate(plan: ir.Node, frames: dict[int, pa.Table], rows: pa.Table, pinned:
     finally:
         con.close()
     # a left join's padded rows have null right-side rids
-    return {query.scans[r]: np.unique(pc.drop_null(joined.column(r)).to_numpy().astype(np.int64)) for r in rids}
+    return {query.scans[r]: distinct(pc.drop_null(joined.column(r)).to_numpy()) for r in rids}
 
 
 def windowed(agg: ir.Aggregate) -> bool:

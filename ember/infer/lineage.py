@@ -16,6 +16,7 @@ from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import block, duck_scan, spark
 from ember.infer.exact import off_path, why_rerun
+from ember.infer.ids import distinct, union
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import Cut, anti_cuts, cuts, refine
@@ -275,8 +276,8 @@ class InferredLineage:
             elif table is None:
                 ids = np.arange(self._lookup[key].rows, dtype=np.int64)
             else:
-                ids = np.unique(table.column(spark.RID).to_numpy().astype(np.int64))
-            found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
+                ids = distinct(table.column(spark.RID).to_numpy())
+            found[key] = union(found.get(key, np.empty(0, np.int64)), ids)
         return found, settled
 
     def _candidates(self, src: Source, rids: np.ndarray) -> np.ndarray:
@@ -304,7 +305,7 @@ class InferredLineage:
 
 def _merge(found: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
     for key, ids in more.items():
-        found[key] = np.union1d(found.get(key, np.empty(0, np.int64)), ids)
+        found[key] = union(found.get(key, np.empty(0, np.int64)), ids)
 
 
 def _values(frames: dict[int, pa.Table], cut: Cut) -> pa.ChunkedArray:

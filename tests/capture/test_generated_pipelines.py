@@ -93,14 +93,20 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
     return o.select(joined, lambda v: (v[0], v[3]))
 
 
+def register(spark: SparkSession, t0: list[tuple[int, int]], t1: list[tuple[int, int]]) -> dict[str, list[tuple[int, int]]]:
+    """The two generated tables as temp views `t0` and `t1`, and by name for the oracle."""
+    tables = {"t0": t0, "t1": t1}
+    for name, rows in tables.items():
+        spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
+    return tables
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
 def test_generated_pipeline_lineage_equals_oracle(
     spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
 ) -> None:
-    tables = {"t0": t0, "t1": t1}
-    for name, rows in tables.items():
-        spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
+    tables = register(spark, t0, t1)
     df = spark_plan(spark, plan)
     expected = oracle_plan(plan, tables)
     assert sorted(map(repr, (tuple(r) for r in df.collect()))) == sorted(repr(v) for v, _ in expected)

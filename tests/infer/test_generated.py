@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 import ember
-from tests.capture.test_generated_pipelines import Plan, oracle_plan, plans, spark_plan, table
+from tests.capture.test_generated_pipelines import (
+    Plan,
+    oracle_plan,
+    plans,
+    register,
+    spark_plan,
+    table,
+)
 from tests.oracle import rows as o
 
 
@@ -25,9 +32,7 @@ from tests.oracle import rows as o
 def test_generated_pipeline_inferred_lineage_equals_oracle(
     spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], pick: object
 ) -> None:
-    tables = {"t0": t0, "t1": t1}
-    for name, rows in tables.items():
-        spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
+    tables = register(spark, t0, t1)
     df = spark_plan(spark, plan)
     merged: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for values, lineage in oracle_plan(plan, tables):
