@@ -20,6 +20,8 @@ translate, the trace falls back to a re-run.
 
 from __future__ import annotations
 
+import functools
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -27,7 +29,7 @@ import pyarrow.compute as pc
 
 from ember import duck
 from ember.infer.duck_scan import python_literal, sql
-from ember.infer.exact import block_root, over_scan, reaching
+from ember.infer.exact import block_root, key_columns, over_scan, reaching
 from ember.infer.ids import distinct
 from ember.infer.spark import RID
 from ember.plan import ir
@@ -73,6 +75,7 @@ def evaluate(plan: ir.Node, frames: dict[int, pa.Table], rows: pa.Table, pinned:
     return {query.scans[r]: distinct(pc.drop_null(joined.column(r)).to_numpy()) for r in rids}
 
 
+@functools.lru_cache(maxsize=256)  # the save-point search asks of the same aggregates again and again
 def windowed(agg: ir.Aggregate) -> bool:
     """Whether the block can join `agg` in-process: its keys and aggregates translate (min,
     max, sum, count; not avg, whose DuckDB result is a double, nor DISTINCT)."""
@@ -103,14 +106,8 @@ def _in_group(plan: ir.Node, rows: pa.Table, pinned: set[int]) -> str | None:
         terms = [(f"a{columns[j]}", j) for j in range(len(plan.output)) if j not in pinned]
     agg = node if isinstance(node, ir.Aggregate) else ir.Aggregate(node)
     for key in agg.keys:
-        text, column = _expression(key), ir.column_of(key)
-        outputs = [
-            position[c.attr.id]
-            for c in agg.columns
-            if c.attr.id in position
-            and ((column is not None and ir.column_of(c.expr) == column)
-                 or (isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql)))
-        ]
+        text = _expression(key)
+        outputs = [position[c.attr.id] for c in key_columns(agg, key) if c.attr.id in position]
         if outputs and outputs[0] in pinned:
             continue
         if text is None or not outputs:

@@ -122,18 +122,24 @@ def _passes_rows(node: ir.Node, kinds: tuple[type[ir.Node], ...]) -> bool:
     return isinstance(node, kinds) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS)
 
 
+def key_columns(agg: ir.Aggregate, key: ir.AnyExpr) -> list[ir.Named]:
+    """The aggregate's output columns that hold grouping key `key` (passed through, or
+    computed as the same expression)."""
+    col = column_of(key)
+    return [
+        c
+        for c in agg.columns
+        if (col is not None and column_of(c.expr) == col)
+        or (col is None and isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql))
+    ]
+
+
 def _unpinned_key(agg: ir.Aggregate, bound: set[int], inference: Inference) -> str | None:
     """Why some grouping key of `agg` is not fixed by the traced row, or None."""
     residuals = {id(b.expr) for sp in inference.scans for b in sp.bindings if b.expr is not None and not b.padded}
     for key in agg.keys:
         col = column_of(key)
-        out = [
-            c
-            for c in agg.columns
-            if (col is not None and column_of(c.expr) == col)
-            or (col is None and isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql))
-        ]
-        reached = [c for c in out if c.attr.id in bound and (col is not None or id(c.expr) in residuals)]
+        reached = [c for c in key_columns(agg, key) if c.attr.id in bound and (col is not None or id(c.expr) in residuals)]
         if not reached:
             text = key.sql if isinstance(key, ir.Expr) else str(key)
             return f"grouping key {text} does not reach the output"
