@@ -71,8 +71,7 @@ def lazy_trace_ms(spark: SparkSession, n: int, row: dict[str, object]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parser(__doc__)
-    options.add_argument("--runs", type=int, default=5)
+    options = parser(__doc__, runs=5)
     args = options.parse_args(argv)
     console = Console()
     spark, data = tpch_session(console, args.scale)

@@ -25,12 +25,15 @@ def input_bytes(data: Path, tables: list[str]) -> int:
     return sum((data / f"{t}.parquet").stat().st_size for t in tables)
 
 
-def parser(doc: str | None) -> argparse.ArgumentParser:
-    """The options every TPC-H benchmark takes."""
+def parser(doc: str | None, runs: int | None = None) -> argparse.ArgumentParser:
+    """The options every TPC-H benchmark takes (and `--runs`, defaulting to `runs`, for
+    those that repeat their jobs)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--queries", type=int, nargs="*", default=list(range(1, 23)))
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    if runs is not None:
+        p.add_argument("--runs", type=int, default=runs)
     return p
 
 

@@ -94,8 +94,7 @@ def measure(spark: SparkSession, n: int, runs: int, traces: int) -> dict[str, ob
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser(__doc__)
-    p.add_argument("--runs", type=int, default=3)
+    p = parser(__doc__, runs=3)
     p.add_argument("--traces", type=int, default=3)
     args = p.parse_args(argv)
     console = Console()

@@ -81,8 +81,7 @@ def measure(spark: SparkSession, n: int, runs: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parser(__doc__)
-    options.add_argument("--runs", type=int, default=3)
+    options = parser(__doc__, runs=3)
     args = options.parse_args(argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)

@@ -114,8 +114,7 @@ def report(rows: dict[str, dict[str, float]], scale: float, runs: int, traces: i
 
 
 def main() -> None:
-    p = parser(__doc__)
-    p.add_argument("--runs", type=int, default=3)
+    p = parser(__doc__, runs=3)
     p.add_argument("--traces", type=int, default=4)
     args = p.parse_args()
     console = Console()
