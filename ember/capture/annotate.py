@@ -40,8 +40,13 @@ FRESH_IDS_FROM = 1 << 40  # ember-made attribute ids; Catalyst's own ids stay fa
 
 @dataclass(frozen=True)
 class RidSlot:
+    """The `ember_rid` of one source row; with `key_column`, that row's value in a column
+    unique in the source instead, which names the row as well and is turned into its rid
+    after the job (`capture.keys`)."""
+
     source: str  # Source.key
     attr: ir.Attr
+    key_column: str | None = None
 
     @property
     def attrs(self) -> tuple[ir.Attr, ...]:
@@ -130,6 +135,9 @@ class Workload:
         return self.sources is None or name in self.sources
 
 
+# Joins whose output holds both sides' columns, so either side's key can be read above it.
+_BOTH_SIDES = ("inner", "cross", "left", "right", "full")
+
 # Operators that pass each input row to the output at most once (no join, no group):
 # a list slot made below them reaches the result without being copied.
 _ONE_FOR_ONE = (ir.Project, ir.Filter, ir.Limit, ir.Passthrough, ir.Union)
@@ -143,6 +151,7 @@ INLINE_RIDS = 32_000_000
 @dataclass
 class _Rewriter:
     workload: Workload = field(default_factory=Workload)
+    keyed: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique in that source
     share: bool = True
     inline_rids: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
@@ -268,10 +277,33 @@ class _Rewriter:
         return replace(slot, keys=keys, present=self.fresh("present", "boolean"), lo=lo, hi=hi)
 
     def _Join(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
-        left, lslots = self.rewrite(node.left)
+        """A side that is one scan, filtered, joined on a column unique in its source needs
+        no rid: above the join, that column's value names the row (Smoke's rid through a
+        key-foreign key join, without carrying the rid through the side's shuffle)."""
+        named = self._keyed(node, True), self._keyed(node, False) if node.kind in _BOTH_SIDES else None
+        new, slots = self._joined(node, named[0] is None, named[1] is None)
+        found = [k for k in named if k is not None]
+        if not found:
+            return new, slots
+        columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(c for _, c in found)
+        return ir.Project(new, columns=columns), (*slots, *(s for s, _ in found))
+
+    def _keyed(self, join: ir.Join, left: bool) -> tuple[RidSlot, ir.Named] | None:
+        for scan, column, attr in keyed_sides(join, left):
+            source = scan.source
+            if (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where:
+                slot = RidSlot(source.key, self.fresh("keyed", attr.dtype), key_column=column)
+                return slot, ir.Named(ir.ColumnRef(attr), slot.attr)
+        return None
+
+    def _side(self, side: ir.Node, rewrite: bool) -> tuple[ir.Node, tuple[Slot, ...]]:
+        return self.rewrite(side) if rewrite else (side, ())
+
+    def _joined(self, node: ir.Join, left_rids: bool, right_rids: bool) -> tuple[ir.Node, tuple[Slot, ...]]:
+        left, lslots = self._side(node.left, left_rids)
         if node.kind == "anti":
             return replace(node, left=left), lslots
-        right, rslots = self.rewrite(node.right)
+        right, rslots = self._side(node.right, right_rids)
         if node.kind not in ("semi", "existence"):
             return replace(node, left=left, right=right), lslots + rslots
         if not rslots:  # the witnesses carry no captured source
@@ -414,6 +446,29 @@ class _Rewriter:
         return RefSlot(tid, keys, present, *bounds)
 
 
+def keyed_sides(join: ir.Join, left: bool) -> list[tuple[ir.Scan, str, ir.Attr]]:
+    """(scan, its column, the side's attribute) for each column the join equates that the
+    side reads straight from one Parquet scan through filters and column projections
+    only: each joined row holds that scan row's value of it."""
+    side = join.left if left else join.right
+    reads = {(a if left else b): (a if left else b) for a, b in join.equi}  # side attr id → id below
+    node = side
+    while not isinstance(node, ir.Scan):
+        if any(e.subqueries for e in node.expressions()):
+            return []
+        if isinstance(node, ir.Project):
+            below = {c.attr.id: ir.column_of(c.expr) for c in node.columns}
+            reads = {i: k for i, j in reads.items() if (k := below.get(j)) is not None}
+        elif not isinstance(node, ir.Filter):
+            return []
+        node = node.children[0]
+    if node.source.kind != "parquet":
+        return []
+    by_id = {a.id: a for a in side.output}
+    columns = {a.id: a.name for a in node.attrs}
+    return [(node, columns[j], by_id[i]) for i, j in reads.items() if j in columns and i in by_id]
+
+
 def input_rows(plan: ir.Node) -> int:
     """A generous guess at how many rows a plan makes: the rows of every scan in it (exact
     over one source, and a join on a key keeps its larger side's count); a text source not
@@ -440,8 +495,14 @@ def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
     return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
 
 
-def annotate(plan: ir.Node, workload: Workload | None = None, inline_rids: int | None = None) -> Annotated:
-    """The capture rewrite of a whole plan."""
-    rw = _Rewriter(workload or Workload(), inline_rids=INLINE_RIDS if inline_rids is None else inline_rids)
+def annotate(
+    plan: ir.Node,
+    workload: Workload | None = None,
+    inline_rids: int | None = None,
+    keyed: frozenset[tuple[str, str]] = frozenset(),
+) -> Annotated:
+    """The capture rewrite of a whole plan. `keyed`: (source key, column) pairs known unique
+    and never null in their source, which name a joined row without its rid."""
+    rw = _Rewriter(workload or Workload(), keyed, inline_rids=INLINE_RIDS if inline_rids is None else inline_rids)
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

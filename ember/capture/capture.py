@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from ember.capture import sides
 from ember.capture.align import match_rows
 from ember.capture.annotate import Annotated, Workload, annotate
+from ember.capture.keys import rekey, unique_keys
 from ember.capture.numbering import number_source
 from ember.capture.spark_build import Builder
 from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
@@ -82,7 +83,7 @@ def capture(
     workload = workload or Workload()
     sources = _in_workload(sources, workload)
     _check_predicates(jvm, plan, workload)
-    annotated = annotate(plan, workload)
+    annotated = annotate(plan, workload, keyed=unique_keys(plan))
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
@@ -182,7 +183,7 @@ def _run(
         builder.release()
     for s in sources.values():
         check_unchanged(s)
-    return result, data
+    return rekey(annotated, result, data, sources)
 
 
 def _deferred(

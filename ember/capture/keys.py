@@ -1,0 +1,174 @@
+"""Rows named by a unique key instead of a carried rid.
+
+A side of a join that is one filtered Parquet scan, joined on a column that is unique
+and never null in its source, needs no rid: every joined row holds that column's value,
+and exactly one source row has it. So capture carries the value from the join up (where
+the rid would travel too) and nothing through the side's own scan and shuffle, and the
+values become rids after the job. Whether a column is unique is read from the files
+once per file version (size and modification time) and kept for later captures.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ember.capture.annotate import (
+    Annotated,
+    ListSlot,
+    RefSlot,
+    RidSlot,
+    SideTable,
+    Slot,
+    keyed_sides,
+    slot_attrs,
+)
+from ember.errors import StaleSourceError
+from ember.plan import ir
+from ember.plan.sources import Source, local_path
+
+MAX_ROWS = 16_000_000  # larger sources keep their rids (a key map costs 16 bytes a row)
+_KEPT = 32  # key maps kept for later captures
+
+_MAPS: OrderedDict[tuple[object, ...], KeyMap | None] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class KeyMap:
+    """A unique column's values, sorted, and the rid of the row holding each."""
+
+    keys: np.ndarray
+    rids: np.ndarray
+
+    def rids_of(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The rid of each value's row (null stays null)."""
+        valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
+        v = pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        if not valid.any():
+            return pa.nulls(len(values), pa.int64())
+        at = np.minimum(np.searchsorted(self.keys, v), max(self.keys.size - 1, 0))
+        if self.keys.size == 0 or not np.all(self.keys[at][valid] == v[valid]):
+            raise StaleSourceError("a joined key is missing from its source: the files changed during capture")
+        return pa.array(self.rids[at], type=pa.int64(), mask=~valid)
+
+
+def key_map(source: Source, column: str) -> KeyMap | None:
+    """The key map of `column` in `source`, or None where it is not a unique, non-null
+    integer column of local Parquet files."""
+    ident = (tuple((f.uri, f.size, f.mtime_ns) for f in source.files), column)
+    if ident in _MAPS:
+        _MAPS.move_to_end(ident)
+        return _MAPS[ident]
+    found = _read(source, column)
+    _MAPS[ident] = found
+    if len(_MAPS) > _KEPT:
+        _MAPS.popitem(last=False)
+    return found
+
+
+def _read(source: Source, column: str) -> KeyMap | None:
+    if source.kind != "parquet" or not source.files or source.rows > MAX_ROWS:
+        return None
+    values, rids = [], []
+    for f in source.files:
+        try:
+            reader = pq.ParquetFile(local_path(f.uri))
+        except ValueError:  # not a local file
+            return None
+        name = next((n for n in reader.schema_arrow.names if n.lower() == column.lower()), None)
+        if name is None:
+            return None
+        col = reader.read(columns=[name]).column(0)
+        if not _integral(col.type) or col.null_count or len(col) != f.rows:
+            return None
+        values.append(col.to_numpy().astype(np.int64, copy=False))
+        rids.append(np.arange(f.offset, f.offset + f.rows, dtype=np.int64))
+    keys, at = np.concatenate(values), np.concatenate(rids)
+    if keys.size > 1 and not np.all(keys[1:] > keys[:-1]):  # tables are often written in key order
+        order = np.argsort(keys, kind="stable")
+        keys, at = keys[order], at[order]
+        if np.any(keys[1:] == keys[:-1]):
+            return None
+    return KeyMap(keys, at)
+
+
+def _integral(t: pa.DataType) -> bool:
+    return pa.types.is_signed_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width < 64)
+
+
+def unique_keys(plan: ir.Node) -> frozenset[tuple[str, str]]:
+    """(source key, column) of every join column in `plan` that names its scan's rows."""
+    found = set()
+    for node in ir.walk(plan):
+        if isinstance(node, ir.Join):
+            for left in (True, False):
+                for scan, column, _ in keyed_sides(node, left):
+                    if key_map(scan.source, column) is not None:
+                        found.add((scan.source.key, column))
+    return frozenset(found)
+
+
+def rekey(
+    annotated: Annotated, result: pa.Table, data: list[pa.Table | None], sources: dict[str, Source]
+) -> tuple[pa.Table, list[pa.Table | None]]:
+    """The job's result and side tables with every key slot's values turned into rids."""
+    tables = annotated.tables
+    maps: dict[str, KeyMap] = {}
+    for slot in (*annotated.slots, *(s for t in tables for s in t.slots)):
+        if isinstance(slot, RidSlot) and slot.key_column is not None:
+            found = key_map(sources[slot.source], slot.key_column)
+            if found is None:
+                raise StaleSourceError(f"source {sources[slot.source].name!r} changed during capture; capture again")
+            maps[slot.attr.name] = found
+    if not maps:
+        return result, data
+    rekeyed = _Rekeyed(tables, maps)
+    return rekeyed.table(result, annotated.slots), [
+        None if d is None else rekeyed.table(d, t.slots) for d, t in zip(data, tables, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Rekeyed:
+    tables: tuple[SideTable, ...]
+    maps: dict[str, KeyMap]
+
+    def table(self, rows: pa.Table, slots: tuple[Slot, ...]) -> pa.Table:
+        for slot in slots:
+            if isinstance(slot, RefSlot) or not self._holds_keys(slot):
+                continue
+            name = slot.attr.name
+            i = rows.schema.get_field_index(name)
+            rows = rows.set_column(i, name, self._column(rows.column(i), slot))
+        return rows
+
+    def _holds_keys(self, slot: Slot) -> bool:
+        if isinstance(slot, RidSlot):
+            return slot.attr.name in self.maps
+        return isinstance(slot, ListSlot) and any(self._holds_keys(s) for s in self.tables[slot.table].slots)
+
+    def _column(self, col: pa.ChunkedArray, slot: Slot) -> pa.ChunkedArray:
+        if isinstance(slot, RidSlot):
+            return pa.chunked_array([self.maps[slot.attr.name].rids_of(c) for c in col.chunks], type=pa.int64())
+        assert isinstance(slot, ListSlot)
+        return pa.chunked_array([self._lists(c, self.tables[slot.table]) for c in col.chunks])
+
+    def _lists(self, lists: pa.ListArray | pa.LargeListArray, table: SideTable) -> pa.Array:
+        """A list column's items rekeyed: a struct's fields by name, a bare value as the
+        table's one attribute."""
+        items = lists.values
+        if pa.types.is_struct(items.type):
+            fields = items.flatten()
+            names = [items.type.field(i).name for i in range(items.type.num_fields)]
+            rows = self.table(pa.Table.from_arrays(fields, names=names), table.slots)
+            items = pa.StructArray.from_arrays([c.combine_chunks() for c in rows.columns], names=names)
+        else:
+            (attr,) = slot_attrs(table.slots)
+            rows = self.table(pa.table({attr.name: items}), table.slots)
+            items = rows.column(0).combine_chunks()
+        return type(lists).from_arrays(lists.offsets, items, mask=lists.is_null())
