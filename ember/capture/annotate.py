@@ -152,6 +152,7 @@ INLINE_RIDS = 32_000_000
 class _Rewriter:
     workload: Workload = field(default_factory=Workload)
     keyed: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique in that source
+    by_key: set[int] = field(default_factory=set)  # id() of scans a join above names by key
     share: bool = True
     inline_rids: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
@@ -230,7 +231,7 @@ class _Rewriter:
         return ir.Project(new, columns=columns), (*slots, *extra)
 
     def _Scan(self, node: ir.Scan) -> tuple[ir.Node, tuple[Slot, ...]]:
-        if node.source.kind == "none" or not self.workload.keeps(node.source.name):
+        if node.source.kind == "none" or not self.workload.keeps(node.source.name) or id(node) in self.by_key:
             return node, ()
         only = self.workload.where.get(node.source.name)
         rid = self.fresh("rid", "bigint", nullable=only is not None)
@@ -277,33 +278,34 @@ class _Rewriter:
         return replace(slot, keys=keys, present=self.fresh("present", "boolean"), lo=lo, hi=hi)
 
     def _Join(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
-        """A side that is one scan, filtered, joined on a column unique in its source needs
-        no rid: above the join, that column's value names the row (Smoke's rid through a
-        key-foreign key join, without carrying the rid through the side's shuffle)."""
-        named = self._keyed(node, True), self._keyed(node, False) if node.kind in _BOTH_SIDES else None
-        new, slots = self._joined(node, named[0] is None, named[1] is None)
-        found = [k for k in named if k is not None]
+        """A scan whose rows reach this join with a column it equates that is unique in the
+        scan's source needs no rid: above the join, that column's value names the row
+        (Smoke's rid through a key-foreign key join, without the rid in the scan's shuffles)."""
+        sides = (True, False) if node.kind in _BOTH_SIDES else (True,)
+        found = [k for k in (self._keyed(node, left) for left in sides) if k is not None]
+        new, slots = self._joined(node)
         if not found:
             return new, slots
         columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(c for _, c in found)
         return ir.Project(new, columns=columns), (*slots, *(s for s, _ in found))
 
     def _keyed(self, join: ir.Join, left: bool) -> tuple[RidSlot, ir.Named] | None:
-        for scan, column, attr in keyed_sides(join, left):
+        """Claims one scan under the join's `left` (or right) side to be named by key."""
+        for scan, column, attr in keyed_scans(join, left):
             source = scan.source
-            if (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where:
+            if id(scan) in self.by_key or (source.key, column) not in self.keyed:
+                continue
+            if self.workload.keeps(source.name) and source.name not in self.workload.where:
+                self.by_key.add(id(scan))
                 slot = RidSlot(source.key, self.fresh("keyed", attr.dtype), key_column=column)
                 return slot, ir.Named(ir.ColumnRef(attr), slot.attr)
         return None
 
-    def _side(self, side: ir.Node, rewrite: bool) -> tuple[ir.Node, tuple[Slot, ...]]:
-        return self.rewrite(side) if rewrite else (side, ())
-
-    def _joined(self, node: ir.Join, left_rids: bool, right_rids: bool) -> tuple[ir.Node, tuple[Slot, ...]]:
-        left, lslots = self._side(node.left, left_rids)
+    def _joined(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
+        left, lslots = self.rewrite(node.left)
         if node.kind == "anti":
             return replace(node, left=left), lslots
-        right, rslots = self._side(node.right, right_rids)
+        right, rslots = self.rewrite(node.right)
         if node.kind not in ("semi", "existence"):
             return replace(node, left=left, right=right), lslots + rslots
         if not rslots:  # the witnesses carry no captured source
@@ -446,27 +448,42 @@ class _Rewriter:
         return RefSlot(tid, keys, present, *bounds)
 
 
-def keyed_sides(join: ir.Join, left: bool) -> list[tuple[ir.Scan, str, ir.Attr]]:
-    """(scan, its column, the side's attribute) for each column the join equates that the
-    side reads straight from one Parquet scan through filters and column projections
-    only: each joined row holds that scan row's value of it."""
+def keyed_scans(join: ir.Join, left: bool) -> list[tuple[ir.Scan, str, ir.Attr]]:
+    """(scan, its column, the join side's attribute) for each column the join equates that
+    its side reads straight from a Parquet scan, through filters, column projections and
+    joins that keep the column: each joined row holds that scan row's value of it (null
+    where an outer join padded the scan's side)."""
     side = join.left if left else join.right
-    reads = {(a if left else b): (a if left else b) for a, b in join.equi}  # side attr id → id below
-    node = side
+    by_id = {a.id: a for a in side.output}
+    found: list[tuple[ir.Scan, str, ir.Attr]] = []
+    for top in sorted({a if left else b for a, b in join.equi} & by_id.keys()):
+        hit = _reading_scan(side, top)
+        if hit is not None:
+            found.append((*hit, by_id[top]))
+    return found
+
+
+def _reading_scan(node: ir.Node, attr: int) -> tuple[ir.Scan, str] | None:
+    """The Parquet scan and column that `node`'s output attribute `attr` is read from unchanged."""
     while not isinstance(node, ir.Scan):
         if any(e.subqueries for e in node.expressions()):
-            return []
+            return None
         if isinstance(node, ir.Project):
-            below = {c.attr.id: ir.column_of(c.expr) for c in node.columns}
-            reads = {i: k for i, j in reads.items() if (k := below.get(j)) is not None}
-        elif not isinstance(node, ir.Filter):
-            return []
-        node = node.children[0]
+            below = {c.attr.id: ir.column_of(c.expr) for c in node.columns}.get(attr)
+            if below is None:
+                return None
+            attr, node = below, node.child
+        elif isinstance(node, ir.Filter):
+            node = node.child
+        elif isinstance(node, ir.Join) and node.kind != "existence":
+            node = node.left if any(a.id == attr for a in node.left.output) else node.right
+            if not any(a.id == attr for a in node.output):
+                return None
+        else:
+            return None
     if node.source.kind != "parquet":
-        return []
-    by_id = {a.id: a for a in side.output}
-    columns = {a.id: a.name for a in node.attrs}
-    return [(node, columns[j], by_id[i]) for i, j in reads.items() if j in columns and i in by_id]
+        return None
+    return next(((node, a.name) for a in node.attrs if a.id == attr), None)
 
 
 def input_rows(plan: ir.Node) -> int:

@@ -25,12 +25,12 @@ from ember.capture.annotate import (
     RidSlot,
     SideTable,
     Slot,
-    keyed_sides,
+    keyed_scans,
     slot_attrs,
 )
 from ember.errors import StaleSourceError
 from ember.plan import ir
-from ember.plan.sources import Source, local_path
+from ember.plan.sources import Source, SourceFile, local_path
 
 MAX_ROWS = 16_000_000  # larger sources keep their rids (a key map costs 16 bytes a row)
 _KEPT = 32  # key maps kept for later captures
@@ -74,17 +74,22 @@ def key_map(source: Source, column: str) -> KeyMap | None:
 def _read(source: Source, column: str) -> KeyMap | None:
     if source.kind != "parquet" or not source.files or source.rows > MAX_ROWS:
         return None
-    values, rids = [], []
+    readers = []
     for f in source.files:
         try:
             reader = pq.ParquetFile(local_path(f.uri))
         except ValueError:  # not a local file
             return None
         name = next((n for n in reader.schema_arrow.names if n.lower() == column.lower()), None)
-        if name is None:
+        if name is None or not _integral(reader.schema_arrow.field(name).type):
             return None
+        readers.append((reader, name, f))
+    if _repeats(readers):
+        return None
+    values, rids = [], []
+    for reader, name, f in readers:
         col = reader.read(columns=[name]).column(0)
-        if not _integral(col.type) or col.null_count or len(col) != f.rows:
+        if col.null_count or len(col) != f.rows:
             return None
         values.append(col.to_numpy().astype(np.int64, copy=False))
         rids.append(np.arange(f.offset, f.offset + f.rows, dtype=np.int64))
@@ -97,6 +102,36 @@ def _read(source: Source, column: str) -> KeyMap | None:
     return KeyMap(keys, at)
 
 
+def _repeats(readers: list[tuple[pq.ParquetFile, str, SourceFile]]) -> bool:
+    """Whether the column surely repeats a value or holds a null, told without reading it
+    whole: from the row groups' statistics (fewer distinct values in [min, max] than rows),
+    or from its first row group alone. A foreign key column (most join columns) fails
+    here, so its table is never read whole."""
+    low, high, rows, complete = 0, 0, 0, True
+    for reader, name, _ in readers:
+        meta = reader.metadata
+        leaf = next(j for j in range(meta.num_columns) if meta.schema.column(j).path == name)
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            stats = group.column(leaf).statistics
+            if stats is not None and stats.has_null_count and stats.null_count:
+                return True
+            if stats is None or not stats.has_min_max:
+                complete = False
+            elif rows == 0:
+                low, high = stats.min, stats.max
+            else:
+                low, high = min(low, stats.min), max(high, stats.max)
+            rows += group.num_rows
+    if complete and rows and high - low + 1 < rows:
+        return True
+    reader, name, _ = readers[0]
+    if reader.metadata.num_row_groups == 0:
+        return False
+    first = reader.read_row_group(0, columns=[name]).column(0)
+    return bool(first.null_count) or pc.count_distinct(first).as_py() < len(first)
+
+
 def _integral(t: pa.DataType) -> bool:
     return pa.types.is_signed_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width < 64)
 
@@ -107,7 +142,7 @@ def unique_keys(plan: ir.Node) -> frozenset[tuple[str, str]]:
     for node in ir.walk(plan):
         if isinstance(node, ir.Join):
             for left in (True, False):
-                for scan, column, _ in keyed_sides(node, left):
+                for scan, column, _ in keyed_scans(node, left):
                     if key_map(scan.source, column) is not None:
                         found.add((scan.source.key, column))
     return frozenset(found)

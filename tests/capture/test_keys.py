@@ -130,3 +130,15 @@ def test_key_maps_follow_file_changes(tables: SparkSession, tmp_path: Path) -> N
     os.utime(path, ns=(source.files[0].mtime_ns + 1, source.files[0].mtime_ns + 1))
     plan, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
     assert key_map(next(iter(sources.values())), "id") is None
+
+
+def test_scan_below_a_join_named_by_the_join_above(tables: SparkSession) -> None:
+    # dim's id reaches the outer join through the inner one, which joins dim to the
+    # repeating `dup`: the outer join claims dim, dup keeps its rids.
+    df = tables.sql(
+        "SELECT f.val, de.name, de.x FROM fact f JOIN"
+        " (SELECT d.id, d.name, e.x FROM dim d JOIN dup e ON d.id = e.id) de ON f.fk = de.id"
+    )
+    assert keyed(df) == {"dim"}
+    de = o.join(dim(), o.scan("dup", DUP), lambda d, e: d[0] == e[0])
+    check(df, o.select(o.join(fact(), de, lambda f, x: f[0] == x[0]), lambda v: (v[1], v[3], v[6])))
