@@ -83,10 +83,11 @@ def capture(
     workload = workload or Workload()
     sources = _in_workload(sources, workload)
     _check_predicates(jvm, plan, workload)
-    annotated = annotate(plan, workload, keyed=unique_keys(plan))
+    annotated = annotate(plan, workload)  # refuses what ember cannot trace, before any job
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+        annotated = annotate(plan, workload, keyed=unique_keys(plan))
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
@@ -94,7 +95,7 @@ def capture(
         )
     else:
         user = df.toArrow() if user is None else user
-        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, annotated, sources, staging, user, workload)
+        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload)
         lineage = Lineage(user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
@@ -177,8 +178,10 @@ def _run(
     was read: checked after the last job."""
     builder = Builder(jvm, sources)
     try:
-        result = builder.dataframe(annotated.plan).toArrow()
-        data = sides.fetch(builder, annotated, result, staging, small)
+        job = builder.dataframe(annotated.plan)
+        started = sides.start(builder, annotated, small)
+        result = job.toArrow()
+        data = sides.fetch(builder, annotated, result, staging, small, started)
     finally:
         builder.release()
     for s in sources.values():
@@ -187,12 +190,13 @@ def _run(
 
 
 def _deferred(
-    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, user: pa.Table, workload: Workload
+    jvm: Jvm, plan: ir.Node, sources: dict[str, Source], staging: str | None, user: pa.Table, workload: Workload
 ) -> tuple[LineageIndex, list[Source], tuple[Grouping, ...]]:
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+    annotated = annotate(plan, workload, keyed=unique_keys(plan))
     result, side_data = _run(jvm, annotated, numbered, staging)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = build_index(result, annotated.slots, annotated.tables, side_data)

@@ -23,7 +23,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -46,6 +46,8 @@ _Reader = Callable[[DataFrame], pa.Table]
 # Past this many referenced groups, a table is not cut to them: broadcasting the keys would
 # cost more than it saves. (A semi join's witnesses are always computed from the keys.)
 MAX_KEYS = 1_000_000
+
+_BESIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ember-side")
 
 
 @dataclass
@@ -71,14 +73,40 @@ class _Wanted:
         return keys.group_by(keys.column_names, use_threads=False).aggregate([])
 
 
+def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Future[pa.Table]]:
+    """Side tables that can run beside the job, started: those the job's result alone points
+    at without keys (scalar subqueries: nothing to cut them to), whose rows come back
+    through the result channel and that share no cached subplan with the job (the job
+    fills the cache; run beside it, the table would compute the subplan again, and a
+    nondeterministic one could give other rows). Whether the result points at them at
+    all is known after the job (`fetch` then drops their rows if not)."""
+    referrers = _referrers(annotated)
+    early = [
+        t
+        for t in annotated.tables
+        if not t.inline
+        and not t.keys
+        and not referrers[t.id]
+        and (small or _bounded(t))
+        and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
+    ]
+    return {t.id: _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow)) for t in early}
+
+
 def fetch(
-    builder: Builder, annotated: Annotated, result: pa.Table, staging: str | None, small: bool
+    builder: Builder,
+    annotated: Annotated,
+    result: pa.Table,
+    staging: str | None,
+    small: bool,
+    started: dict[int, Future[pa.Table]] | None = None,
 ) -> list[pa.Table | None]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
     the result itself as a list slot).
 
     Tables run in waves: every table whose referrers are all fetched runs in the same
-    wave, its jobs side by side (a small side-table job is mostly scheduling latency)."""
+    wave, its jobs side by side (a small side-table job is mostly scheduling latency).
+    Tables `start`ed beside the job are collected first."""
     tables = annotated.tables
     wanted = {t.id: _Wanted() for t in tables}
     _note(wanted, result, annotated.slots)
@@ -92,6 +120,11 @@ def fetch(
                 listed.add(tid)
                 _note(wanted, rows, tables[tid].slots)
 
+    note_lists()
+    for tid, run in (started or {}).items():
+        rows = run.result()
+        data[tid] = rows if wanted[tid].whole else rows.slice(0, 0)
+        _note(wanted, data[tid], tables[tid].slots)
     note_lists()
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)

@@ -72,3 +72,17 @@ def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: Sp
     assert [t.why for t in lin._index.tables] == [listed if carried == "lists" else "aggregate groups"] * 2
     outer = o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),))
     o.assert_same_lineage(lin, outer)
+
+
+@pytest.mark.parametrize("bound", [150, 250])
+def test_a_scalar_subquery_runs_beside_the_job(views: SparkSession, bound: int) -> None:
+    """Its side table starts with the job; where no output row points at it (no row is
+    over 250), its rows are dropped again."""
+    df = views.sql(f"SELECT k, v FROM side_t WHERE v > {bound} - (SELECT max(v) FROM side_t) + 199")
+    top = max(v for _, v in T)
+    whole = frozenset(("side_t", i) for i in range(len(T)))
+    expected = [(v, lin | whole) for v, lin in o.where(o.scan("side_t", T), lambda v: v[1] > bound - top + 199)]
+    lin = ember.capture(df, strategy="inject")
+    o.assert_same_lineage(lin, expected)
+    (table,) = [t for t in lin._index.tables if t.why == "scalar subquery"]
+    assert table.rows == (1 if expected else 0)  # its one row, which lists the aggregate's input
