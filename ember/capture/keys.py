@@ -74,20 +74,27 @@ def key_map(source: Source, column: str) -> KeyMap | None:
 def _read(source: Source, column: str) -> KeyMap | None:
     if source.kind != "parquet" or not source.files or source.rows > MAX_ROWS:
         return None
-    readers = []
-    for f in source.files:
-        try:
-            reader = pq.ParquetFile(local_path(f.uri))
-        except ValueError:  # not a local file
-            return None
-        name = next((n for n in reader.schema_arrow.names if n.lower() == column.lower()), None)
-        if name is None or not _integral(reader.schema_arrow.field(name).type):
-            return None
-        readers.append((reader, name, f))
-    if _repeats(readers):
+    try:
+        paths = [local_path(f.uri) for f in source.files]
+    except ValueError:  # not local files
+        return None
+    readers = [pq.ParquetFile(p) for p in paths]
+    try:
+        return _unique(readers, column, source.files)
+    finally:
+        for r in readers:
+            r.close()
+
+
+def _unique(readers: list[pq.ParquetFile], column: str, files: tuple[SourceFile, ...]) -> KeyMap | None:
+    names = [next((n for n in r.schema_arrow.names if n.lower() == column.lower()), None) for r in readers]
+    if any(n is None or not _integral(r.schema_arrow.field(n).type) for r, n in zip(readers, names, strict=True)):
+        return None
+    found = [(r, n) for r, n in zip(readers, names, strict=True) if n is not None]
+    if _repeats(found):
         return None
     values, rids = [], []
-    for reader, name, f in readers:
+    for (reader, name), f in zip(found, files, strict=True):
         col = reader.read(columns=[name]).column(0)
         if col.null_count or len(col) != f.rows:
             return None
@@ -102,30 +109,26 @@ def _read(source: Source, column: str) -> KeyMap | None:
     return KeyMap(keys, at)
 
 
-def _repeats(readers: list[tuple[pq.ParquetFile, str, SourceFile]]) -> bool:
+def _repeats(columns: list[tuple[pq.ParquetFile, str]]) -> bool:
     """Whether the column surely repeats a value or holds a null, told without reading it
     whole: from the row groups' statistics (fewer distinct values in [min, max] than rows),
     or from its first row group alone. A foreign key column (most join columns) fails
     here, so its table is never read whole."""
-    low, high, rows, complete = 0, 0, 0, True
-    for reader, name, _ in readers:
+    spans: list[tuple[int, int] | None] = []
+    rows = 0
+    for reader, name in columns:
         meta = reader.metadata
         leaf = next(j for j in range(meta.num_columns) if meta.schema.column(j).path == name)
         for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            stats = group.column(leaf).statistics
+            stats = meta.row_group(g).column(leaf).statistics
             if stats is not None and stats.has_null_count and stats.null_count:
                 return True
-            if stats is None or not stats.has_min_max:
-                complete = False
-            elif rows == 0:
-                low, high = stats.min, stats.max
-            else:
-                low, high = min(low, stats.min), max(high, stats.max)
-            rows += group.num_rows
-    if complete and rows and high - low + 1 < rows:
+            spans.append((stats.min, stats.max) if stats is not None and stats.has_min_max else None)
+            rows += meta.row_group(g).num_rows
+    known = [s for s in spans if s is not None]
+    if spans and len(known) == len(spans) and max(hi for _, hi in known) - min(lo for lo, _ in known) + 1 < rows:
         return True
-    reader, name, _ = readers[0]
+    reader, name = columns[0]
     if reader.metadata.num_row_groups == 0:
         return False
     first = reader.read_row_group(0, columns=[name]).column(0)

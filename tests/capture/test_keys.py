@@ -19,6 +19,7 @@ from ember.capture.annotate import RidSlot, Workload, annotate
 from ember.capture.keys import key_map, unique_keys
 from ember.plan import ir
 from ember.plan.jvm import Jvm
+from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
 from ember.plan.spark_import import import_plan
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
@@ -121,14 +122,14 @@ def test_repeated_or_null_keys_keep_rids(tables: SparkSession) -> None:
 def test_key_maps_follow_file_changes(tables: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     _write(path, [(3,), (1,), (2,)], ["id"])
-    plan, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
+    _, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
     (source,) = sources.values()
     found = key_map(source, "ID")  # Spark resolves column names without regard to case
     assert found is not None
     assert found.rids_of(pa.array([2, None, 3])).to_pylist() == [2, None, 0]
     _write(path, [(3,), (1,), (3,)], ["id"])
     os.utime(path, ns=(source.files[0].mtime_ns + 1, source.files[0].mtime_ns + 1))
-    plan, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
+    _, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
     assert key_map(next(iter(sources.values())), "id") is None
 
 
@@ -142,3 +143,25 @@ def test_scan_below_a_join_named_by_the_join_above(tables: SparkSession) -> None
     assert keyed(df) == {"dim"}
     de = o.join(dim(), o.scan("dup", DUP), lambda d, e: d[0] == e[0])
     check(df, o.select(o.join(fact(), de, lambda f, x: f[0] == x[0]), lambda v: (v[1], v[3], v[6])))
+
+
+def _source(path: Path, values: list[int], group: int) -> Source:
+    pq.write_table(pa.table({"id": values}), path, row_group_size=group)
+    size, mtime = file_facts(spark_uri(path.as_uri()))
+    return Source(str(path), path.stem, "parquet", len(values), (SourceFile(spark_uri(path.as_uri()), size, mtime, len(values), 0),))
+
+
+@pytest.mark.parametrize(
+    ("values", "group", "unique"),
+    [
+        ([1, 2, 2], 3, False),  # two values in [1, 2] for three rows: told by the statistics
+        ([5, 1, 5, 9], 4, False),  # told by the first row group
+        ([5, 1, 3, 5], 2, False),  # the repeat spans row groups: told by the whole column
+        ([4, 1, 30, 2], 2, True),
+    ],
+)
+def test_key_maps_rule_out_repeats(tmp_path: Path, values: list[int], group: int, unique: bool) -> None:
+    found = key_map(_source(tmp_path / "k.parquet", values, group), "id")
+    assert (found is not None) == unique
+    if found is not None:
+        assert found.rids_of(pa.array(values)).to_pylist() == list(range(len(values)))
