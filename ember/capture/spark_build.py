@@ -20,7 +20,7 @@ from pyspark.sql.window import Window as W
 from ember.capture.numbering import TextNumbering
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
-from ember.plan.jvm import LOGICAL, JObj, Jvm, iterate, output_ids
+from ember.plan.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.plan.sources import Source
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
@@ -128,17 +128,18 @@ class Builder:
     def _Aggregate(self, node: ir.Aggregate) -> JObj:
         child = self.build(node.child)
         hint = node.handle.productElement(3) if node.handle is not None else self.jvm.none()
-        columns = [self._collected(child, c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in node.columns]
+        columns = [self._collected(c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in node.columns]
         return self.logical("Aggregate")(self.seq([self.expr(k) for k in node.keys]), self.seq(columns), child, hint)
 
-    def _collected(self, child: JObj, n: ir.Named) -> JObj:
-        """`collect_list(struct(...))` over the aggregate's input, resolved by Spark (a bare
-        column's list is cheaper to build than a list of one-field structs)."""
+    def _collected(self, n: ir.Named) -> JObj:
+        """`collect_list(struct(...))` made with Catalyst's constructors (resolving it through a
+        DataFrame cost two analyses of the whole input plan); a bare column's list is
+        cheaper to build than a list of one-field structs."""
         assert isinstance(n.expr, ir.Collected)
-        cols = [self.jvm.column(self.attr(a)) for a in n.expr.attrs]
-        rows = F.collect_list(cols[0] if len(cols) == 1 else F.struct(*cols))
-        made = self.jvm.analyzed(self.jvm.dataframe(child).agg(rows)).aggregateExpressions().head()
-        return self.jvm.alias(made.child(), n.attr.name, n.attr.id)
+        cols = [self.attr(a) for a in n.expr.attrs]
+        item = cols[0] if len(cols) == 1 else self.jvm.name(f"{EXPRESSIONS}.CreateStruct.apply")(self.seq(cols))
+        made = self.jvm.name(f"{EXPRESSIONS}.aggregate.CollectList")(item).toAggregateExpression()
+        return self.jvm.alias(made, n.attr.name, n.attr.id)
 
     def _Union(self, node: ir.Union) -> JObj:
         children = [self.build(c) for c in node.inputs]
