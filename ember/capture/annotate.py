@@ -281,8 +281,7 @@ class _Rewriter:
         """A scan whose rows reach this join with a column it equates that is unique in the
         scan's source needs no rid: above the join, that column's value names the row
         (Smoke's rid through a key-foreign key join, without the rid in the scan's shuffles)."""
-        sides = (True, False) if node.kind in _BOTH_SIDES else (True,)
-        found = [k for k in (self._keyed(node, left) for left in sides) if k is not None]
+        found = [k for k in (self._keyed(node, left) for left in _readable_sides(node)) if k is not None]
         new, slots = self._joined(node)
         if not found:
             return new, slots
@@ -446,6 +445,23 @@ class _Rewriter:
         if bounds is None:
             return RefSlot(tid, keys, present)
         return RefSlot(tid, keys, present, *bounds)
+
+
+def join_key_columns(plan: ir.Node) -> set[tuple[ir.Scan, str]]:
+    """(scan, column) of every join column in `plan` that could name the scan's rows, if
+    the column is unique in its source."""
+    return {
+        (scan, column)
+        for join in walk(plan)
+        if isinstance(join, ir.Join)
+        for left in _readable_sides(join)
+        for scan, column, _ in keyed_scans(join, left)
+    }
+
+
+def _readable_sides(join: ir.Join) -> tuple[bool, ...]:
+    """The sides (left: True) whose columns the join's output holds."""
+    return (True, False) if join.kind in _BOTH_SIDES else (True,)
 
 
 def keyed_scans(join: ir.Join, left: bool) -> list[tuple[ir.Scan, str, ir.Attr]]:

@@ -83,11 +83,12 @@ def capture(
     workload = workload or Workload()
     sources = _in_workload(sources, workload)
     _check_predicates(jvm, plan, workload)
-    annotated = annotate(plan, workload)  # refuses what ember cannot trace, before any job
+    # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
+    # in its background capture, off the user's path.
+    annotated = annotate(plan, workload, keyed=frozenset() if strategy == "defer" else unique_keys(plan))
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-        annotated = annotate(plan, workload, keyed=unique_keys(plan))
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(

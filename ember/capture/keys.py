@@ -25,7 +25,7 @@ from ember.capture.annotate import (
     RidSlot,
     SideTable,
     Slot,
-    keyed_scans,
+    join_key_columns,
     slot_attrs,
 )
 from ember.errors import StaleSourceError
@@ -141,14 +141,7 @@ def _integral(t: pa.DataType) -> bool:
 
 def unique_keys(plan: ir.Node) -> frozenset[tuple[str, str]]:
     """(source key, column) of every join column in `plan` that names its scan's rows."""
-    found = set()
-    for node in ir.walk(plan):
-        if isinstance(node, ir.Join):
-            for left in (True, False):
-                for scan, column, _ in keyed_scans(node, left):
-                    if key_map(scan.source, column) is not None:
-                        found.add((scan.source.key, column))
-    return frozenset(found)
+    return frozenset((scan.source.key, column) for scan, column in join_key_columns(plan) if key_map(scan.source, column) is not None)
 
 
 def rekey(
