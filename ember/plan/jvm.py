@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from py4j import protocol as proto
+from py4j.java_gateway import JVMView
 from pyspark.sql import Column, DataFrame, SparkSession
 
 JObj = Any  # a py4j JavaObject; typed loosely on purpose
@@ -135,7 +137,20 @@ def iterate(seq: JObj) -> Iterator[JObj]:
 
 
 def class_name(obj: JObj) -> str:
-    return str(obj.getClass().getSimpleName())
+    """`obj.getClass().getSimpleName()` in one round trip (commons-lang3 ships with Spark)."""
+    return str(_simple_name(obj)(obj))
+
+
+def _simple_name(obj: JObj) -> JObj:
+    gateway = obj._gateway_client
+    found = _SIMPLE_NAMES.get(id(gateway))
+    if found is None or found[0] is not gateway:
+        jvm = JVMView(gateway, proto.DEFAULT_JVM_NAME, id=proto.DEFAULT_JVM_ID)
+        found = _SIMPLE_NAMES[id(gateway)] = (gateway, jvm.org.apache.commons.lang3.ClassUtils.getSimpleName)
+    return found[1]
+
+
+_SIMPLE_NAMES: dict[int, tuple[Any, JObj]] = {}
 
 
 def option(opt: JObj) -> JObj | None:
