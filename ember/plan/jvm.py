@@ -27,6 +27,23 @@ LOGICAL = CATALYST + ".plans.logical"
 _NAMES: dict[int, tuple[Any, dict[str, JObj]]] = {}
 
 
+def _names(client: Any) -> dict[str, JObj]:
+    """The names resolved through one gateway client."""
+    known = _NAMES.get(id(client))
+    if known is None or known[0] is not client:
+        known = _NAMES[id(client)] = (client, {})
+    return known[1]
+
+
+def _resolved(names: dict[str, JObj], root: Any, path: str) -> JObj:
+    found = names.get(path)
+    if found is None:
+        head, _, last = path.rpartition(".")
+        found = getattr(_resolved(names, root, head) if head else root, last)
+        names[path] = found
+    return found
+
+
 class Jvm:
     """The JVM side of one SparkSession."""
 
@@ -35,11 +52,7 @@ class Jvm:
         self.jvm: Any = spark._jvm
         self.jsession: JObj = spark._jsparkSession
         self._jvm_id: JObj | None = None
-        client = spark._sc._gateway._gateway_client  # type: ignore[union-attr]
-        known = _NAMES.get(id(client))
-        if known is None or known[0] is not client:
-            known = _NAMES[id(client)] = (client, {})
-        self._names = known[1]
+        self._names = _names(spark._sc._gateway._gateway_client)  # type: ignore[union-attr]
         self.activate()
 
     def activate(self) -> None:
@@ -59,12 +72,7 @@ class Jvm:
 
     def name(self, path: str) -> JObj:
         """A JVM package, class, static method or Scala object (`Foo$.MODULE$`), resolved once."""
-        found = self._names.get(path)
-        if found is None:
-            head, _, last = path.rpartition(".")
-            found = getattr(self.name(head) if head else self.jvm, last)
-            self._names[path] = found
-        return found
+        return _resolved(self._names, self.jvm, path)
 
     # --- Scala collections -------------------------------------------------
     def seq(self, items: Iterable[JObj]) -> JObj:
@@ -138,19 +146,9 @@ def iterate(seq: JObj) -> Iterator[JObj]:
 
 def class_name(obj: JObj) -> str:
     """`obj.getClass().getSimpleName()` in one round trip (commons-lang3 ships with Spark)."""
-    return str(_simple_name(obj)(obj))
-
-
-def _simple_name(obj: JObj) -> JObj:
-    gateway = obj._gateway_client
-    found = _SIMPLE_NAMES.get(id(gateway))
-    if found is None or found[0] is not gateway:
-        jvm = JVMView(gateway, proto.DEFAULT_JVM_NAME, id=proto.DEFAULT_JVM_ID)
-        found = _SIMPLE_NAMES[id(gateway)] = (gateway, jvm.org.apache.commons.lang3.ClassUtils.getSimpleName)
-    return found[1]
-
-
-_SIMPLE_NAMES: dict[int, tuple[Any, JObj]] = {}
+    client = obj._gateway_client
+    root = JVMView(client, proto.DEFAULT_JVM_NAME, id=proto.DEFAULT_JVM_ID)
+    return str(_resolved(_names(client), root, "org.apache.commons.lang3.ClassUtils.getSimpleName")(obj))
 
 
 def option(opt: JObj) -> JObj | None:
