@@ -89,7 +89,7 @@ class Builder:
         e = n.expr
         if isinstance(e, ir.ColumnRef) and e.attr.id == n.attr.id:
             return self.attr(e.attr)
-        if isinstance(e, ir.Expr) and e.handle is not None and _own_id(e.handle) == n.attr.id:
+        if isinstance(e, ir.Expr) and e.handle is not None and e.names == n.attr.id:
             return e.handle
         return self.jvm.alias(self.expr(e), n.attr.name, n.attr.id)
 
@@ -272,13 +272,6 @@ def _offset(bound: str, unbounded: int) -> int:
 def _windows(plan: JObj) -> list[JObj]:
     found = [plan] if plan.getClass().getSimpleName() == "Window" else []
     return found + [w for c in iterate(plan.children()) for w in _windows(c)]
-
-
-def _own_id(handle: JObj) -> int | None:
-    try:
-        return int(handle.exprId().id())
-    except Exception:  # not a named expression
-        return None
 
 
 def parquet_rid(source: Source) -> Column:

@@ -70,7 +70,7 @@ def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None 
     if kind == "In":
         return f"({args[0]} IN ({', '.join(a for a in args[1:] if a is not None)}))" if len(args) > 1 else None
     if kind == "InSet":
-        values = [_value(v, e.child().dataType()) for v in iterate(e.hset())]
+        values = [_value(v, e.child().dataType()) for v in iterate(e.hset().toSeq())]
         if not values or any(v is None for v in values):
             return None
         return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"

@@ -19,7 +19,7 @@ from ember.capture.annotate import FRESH_IDS_FROM
 from ember.capture.spark_build import Builder
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.plan import ir
-from ember.plan.jvm import Jvm, class_name, iterate
+from ember.plan.jvm import Jvm, class_name, iterate, output_ids
 from ember.plan.sources import Source
 
 RID = "__ember_rid"
@@ -116,7 +116,7 @@ def catalyst(jvm: Jvm, scan: ir.Scan, cond: Column) -> ir.Expr:
     """`cond` resolved over the scan's own attributes, as an IR expression."""
     analyzed = jvm.analyzed(jvm.dataframe(scan.handle).filter(cond))
     handle = analyzed.condition()
-    refs = frozenset(int(a.exprId().id()) for a in iterate(handle.references()))
+    refs = frozenset(output_ids(handle.references()))
     return ir.Expr(str(handle.toString()), refs, handle)
 
 

@@ -39,6 +39,7 @@ class Expr:
     deterministic: bool = True
     dtype: str = ""
     column: int | None = None  # the attribute id, when the expression only reads (or renames) one column
+    names: int | None = None  # the attribute id the expression itself stands for (an alias, or a column as is)
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,17 @@ class Jvm:
 
     # --- Scala collections -------------------------------------------------
     def seq(self, items: Iterable[JObj]) -> JObj:
-        jlist = self.name("java.util.ArrayList")()
-        for item in items:
-            jlist.add(item)
+        """A Scala Seq of `items` in about one round trip per ten items: Java's fixed-arity
+        `List.of` overloads take up to ten elements each (filling an ArrayList took one
+        round trip per item, and plans are built from thousands). No item may be None."""
+        chunks = _chunks(list(items), _LIST_OF_ARITY)
+        make = self.name("java.util.List.of")
+        if len(chunks) == 1:
+            jlist = make(*chunks[0])
+        else:
+            jlist = self.name("java.util.ArrayList")()
+            for chunk in chunks:
+                jlist.addAll(make(*chunk))
         return self.name("org.apache.spark.api.python.PythonUtils.toSeq")(jlist)
 
     def some(self, value: JObj) -> JObj:
@@ -137,11 +145,18 @@ class Jvm:
         return df._jdf.queryExecution().optimizedPlan()
 
 
+_LIST_OF_ARITY = 10  # java.util.List.of has overloads of 0 to 10 elements
+
+
+def _chunks(items: list[T], size: int) -> list[list[T]]:
+    return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
 def iterate(seq: JObj) -> Iterator[JObj]:
-    """Iterates a Scala Seq (or anything with an iterator()) from Python."""
-    it = seq.iterator()
-    while it.hasNext():
-        yield it.next()
+    """Iterates a Scala Seq from Python, one round trip per element and one for its size
+    (an iterator costs two per element)."""
+    for i in range(seq.size()):
+        yield seq.apply(i)
 
 
 def class_name(obj: JObj) -> str:

@@ -142,9 +142,11 @@ class Importer:
             out.append(ir.Attr(expr_id, str(f["name"]), dtype, bool(f["nullable"])))
         return tuple(out)
 
-    def expr(self, e: JObj) -> ir.Expr:
+    def expr(self, e: JObj, named: ir.Attr | None = None) -> ir.Expr:
+        """`named`: the attribute a named expression (an alias) makes, whose id and type
+        then need no round trips to learn."""
         text = str(e.toString())
-        refs = frozenset(int(a.exprId().id()) for a in iterate(e.references()))
+        refs = frozenset(output_ids(e.references()))
         subqueries: tuple[ir.Node, ...] = ()
         if "scalar-subquery#" in text:
             subqueries = tuple(self.node(s.plan()) for s in self._scalar_subqueries(e))
@@ -152,7 +154,9 @@ class Importer:
             left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
             if left:
                 raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0]} left in {text}")
-        return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), _dtype(e), _column(e))
+        dtype = named.dtype if named is not None else _dtype(e)
+        names = named.id if named is not None else None
+        return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), dtype, _column(e), names)
 
     def _scalar_subqueries(self, e: JObj) -> list[JObj]:
         if class_name(e) == "ScalarSubquery":
@@ -162,7 +166,8 @@ class Importer:
         return [s for c in iterate(e.children()) for s in self._scalar_subqueries(c)]
 
     def named(self, e: JObj) -> ir.Named:
-        return ir.Named(self.expr(e), self.attr(e.toAttribute()))
+        attr = self.attr(e.toAttribute())
+        return ir.Named(self.expr(e, attr), attr)
 
     def named_list(self, seq: JObj, output: JObj) -> tuple[ir.Named, ...]:
         """Named expressions with the output attributes they make. A bare column prints
@@ -172,10 +177,10 @@ class Importer:
         out = []
         for i, (text, made, attr) in enumerate(zip(texts(seq), texts(output), attrs, strict=True)):
             if text == made:
-                bare = ir.Expr(text, frozenset({attr.id}), seq.apply(i), dtype=attr.dtype, column=attr.id)
+                bare = ir.Expr(text, frozenset({attr.id}), seq.apply(i), dtype=attr.dtype, column=attr.id, names=attr.id)
                 out.append(ir.Named(bare, attr))
             else:
-                out.append(ir.Named(self.expr(seq.apply(i)), attr))
+                out.append(ir.Named(self.expr(seq.apply(i), attr), attr))
         return tuple(out)
 
     def exprs(self, seq: JObj) -> tuple[ir.Expr, ...]:
