@@ -24,6 +24,8 @@ from ember.plan.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.plan.sources import Source
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
+# Shorter runs of columns cost fewer round trips read one by one than sliced and appended.
+_MIN_SLICE = 3
 
 
 @dataclass
@@ -114,7 +116,50 @@ class Builder:
 
     def _Project(self, node: ir.Project) -> JObj:
         child = self.build(node.child)
-        return self.logical("Project")(self.seq([self.named(c) for c in node.columns]), child)
+        return self.logical("Project")(self._named_seq(node.columns), child)
+
+    def _named_seq(self, columns: tuple[ir.Named, ...]) -> JObj:
+        """The Seq of a projection's columns. Runs of plain columns that sit side by side in
+        a built node's output (most of what the rewrite adds: slots carried up, columns put
+        back in order) are sliced out of that output in one round trip, not read one by one."""
+        whole: JObj | None = None
+        singles: list[JObj] = []
+
+        def add(piece: JObj) -> None:
+            nonlocal whole
+            whole = piece if whole is None else whole.appendedAll(piece)
+
+        i = 0
+        while i < len(columns):
+            output, lo, hi = self._run(columns, i)
+            if hi - lo >= _MIN_SLICE:
+                if singles:
+                    add(self.seq(singles))
+                    singles = []
+                add(output.slice(lo, hi))
+                i += hi - lo
+            else:
+                singles.append(self.named(columns[i]))
+                i += 1
+        if singles or whole is None:
+            add(self.seq(singles))
+        return whole
+
+    def _run(self, columns: tuple[ir.Named, ...], start: int) -> tuple[JObj, int, int]:
+        """(output, lo, hi): columns from `start` on that are output positions `lo..hi-1` of
+        one built node, as they are (hi == lo when none is)."""
+        output, lo = None, 0
+        n = 0
+        for c in columns[start:]:
+            if not isinstance(c.expr, ir.ColumnRef) or c.expr.attr.id != c.attr.id or c.attr.id not in self.outputs:
+                break
+            seq, pos = self.outputs[c.attr.id]
+            if output is None:
+                output, lo = seq, pos
+            elif seq is not output or pos != lo + n:
+                break
+            n += 1
+        return output, lo, lo + n
 
     def _Join(self, node: ir.Join) -> JObj:
         if node.handle is not None:
