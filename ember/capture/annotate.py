@@ -304,6 +304,10 @@ class _Rewriter:
         left, lslots = self.rewrite(node.left)
         if node.kind == "anti":
             return replace(node, left=left), lslots
+        witness = self._keyed_witness(node) if node.kind == "semi" else None
+        if witness is not None:
+            semi = replace(node, left=left)
+            return witness.marked(semi), (*lslots, witness.slot)
         right, rslots = self.rewrite(node.right)
         if node.kind not in ("semi", "existence"):
             return replace(node, left=left, right=right), lslots + rslots
@@ -338,6 +342,16 @@ class _Rewriter:
             + (ir.Named(ir.Constant(True, present), present),),
         )
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
+
+    def _keyed_witness(self, join: ir.Join) -> _Witness | None:
+        """A semi join on a column unique in the one source its right side reads has one
+        witness per kept row: the source row holding the row's probe value. That value
+        names it (as a key slot), so the right side gets no rid and no side table runs."""
+        for scan, column, probe in witness_scans(join):
+            source = scan.source
+            if (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where:
+                return _Witness(RidSlot(source.key, self.fresh("keyed", probe.dtype), key_column=column), probe)
+        return None
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         inline = self.at_result and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
@@ -447,16 +461,50 @@ class _Rewriter:
         return RefSlot(tid, keys, present, *bounds)
 
 
+@dataclass(frozen=True)
+class _Witness:
+    """A semi join's one witness per row, named by the row's own `probe` value."""
+
+    slot: RidSlot
+    probe: ir.Attr  # the left column the join equates with the witness's unique column
+
+    def marked(self, semi: ir.Join) -> ir.Node:
+        columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
+        return ir.Project(semi, columns=(*columns, ir.Named(ir.ColumnRef(self.probe), self.slot.attr)))
+
+
 def join_key_columns(plan: ir.Node) -> set[tuple[ir.Scan, str]]:
     """(scan, column) of every join column in `plan` that could name the scan's rows, if
     the column is unique in its source."""
-    return {
+    found = {
         (scan, column)
         for join in walk(plan)
         if isinstance(join, ir.Join)
         for left in _readable_sides(join)
         for scan, column, _ in keyed_scans(join, left)
     }
+    return found | {
+        (scan, column) for join in walk(plan) if isinstance(join, ir.Join) for scan, column, _ in witness_scans(join)
+    }
+
+
+def witness_scans(join: ir.Join) -> list[tuple[ir.Scan, str, ir.Attr]]:
+    """(scan, its column, the left attribute equated with it) for a semi join whose right
+    side is one Parquet scan under filters and projections, on a column it reads as is.
+    Only plain equalities: a null-safe one or another condition could match other rows."""
+    if join.kind != "semi" or join.theta or not all(_plain_scan_step(n) for n in walk(join.right)):
+        return []
+    left = {a.id: a for a in join.left.output}
+    found = []
+    for lid, rid in sorted(join.equi):
+        hit = _reading_scan(join.right, rid)
+        if hit is not None:
+            found.append((*hit, left[lid]))
+    return found
+
+
+def _plain_scan_step(node: ir.Node) -> bool:
+    return isinstance(node, ir.Filter | ir.Project | ir.Scan) and not any(e.subqueries for e in node.expressions())
 
 
 def _readable_sides(join: ir.Join) -> tuple[bool, ...]:

@@ -112,6 +112,24 @@ def test_side_tables_and_semi_joins(tables: SparkSession) -> None:
     check(df, o.select(o.semi(dim(), fact(), lambda d, f: f[0] == d[0]), lambda v: (v[1],)))
 
 
+def test_a_semi_join_on_a_unique_key_names_its_one_witness(tables: SparkSession) -> None:
+    # Each kept fact row's one witness is the dim row holding its fk: no rid, no side table.
+    df = tables.sql("SELECT f.val FROM fact f WHERE f.fk IN (SELECT id FROM dim WHERE grp = 'a')")
+    assert keyed(df) == {"dim"}
+    plan, _ = import_plan(Jvm(tables), df)
+    assert not annotate(plan, keyed=unique_keys(plan)).tables
+    check(df, o.select(o.semi(fact(), o.where(dim(), lambda d: d[2] == "a"), lambda f, d: f[0] == d[0]), lambda v: (v[1],)))
+    # Aggregated above, the witnesses ride in the groups' lists.
+    df = tables.sql("SELECT count(*) AS n FROM fact f WHERE EXISTS (SELECT 1 FROM dim d WHERE d.id = f.fk AND d.grp = 'b')")
+    assert keyed(df) == {"dim"}
+    kept = o.semi(fact(), o.where(dim(), lambda d: d[2] == "b"), lambda f, d: f[0] == d[0])
+    check(df, o.group(kept, lambda v: (), lambda vs: (len(vs),)))
+    # A repeating column names no witness: the side table stays.
+    df = tables.sql("SELECT f.val FROM fact f WHERE f.fk IN (SELECT id FROM dup)")
+    assert keyed(df) == set()
+    check(df, o.select(o.semi(fact(), o.scan("dup", DUP), lambda f, d: f[0] == d[0]), lambda v: (v[1],)))
+
+
 def test_repeated_or_null_keys_keep_rids(tables: SparkSession) -> None:
     for name, rows in (("dup", DUP), ("nully", NULLY)):
         df = tables.sql(f"SELECT f.val, t.x FROM fact f JOIN {name} t ON f.fk = t.id")
