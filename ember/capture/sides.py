@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from ember.capture import annotate
+from ember.capture import annotate, local_sides
 from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot, input_rows
 from ember.capture.spark_build import Builder
 from ember.plan import ir
@@ -167,7 +167,12 @@ def _bounded(table: SideTable) -> bool:
 def _job(
     builder: Builder, table: SideTable, keys: pa.Table | None, small: bool, write: _Reader
 ) -> Callable[[], pa.Table]:
-    """The side table built (on this thread: the builder is not shared) as a job to run."""
+    """The side table built (on this thread: the builder is not shared) as a job to run;
+    one DuckDB can answer in-process is read here and now."""
+    if small or _bounded(table):
+        local = local_sides.side_table(table, keys, builder.sources)
+        if local is not None:
+            return lambda: local
     builder.keys = keys
     side = builder.dataframe(table.plan)
     if keys is not None and keys.num_rows == 0:

@@ -14,7 +14,7 @@ candidate, so the caller reads it without the traced values, cut only by its own
 and by the join keys of the candidates already read (Spark plans Q2's, Q17's and Q20's
 correlated subqueries as such left joins; Q16's and Q21's NOT IN / NOT EXISTS as anti
 joins).
-Conditions are Catalyst expressions translated by `duck_scan.sql`; where one does not
+Conditions are Catalyst expressions translated by `plan.duck_sql.sql`; where one does not
 translate, the trace falls back to a re-run.
 """
 
@@ -28,11 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ember import duck
-from ember.infer.duck_scan import python_literal, sql
 from ember.infer.exact import block_root, key_columns, over_scan, reaching
 from ember.infer.ids import distinct
 from ember.infer.spark import RID
 from ember.plan import ir
+from ember.plan.duck_sql import python_literal, sql
 from ember.plan.jvm import JObj
 
 _KEEP_ROWS = ("sort", "repartition")

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from ember.infer.duck_scan import python_literal, sql
+from ember.plan.duck_sql import python_literal, sql
 from ember.plan.jvm import Jvm
 
 ROWS = 60

@@ -1,0 +1,132 @@
+"""Side tables over one local Parquet scan, answered in-process by DuckDB.
+
+A side table fetched after the job is restricted to the groups the lineage points at
+(`capture.sides`): a semi join's witnesses for the probe values the result holds, an
+aggregate's rows for the groups that reach the output. When its rows come from a single
+Parquet scan of local files under filters and projections (TPC-H Q4's and Q21's
+`EXISTS (... lineitem ...)`, the groups of Q15's, Q17's and Q18's lineitem aggregates),
+a Spark job spends most of its time being scheduled; DuckDB reads the same files, with
+the same row-group skipping, in-process, joined with the wanted keys. Conditions and key
+expressions are translated by `infer.duck_scan.sql` (only expressions that mean the same
+in both engines); anything it cannot translate, any other plan shape, and any error
+while reading leave the table to Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+
+from ember import duck
+from ember.capture.annotate import SideTable
+from ember.plan import ir
+from ember.plan.duck_sql import sql
+from ember.plan.jvm import JObj
+from ember.plan.sources import Source, local_path
+
+_RID = "__ember_rid"
+
+
+@dataclass
+class _Query:
+    """SQL for each attribute the side table's plan makes, in terms of the scan's columns
+    (`s`) and the wanted keys (`w`), with the conditions met on the way."""
+
+    sources: dict[str, Source]
+    columns: dict[int, str | None] = field(default_factory=dict)  # None: made, but not translatable
+    conditions: list[str] = field(default_factory=list)
+    files: list[tuple[str, int]] = field(default_factory=list)  # (path, rows of earlier files)
+    keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
+
+    def read(self, node: ir.Node) -> bool:
+        """Follows `node` down to its scan; False where it is not one local Parquet scan
+        under filters, projections and a join with the wanted keys that all translate."""
+        if isinstance(node, ir.Project):
+            if not self.read(node.child):
+                return False
+            self.columns.update({c.attr.id: self.expr(c.expr) for c in node.columns})
+            return True
+        if isinstance(node, ir.Filter):
+            return self.read(node.child) and self.condition(node.cond)
+        if isinstance(node, ir.Join) and node.kind == "inner" and isinstance(node.left, ir.Keys):
+            self.keyed = True
+            self.columns.update({a.id: f"w.k{i}" for i, a in enumerate(node.left.attrs)})
+            return self.read(node.right) and node.cond is not None and self.condition(node.cond)
+        if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
+            return self.scan(node.child, node.rid)
+        return False
+
+    def scan(self, scan: ir.Scan, rid: ir.Attr) -> bool:
+        source = self.sources.get(scan.source.key, scan.source)
+        if source.kind != "parquet" or not source.files:
+            return False
+        try:
+            self.files = [(str(local_path(f.uri)), f.offset) for f in source.files]
+        except ValueError:  # not local files
+            return False
+        self.columns.update({a.id: f's."{a.name}"' for a in scan.attrs})
+        self.columns[rid.id] = f"s.{_RID}"
+        return True
+
+    def condition(self, cond: ir.Expr) -> bool:
+        text = self.expr(cond)
+        if text is None:
+            return False
+        self.conditions.append(f"({text})")
+        return True
+
+    def expr(self, e: ir.AnyExpr) -> str | None:
+        """`e` in SQL, or None. A column, or a column renamed, is what it reads."""
+        if isinstance(e, ir.ColumnRef):
+            return self.columns.get(e.attr.id)
+        if not isinstance(e, ir.Expr) or e.handle is None or any(self.columns.get(r) is None for r in e.refs):
+            return None
+        if e.column is not None:
+            return self.columns[e.column]
+        return sql(e.handle, self._attribute)
+
+    def _attribute(self, a: JObj) -> str:
+        return self.columns[int(a.exprId().id())] or ""
+
+    def text(self, table: SideTable, wanted: pa.Table) -> str | None:
+        """The whole query: every output column of the table, named as Spark would name it."""
+        plan = table.plan
+        if not isinstance(plan, ir.Project) or not self.read(plan.child):
+            return None
+        outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
+        if not self.keyed:  # restricted to the wanted groups here, null-safely as refs match
+            for i, k in enumerate(table.keys):
+                if outputs.get(k.id) is None:
+                    return None
+                self.conditions.append(f"w.k{i} IS NOT DISTINCT FROM ({outputs[k.id]})")
+                outputs[k.id] = f"w.k{i}"  # the key values exactly as the lineage holds them
+        if any(v is None for v in outputs.values()) or len(wanted.columns) != len(table.keys):
+            return None
+        scan = " UNION ALL ".join(
+            f"SELECT file_row_number + {offset} AS {_RID}, * "
+            f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true)"
+            for path, offset in self.files
+        )
+        select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
+        where = " AND ".join(self.conditions) or "TRUE"
+        return f"SELECT {select} FROM ({scan}) s JOIN wanted w ON {where}"
+
+
+def side_table(table: SideTable, wanted: pa.Table | None, sources: dict[str, Source]) -> pa.Table | None:
+    """The table's rows for the `wanted` keys (columns k0..kn), read by DuckDB; None where
+    Spark must compute it."""
+    if wanted is None or not table.keys:
+        return None
+    query = _Query(sources).text(table, wanted)
+    if query is None:
+        return None
+    con = duck.connect()
+    try:
+        con.register("wanted", wanted)
+        return con.sql(query).to_arrow_table()
+    except duckdb.Error:  # e.g. an overflow in translated arithmetic: Spark's semantics decide
+        return None
+    finally:
+        con.close()

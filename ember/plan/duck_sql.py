@@ -1,0 +1,151 @@
+"""Catalyst expressions as DuckDB SQL with the same meaning, for work done in-process.
+
+Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet with
+DuckDB instead of running a Spark job, when every part of a condition is in a small
+vocabulary whose meaning is the same in both engines: columns, literals of plain types,
+comparisons, + - *, AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, LIKE without
+escapes, year(), exact widening casts to decimal or of a number to a double. Anything
+else translates to None, and the work stays on Spark.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Callable
+from typing import Any
+
+from ember.plan.jvm import JObj, class_name, iterate
+
+_COMPARE = {
+    "EqualTo": "=",
+    "LessThan": "<",
+    "LessThanOrEqual": "<=",
+    "GreaterThan": ">",
+    "GreaterThanOrEqual": ">=",
+    "And": "AND",
+    "Or": "OR",
+    "Add": "+",  # exact on integers and decimals in both engines (an overflow errors in DuckDB:
+    "Subtract": "-",  # the caller falls back to Spark), IEEE on doubles; division differs
+    "Multiply": "*",
+}
+_CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
+_INTEGERS = {"IntegerType", "LongType", "ShortType", "ByteType"}
+
+
+def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None = None) -> str | None:
+    """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
+    spelled by their names, or by `named` (given the attribute). With `window` (an OVER
+    clause's body), min, max, sum and count are window functions over it."""
+    kind = class_name(e).rstrip("$")
+    if kind == "AggregateExpression":
+        return _window_function(e, named, window)
+    args = [sql(c, named, window) for c in iterate(e.children())]
+    if any(a is None for a in args):
+        return None
+    if kind == "AttributeReference":
+        return quoted(str(e.name())) if named is None else named(e)
+    if kind == "Literal":
+        return _literal(e)
+    if kind in _COMPARE and len(args) == 2:
+        return f"({args[0]} {_COMPARE[kind]} {args[1]})"
+    if kind in _CALLS:
+        return f"{_CALLS[kind]}({', '.join(a for a in args if a is not None)})"
+    if kind == "Not":
+        return f"(NOT {args[0]})"
+    if kind in ("IsNull", "IsNotNull"):
+        return f"({args[0]} IS {'NOT ' if kind == 'IsNotNull' else ''}NULL)"
+    if kind == "In":
+        return f"({args[0]} IN ({', '.join(a for a in args[1:] if a is not None)}))" if len(args) > 1 else None
+    if kind == "InSet":
+        values = [_value(v, e.child().dataType()) for v in iterate(e.hset().toSeq())]
+        if not values or any(v is None for v in values):
+            return None
+        return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"
+    if kind == "Alias":
+        return args[0]
+    if kind == "Like" and len(args) == 2 and class_name(e.right()) == "Literal" and "\\" not in str(e.right()):
+        return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
+    if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
+        target = e.dataType()
+        if class_name(target).rstrip("$") == "DoubleType":
+            return f"CAST({args[0]} AS DOUBLE)"
+        return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
+    return None
+
+
+_WINDOWED = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}  # avg differs: a double in DuckDB
+
+
+def _window_function(e: JObj, named: Callable[[JObj], str] | None, window: str | None) -> str | None:
+    function = e.aggregateFunction()
+    name = _WINDOWED.get(class_name(function).rstrip("$"))
+    if window is None or name is None or e.isDistinct() or e.filter().isDefined():
+        return None
+    args = [sql(c, named) for c in iterate(function.children())]
+    if any(a is None for a in args):
+        return None
+    return f"{name}({', '.join(a for a in args if a is not None)}) OVER ({window})"
+
+
+_DIGITS = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}
+
+
+def _widens(source: JObj, target: JObj) -> bool:
+    """Whether a cast to a decimal keeps every value exactly (no rounding, no overflow), or
+    is an integer's or float's to a double (IEEE rounding in both), so it means the same in
+    both engines; other casts do not translate."""
+    if class_name(target).rstrip("$") == "DoubleType":
+        return class_name(source).rstrip("$") in {*_DIGITS, "FloatType"}
+    if class_name(target).rstrip("$") != "DecimalType":
+        return False
+    room, scale = target.precision() - target.scale(), target.scale()
+    kind = class_name(source).rstrip("$")
+    if kind in _DIGITS:
+        return room >= _DIGITS[kind]
+    return kind == "DecimalType" and room >= source.precision() - source.scale() and scale >= source.scale()
+
+
+def quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(e: JObj) -> str | None:
+    value = e.value()
+    return "NULL" if value is None else _value(value, e.dataType())
+
+
+def _value(value: Any, dtype: JObj) -> str | None:
+    """A Catalyst literal value of a plain type as SQL; None for anything else."""
+    kind = class_name(dtype).rstrip("$")
+    if kind in _INTEGERS:
+        return str(int(value))
+    if kind == "BooleanType":
+        return "TRUE" if value else "FALSE"
+    if kind == "StringType":
+        return "'" + str(value.toString() if hasattr(value, "toString") else value).replace("'", "''") + "'"
+    if kind == "DateType":
+        return f"DATE '{datetime.date(1970, 1, 1) + datetime.timedelta(days=int(value))}'"
+    if kind == "DecimalType":
+        return f"CAST('{value.toString()}' AS DECIMAL({dtype.precision()}, {dtype.scale()}))"
+    if kind == "DoubleType":
+        number = float(value)
+        return None if number != number or number in (float("inf"), float("-inf")) else repr(number)
+    return None
+
+
+def python_literal(value: Any) -> str | None:
+    """A traced output value as SQL (None when it has no exact spelling here)."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return None if value != value or value in (float("inf"), float("-inf")) else repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, decimal.Decimal):
+        return f"CAST('{value}' AS DECIMAL(38, {max(0, -int(value.as_tuple().exponent))}))"
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return f"DATE '{value.isoformat()}'"
+    return None
