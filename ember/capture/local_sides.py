@@ -3,17 +3,20 @@
 A side table fetched after the job is restricted to the groups the lineage points at
 (`capture.sides`): a semi join's witnesses for the probe values the result holds, an
 aggregate's rows for the groups that reach the output. When its rows come from a single
-Parquet scan of local files under filters and projections (TPC-H Q4's and Q21's
-`EXISTS (... lineitem ...)`, the groups of Q15's, Q17's and Q18's lineitem aggregates),
-a Spark job spends most of its time being scheduled; DuckDB reads the same files, with
-the same row-group skipping, in-process, joined with the wanted keys. Conditions and key
-expressions are translated by `infer.duck_scan.sql` (only expressions that mean the same
-in both engines); anything it cannot translate, any other plan shape, and any error
-while reading leave the table to Spark.
+Parquet scan of local files under filters, projections and semi joins with other such
+scans (TPC-H Q4's and Q21's `EXISTS (... lineitem ...)`, the groups of Q15's, Q17's,
+Q18's and Q20's lineitem aggregates), a Spark job spends most of its time being
+scheduled; DuckDB reads the same files, with the same row-group skipping, in-process,
+joined with the wanted keys. Conditions and key expressions are translated by
+`plan.duck_sql` (only expressions that mean the same in both engines); anything it
+cannot translate, any other plan shape, and any error while reading leave the table to
+Spark.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import duckdb
@@ -31,18 +34,20 @@ _RID = "__ember_rid"
 
 @dataclass
 class _Query:
-    """SQL for each attribute the side table's plan makes, in terms of the scan's columns
-    (`s`) and the wanted keys (`w`), with the conditions met on the way."""
+    """SQL for each attribute the side table's plan makes, in terms of its scans' columns
+    (`s0`, `s1`, ...) and the wanted keys (`w`), with the conditions met on the way."""
 
     sources: dict[str, Source]
     columns: dict[int, str | None] = field(default_factory=dict)  # None: made, but not translatable
     conditions: list[str] = field(default_factory=list)
-    files: list[tuple[str, int]] = field(default_factory=list)  # (path, rows of earlier files)
+    scans: list[str] = field(default_factory=list)  # FROM items, one per scan read
+    aliases: Iterator[int] = field(default_factory=itertools.count)  # shared with nested queries
     keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scan; False where it is not one local Parquet scan
-        under filters, projections and a join with the wanted keys that all translate."""
+        under filters, projections, semi joins with such a scan and a join with the
+        wanted keys, all of whose expressions translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
@@ -54,20 +59,38 @@ class _Query:
             self.keyed = True
             self.columns.update({a.id: f"w.k{i}" for i, a in enumerate(node.left.attrs)})
             return self.read(node.right) and node.cond is not None and self.condition(node.cond)
+        if isinstance(node, ir.Join) and node.kind == "semi" and node.cond is not None:
+            return self.read(node.left) and self.exists(node.right, node.cond)
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
             return self.scan(node.child, node.rid)
-        return False
+        return isinstance(node, ir.Scan) and self.scan(node, None)
 
-    def scan(self, scan: ir.Scan, rid: ir.Attr) -> bool:
+    def exists(self, right: ir.Node, cond: ir.Expr) -> bool:
+        """A semi join's condition as EXISTS over its right side (itself one scan)."""
+        inner = _Query(self.sources, columns=dict(self.columns), aliases=self.aliases)
+        if not inner.read(right) or inner.keyed or len(inner.scans) != 1 or not inner.condition(cond):
+            return False
+        self.conditions.append(f"EXISTS (SELECT 1 FROM {inner.scans[0]} WHERE {' AND '.join(inner.conditions)})")
+        return True
+
+    def scan(self, scan: ir.Scan, rid: ir.Attr | None) -> bool:
         source = self.sources.get(scan.source.key, scan.source)
         if source.kind != "parquet" or not source.files:
             return False
         try:
-            self.files = [(str(local_path(f.uri)), f.offset) for f in source.files]
+            files = [(str(local_path(f.uri)), f.offset) for f in source.files]
         except ValueError:  # not local files
             return False
-        self.columns.update({a.id: f's."{a.name}"' for a in scan.attrs})
-        self.columns[rid.id] = f"s.{_RID}"
+        alias = f"s{next(self.aliases)}"
+        rows = " UNION ALL ".join(
+            f"SELECT file_row_number + {offset} AS {_RID}, * "
+            f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true)"
+            for path, offset in files
+        )
+        self.scans.append(f"({rows}) {alias}")
+        self.columns.update({a.id: f'{alias}."{a.name}"' for a in scan.attrs})
+        if rid is not None:
+            self.columns[rid.id] = f"{alias}.{_RID}"
         return True
 
     def condition(self, cond: ir.Expr) -> bool:
@@ -93,7 +116,7 @@ class _Query:
     def text(self, table: SideTable, wanted: pa.Table) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it."""
         plan = table.plan
-        if not isinstance(plan, ir.Project) or not self.read(plan.child):
+        if not isinstance(plan, ir.Project) or not self.read(plan.child) or len(self.scans) != 1:
             return None
         outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
         if not self.keyed:  # restricted to the wanted groups here, null-safely as refs match
@@ -104,14 +127,9 @@ class _Query:
                 outputs[k.id] = f"w.k{i}"  # the key values exactly as the lineage holds them
         if any(v is None for v in outputs.values()) or len(wanted.columns) != len(table.keys):
             return None
-        scan = " UNION ALL ".join(
-            f"SELECT file_row_number + {offset} AS {_RID}, * "
-            f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true)"
-            for path, offset in self.files
-        )
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         where = " AND ".join(self.conditions) or "TRUE"
-        return f"SELECT {select} FROM ({scan}) s JOIN wanted w ON {where}"
+        return f"SELECT {select} FROM {self.scans[0]} JOIN wanted w ON {where}"
 
 
 def side_table(table: SideTable, wanted: pa.Table | None, sources: dict[str, Source]) -> pa.Table | None:

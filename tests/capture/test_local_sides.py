@@ -84,6 +84,21 @@ def test_aggregate_groups_below_a_join(views: SparkSession, answered: list[str])
     assert "aggregate groups" in answered
 
 
+def test_aggregate_groups_through_a_semi_join(views: SparkSession, answered: list[str]) -> None:
+    # The semi join on orders' unique key names its witness by key; the groups' side table
+    # reads items with that semi join as EXISTS over orders (grouped by another column,
+    # so the wanted groups alone do not decide which items pass it).
+    df = views.sql(
+        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM items) f JOIN (SELECT flag, sum(qty) AS q FROM items"
+        " WHERE okey IN (SELECT okey FROM orders WHERE prio = 'hi') GROUP BY flag) g ON f.flag = g.flag"
+    )
+    flags = o.distinct(o.select(items(), lambda v: (v[3],)))
+    hi = o.semi(items(), o.where(orders(), lambda r: r[2] == "hi"), lambda i, r: i[1] == r[0])
+    groups = o.group(hi, lambda v: (v[3],), lambda vs: (sum(v[2] for v in vs),))
+    check(df, o.select(o.join(flags, groups, lambda f, g: f[0] == g[0]), lambda v: (v[0], v[2])))
+    assert answered.count("aggregate groups") >= 2
+
+
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
         "SELECT o.prio, count(*) AS n FROM orders o WHERE EXISTS"
