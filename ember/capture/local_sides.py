@@ -2,12 +2,11 @@
 
 A side table fetched after the job is restricted to the groups the lineage points at
 (`capture.sides`): a semi join's witnesses for the probe values the result holds, an
-aggregate's rows for the groups that reach the output. When its rows come from a single
-Parquet scan of local files under filters, projections and semi joins with other such
-scans (TPC-H Q4's and Q21's `EXISTS (... lineitem ...)`, the groups of Q15's, Q17's,
-Q18's and Q20's lineitem aggregates), a Spark job spends most of its time being
-scheduled; DuckDB reads the same files, with the same row-group skipping, in-process,
-joined with the wanted keys. Conditions and key expressions are translated by
+aggregate's rows for the groups that reach the output. When its rows come from Parquet
+scans of local files under filters, projections and inner, semi and anti joins (TPC-H
+Q4's and Q21's `EXISTS (... lineitem ...)`, the groups of Q2's, Q15's, Q17's, Q18's and
+Q20's aggregates), a Spark job spends most of its time being scheduled; DuckDB reads the
+same files, with the same row-group skipping, in-process, joined with the wanted keys. Conditions and key expressions are translated by
 `plan.duck_sql` (only expressions that mean the same in both engines); anything it
 cannot translate, any other plan shape, and any error while reading leave the table to
 Spark.
@@ -40,14 +39,14 @@ class _Query:
     sources: dict[str, Source]
     columns: dict[int, str | None] = field(default_factory=dict)  # None: made, but not translatable
     conditions: list[str] = field(default_factory=list)
-    scans: list[str] = field(default_factory=list)  # FROM items, one per scan read
+    scans: list[str] = field(default_factory=list)  # FROM items, one per scan read (joined by `conditions`)
     aliases: Iterator[int] = field(default_factory=itertools.count)  # shared with nested queries
     keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
 
     def read(self, node: ir.Node) -> bool:
-        """Follows `node` down to its scan; False where it is not one local Parquet scan
-        under filters, projections, semi joins with such a scan and a join with the
-        wanted keys, all of whose expressions translate."""
+        """Follows `node` down to its scans; False where it is not local Parquet scans
+        under filters, projections, inner, semi and anti joins and a join with the wanted
+        keys, all of whose expressions translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
@@ -59,18 +58,23 @@ class _Query:
             self.keyed = True
             self.columns.update({a.id: f"w.k{i}" for i, a in enumerate(node.left.attrs)})
             return self.read(node.right) and node.cond is not None and self.condition(node.cond)
-        if isinstance(node, ir.Join) and node.kind == "semi" and node.cond is not None:
-            return self.read(node.left) and self.exists(node.right, node.cond)
+        if isinstance(node, ir.Join) and node.kind == "inner":
+            return self.read(node.left) and self.read(node.right) and (node.cond is None or self.condition(node.cond))
+        if isinstance(node, ir.Join) and node.kind in ("semi", "anti") and node.cond is not None:
+            return self.read(node.left) and self.exists(node.right, node.cond, negated=node.kind == "anti")
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
             return self.scan(node.child, node.rid)
         return isinstance(node, ir.Scan) and self.scan(node, None)
 
-    def exists(self, right: ir.Node, cond: ir.Expr) -> bool:
-        """A semi join's condition as EXISTS over its right side (itself one scan)."""
+    def exists(self, right: ir.Node, cond: ir.Expr, negated: bool) -> bool:
+        """A semi (anti) join's condition as (NOT) EXISTS over its right side. Spark's anti
+        join keeps a row no right row makes the condition true for, as NOT EXISTS does (a
+        NOT IN arrives with its null test spelled out in the condition)."""
         inner = _Query(self.sources, columns=dict(self.columns), aliases=self.aliases)
-        if not inner.read(right) or inner.keyed or len(inner.scans) != 1 or not inner.condition(cond):
+        if not inner.read(right) or inner.keyed or not inner.condition(cond):
             return False
-        self.conditions.append(f"EXISTS (SELECT 1 FROM {inner.scans[0]} WHERE {' AND '.join(inner.conditions)})")
+        test = f"EXISTS (SELECT 1 FROM {', '.join(inner.scans)} WHERE {' AND '.join(inner.conditions)})"
+        self.conditions.append(f"NOT {test}" if negated else test)
         return True
 
     def scan(self, scan: ir.Scan, rid: ir.Attr | None) -> bool:
@@ -116,7 +120,7 @@ class _Query:
     def text(self, table: SideTable, wanted: pa.Table) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it."""
         plan = table.plan
-        if not isinstance(plan, ir.Project) or not self.read(plan.child) or len(self.scans) != 1:
+        if not isinstance(plan, ir.Project) or not self.read(plan.child):
             return None
         outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
         if not self.keyed:  # restricted to the wanted groups here, null-safely as refs match
@@ -129,7 +133,7 @@ class _Query:
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         where = " AND ".join(self.conditions) or "TRUE"
-        return f"SELECT {select} FROM {self.scans[0]} JOIN wanted w ON {where}"
+        return f"SELECT {select} FROM {', '.join(self.scans)}, wanted w WHERE {where}"
 
 
 def side_table(table: SideTable, wanted: pa.Table | None, sources: dict[str, Source]) -> pa.Table | None:

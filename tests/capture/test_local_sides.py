@@ -99,6 +99,22 @@ def test_aggregate_groups_through_a_semi_join(views: SparkSession, answered: lis
     assert answered.count("aggregate groups") >= 2
 
 
+def test_aggregate_groups_over_inner_and_anti_joins(views: SparkSession, answered: list[str]) -> None:
+    # Each order's last item (no later one: an anti join with a theta condition), joined
+    # with its order (named by key), grouped by flag: read as a join of two scans.
+    df = views.sql(
+        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM items) f JOIN (SELECT i.flag, sum(i.qty + r.total) AS q"
+        " FROM items i JOIN orders r ON i.okey = r.okey WHERE NOT EXISTS"
+        " (SELECT 1 FROM items x WHERE x.okey = i.okey AND x.ikey > i.ikey) GROUP BY i.flag) g ON f.flag = g.flag"
+    )
+    last = o.anti(items(), items(), lambda i, x: x[1] == i[1] and x[0] > i[0])
+    joined = o.join(last, orders(), lambda i, r: i[1] == r[0])
+    groups = o.group(joined, lambda v: (v[3],), lambda vs: (sum(v[2] + v[5] for v in vs),))
+    flags = o.distinct(o.select(items(), lambda v: (v[3],)))
+    check(df, o.select(o.join(flags, groups, lambda f, g: f[0] == g[0]), lambda v: (v[0], v[2])))
+    assert answered.count("aggregate groups") >= 2
+
+
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
         "SELECT o.prio, count(*) AS n FROM orders o WHERE EXISTS"
