@@ -149,7 +149,7 @@ class Importer:
         refs = frozenset(output_ids(e.references()))
         subqueries: tuple[ir.Node, ...] = ()
         if "scalar-subquery#" in text:
-            subqueries = tuple(self.node(s.plan()) for s in self._scalar_subqueries(e))
+            subqueries = tuple(self.node(s.plan()) for s in self._scalar_subqueries(e, text))
         if any(m in text for m in ("exists#", "list#", "lateral-subquery#")):
             left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
             if left:
@@ -158,12 +158,22 @@ class Importer:
         names = named.id if named is not None else None
         return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), dtype, _column(e), names)
 
-    def _scalar_subqueries(self, e: JObj) -> list[JObj]:
+    def _scalar_subqueries(self, e: JObj, text: str) -> list[JObj]:
+        """The scalar subqueries in `e` (which prints as `text`). An uncorrelated one is a leaf (its children are its
+        outer references), so the leaves' texts name them in two round trips; a count that
+        differs from the text's means a correlated one, found (and refused) by walking."""
+        leaves = e.collectLeaves()
+        found = [leaves.apply(i) for i, t in enumerate(texts(leaves)) if t.startswith("scalar-subquery#")]
+        if len(found) == text.count("scalar-subquery#"):
+            return found
+        return self._walked_subqueries(e)
+
+    def _walked_subqueries(self, e: JObj) -> list[JObj]:
         if class_name(e) == "ScalarSubquery":
             if e.outerAttrs().nonEmpty():
                 raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {e}")
             return [e]
-        return [s for c in iterate(e.children()) for s in self._scalar_subqueries(c)]
+        return [s for c in iterate(e.children()) for s in self._walked_subqueries(c)]
 
     def named(self, e: JObj) -> ir.Named:
         attr = self.attr(e.toAttribute())

@@ -18,7 +18,8 @@ from ember.capture import local_sides
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
 
-# Two files each, so rids need the earlier files' row counts; `items.okey` repeats.
+# Two files each, so rids need the earlier files' row counts; `ls_items.okey` repeats (the
+# views are named apart from the TPC-H ones the other tests read in the same session).
 ORDERS = [[(1, 10, "hi"), (2, 20, "lo"), (3, 30, "hi")], [(4, 40, "lo"), (5, 50, "hi")]]
 ITEMS = [[(100, 1, 5, "a"), (101, 1, 1, "b"), (102, 2, 7, "a")], [(103, 3, 2, "a"), (104, 5, 9, "b"), (105, 5, 4, "a")]]
 
@@ -33,9 +34,9 @@ def _files(root: Path, name: str, parts: list[list[tuple[object, ...]]], names: 
 @pytest.fixture(scope="module")
 def views(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> SparkSession:
     root = tmp_path_factory.mktemp("local_sides")
-    _files(root, "orders", ORDERS, ["okey", "total", "prio"])
-    _files(root, "items", ITEMS, ["ikey", "okey", "qty", "flag"])
-    for name in ("orders", "items"):
+    _files(root, "ls_orders", ORDERS, ["okey", "total", "prio"])
+    _files(root, "ls_items", ITEMS, ["ikey", "okey", "qty", "flag"])
+    for name in ("ls_orders", "ls_items"):
         spark.read.parquet(str(root / name)).createOrReplaceTempView(name)
     return spark
 
@@ -57,17 +58,17 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def orders() -> list[o.Row]:
-    return o.scan("orders", [r for part in ORDERS for r in part])
+    return o.scan("ls_orders", [r for part in ORDERS for r in part])
 
 
 def items() -> list[o.Row]:
-    return o.scan("items", [r for part in ITEMS for r in part])
+    return o.scan("ls_items", [r for part in ITEMS for r in part])
 
 
 def test_semi_join_witnesses(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
-        "SELECT o.prio, count(*) AS n FROM orders o WHERE EXISTS"
-        " (SELECT 1 FROM items i WHERE i.okey = o.okey AND i.qty > 1 AND i.ikey <> o.total * 10) GROUP BY o.prio"
+        "SELECT o.prio, count(*) AS n FROM ls_orders o WHERE EXISTS"
+        " (SELECT 1 FROM ls_items i WHERE i.okey = o.okey AND i.qty > 1 AND i.ikey <> o.total * 10) GROUP BY o.prio"
     )
     kept = o.semi(orders(), o.where(items(), lambda i: i[2] > 1), lambda r, i: i[1] == r[0] and i[0] != r[1] * 10)
     check(df, o.group(kept, lambda v: (v[2],), lambda vs: (len(vs),)))
@@ -76,8 +77,8 @@ def test_semi_join_witnesses(views: SparkSession, answered: list[str]) -> None:
 
 def test_aggregate_groups_below_a_join(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
-        "SELECT o.prio, g.q FROM orders o JOIN"
-        " (SELECT okey, sum(qty) AS q FROM items WHERE flag = 'a' GROUP BY okey) g ON o.okey = g.okey"
+        "SELECT o.prio, g.q FROM ls_orders o JOIN"
+        " (SELECT okey, sum(qty) AS q FROM ls_items WHERE flag = 'a' GROUP BY okey) g ON o.okey = g.okey"
     )
     groups = o.group(o.where(items(), lambda i: i[3] == "a"), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
     check(df, o.select(o.join(orders(), groups, lambda r, g: r[0] == g[0]), lambda v: (v[2], v[4])))
@@ -89,8 +90,8 @@ def test_aggregate_groups_through_a_semi_join(views: SparkSession, answered: lis
     # reads items with that semi join as EXISTS over orders (grouped by another column,
     # so the wanted groups alone do not decide which items pass it).
     df = views.sql(
-        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM items) f JOIN (SELECT flag, sum(qty) AS q FROM items"
-        " WHERE okey IN (SELECT okey FROM orders WHERE prio = 'hi') GROUP BY flag) g ON f.flag = g.flag"
+        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM ls_items) f JOIN (SELECT flag, sum(qty) AS q FROM ls_items"
+        " WHERE okey IN (SELECT okey FROM ls_orders WHERE prio = 'hi') GROUP BY flag) g ON f.flag = g.flag"
     )
     flags = o.distinct(o.select(items(), lambda v: (v[3],)))
     hi = o.semi(items(), o.where(orders(), lambda r: r[2] == "hi"), lambda i, r: i[1] == r[0])
@@ -103,9 +104,9 @@ def test_aggregate_groups_over_inner_and_anti_joins(views: SparkSession, answere
     # Each order's last item (no later one: an anti join with a theta condition), joined
     # with its order (named by key), grouped by flag: read as a join of two scans.
     df = views.sql(
-        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM items) f JOIN (SELECT i.flag, sum(i.qty + r.total) AS q"
-        " FROM items i JOIN orders r ON i.okey = r.okey WHERE NOT EXISTS"
-        " (SELECT 1 FROM items x WHERE x.okey = i.okey AND x.ikey > i.ikey) GROUP BY i.flag) g ON f.flag = g.flag"
+        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM ls_items) f JOIN (SELECT i.flag, sum(i.qty + r.total) AS q"
+        " FROM ls_items i JOIN ls_orders r ON i.okey = r.okey WHERE NOT EXISTS"
+        " (SELECT 1 FROM ls_items x WHERE x.okey = i.okey AND x.ikey > i.ikey) GROUP BY i.flag) g ON f.flag = g.flag"
     )
     last = o.anti(items(), items(), lambda i, x: x[1] == i[1] and x[0] > i[0])
     joined = o.join(last, orders(), lambda i, r: i[1] == r[0])
@@ -117,8 +118,8 @@ def test_aggregate_groups_over_inner_and_anti_joins(views: SparkSession, answere
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
-        "SELECT o.prio, count(*) AS n FROM orders o WHERE EXISTS"
-        " (SELECT 1 FROM items i WHERE i.okey = o.okey AND length(i.flag) = 1) GROUP BY o.prio"
+        "SELECT o.prio, count(*) AS n FROM ls_orders o WHERE EXISTS"
+        " (SELECT 1 FROM ls_items i WHERE i.okey = o.okey AND length(i.flag) = 1) GROUP BY o.prio"
     )
     kept = o.semi(orders(), items(), lambda r, i: i[1] == r[0])
     check(df, o.group(kept, lambda v: (v[2],), lambda vs: (len(vs),)))
