@@ -85,35 +85,40 @@ def test_aggregate_groups_below_a_join(views: SparkSession, answered: list[str])
     assert "aggregate groups" in answered
 
 
+def check_per_flag(views: SparkSession, grouped: str, groups: list[o.Row], answered: list[str]) -> None:
+    """Every flag joined with `grouped` (a query of `flag, q` grouped by flag, the oracle's
+    `groups`): the groups are a side table below a join, which DuckDB must read."""
+    df = views.sql(f"SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM ls_items) f JOIN ({grouped}) g ON f.flag = g.flag")
+    flags = o.distinct(o.select(items(), lambda v: (v[3],)))
+    check(df, o.select(o.join(flags, groups, lambda f, g: f[0] == g[0]), lambda v: (v[0], v[2])))
+    assert answered.count("aggregate groups") >= 2
+
+
 def test_aggregate_groups_through_a_semi_join(views: SparkSession, answered: list[str]) -> None:
     # The semi join on orders' unique key names its witness by key; the groups' side table
     # reads items with that semi join as EXISTS over orders (grouped by another column,
     # so the wanted groups alone do not decide which items pass it).
-    df = views.sql(
-        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM ls_items) f JOIN (SELECT flag, sum(qty) AS q FROM ls_items"
-        " WHERE okey IN (SELECT okey FROM ls_orders WHERE prio = 'hi') GROUP BY flag) g ON f.flag = g.flag"
-    )
-    flags = o.distinct(o.select(items(), lambda v: (v[3],)))
     hi = o.semi(items(), o.where(orders(), lambda r: r[2] == "hi"), lambda i, r: i[1] == r[0])
-    groups = o.group(hi, lambda v: (v[3],), lambda vs: (sum(v[2] for v in vs),))
-    check(df, o.select(o.join(flags, groups, lambda f, g: f[0] == g[0]), lambda v: (v[0], v[2])))
-    assert answered.count("aggregate groups") >= 2
+    check_per_flag(
+        views,
+        "SELECT flag, sum(qty) AS q FROM ls_items WHERE okey IN (SELECT okey FROM ls_orders WHERE prio = 'hi') GROUP BY flag",
+        o.group(hi, lambda v: (v[3],), lambda vs: (sum(v[2] for v in vs),)),
+        answered,
+    )
 
 
 def test_aggregate_groups_over_inner_and_anti_joins(views: SparkSession, answered: list[str]) -> None:
     # Each order's last item (no later one: an anti join with a theta condition), joined
     # with its order (named by key), grouped by flag: read as a join of two scans.
-    df = views.sql(
-        "SELECT f.flag, g.q FROM (SELECT DISTINCT flag FROM ls_items) f JOIN (SELECT i.flag, sum(i.qty + r.total) AS q"
-        " FROM ls_items i JOIN ls_orders r ON i.okey = r.okey WHERE NOT EXISTS"
-        " (SELECT 1 FROM ls_items x WHERE x.okey = i.okey AND x.ikey > i.ikey) GROUP BY i.flag) g ON f.flag = g.flag"
-    )
     last = o.anti(items(), items(), lambda i, x: x[1] == i[1] and x[0] > i[0])
     joined = o.join(last, orders(), lambda i, r: i[1] == r[0])
-    groups = o.group(joined, lambda v: (v[3],), lambda vs: (sum(v[2] + v[5] for v in vs),))
-    flags = o.distinct(o.select(items(), lambda v: (v[3],)))
-    check(df, o.select(o.join(flags, groups, lambda f, g: f[0] == g[0]), lambda v: (v[0], v[2])))
-    assert answered.count("aggregate groups") >= 2
+    check_per_flag(
+        views,
+        "SELECT i.flag, sum(i.qty + r.total) AS q FROM ls_items i JOIN ls_orders r ON i.okey = r.okey WHERE NOT EXISTS"
+        " (SELECT 1 FROM ls_items x WHERE x.okey = i.okey AND x.ikey > i.ikey) GROUP BY i.flag",
+        o.group(joined, lambda v: (v[3],), lambda vs: (sum(v[2] + v[5] for v in vs),)),
+        answered,
+    )
 
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
