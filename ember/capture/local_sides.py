@@ -1,4 +1,4 @@
-"""Side tables over one local Parquet scan, answered in-process by DuckDB.
+"""Side tables over local Parquet scans, answered in-process by DuckDB.
 
 A side table fetched after the job is restricted to the groups the lineage points at
 (`capture.sides`): a semi join's witnesses for the probe values the result holds, an
@@ -6,10 +6,10 @@ aggregate's rows for the groups that reach the output. When its rows come from P
 scans of local files under filters, projections and inner, semi and anti joins (TPC-H
 Q4's and Q21's `EXISTS (... lineitem ...)`, the groups of Q2's, Q15's, Q17's, Q18's and
 Q20's aggregates), a Spark job spends most of its time being scheduled; DuckDB reads the
-same files, with the same row-group skipping, in-process, joined with the wanted keys. Conditions and key expressions are translated by
-`plan.duck_sql` (only expressions that mean the same in both engines); anything it
-cannot translate, any other plan shape, and any error while reading leave the table to
-Spark.
+same files, with the same row-group skipping, in-process, joined with the wanted keys.
+Conditions and key expressions are translated by `plan.duck_sql` (only expressions that
+mean the same in both engines); anything it cannot translate, any other plan shape, and
+any error while reading leave the table to Spark.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import pyarrow as pa
 from ember import duck
 from ember.capture.annotate import SideTable
 from ember.plan import ir
-from ember.plan.duck_sql import sql
+from ember.plan.duck_sql import numbered_parquet, sql
 from ember.plan.jvm import JObj
-from ember.plan.sources import Source, local_path
+from ember.plan.sources import Source
 
 _RID = "__ember_rid"
 
@@ -79,18 +79,10 @@ class _Query:
 
     def scan(self, scan: ir.Scan, rid: ir.Attr | None) -> bool:
         source = self.sources.get(scan.source.key, scan.source)
-        if source.kind != "parquet" or not source.files:
-            return False
-        try:
-            files = [(str(local_path(f.uri)), f.offset) for f in source.files]
-        except ValueError:  # not local files
+        rows = numbered_parquet(source, _RID) if source.kind == "parquet" and source.files else None
+        if rows is None:
             return False
         alias = f"s{next(self.aliases)}"
-        rows = " UNION ALL ".join(
-            f"SELECT file_row_number + {offset} AS {_RID}, * "
-            f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true)"
-            for path, offset in files
-        )
         self.scans.append(f"({rows}) {alias}")
         self.columns.update({a.id: f'{alias}."{a.name}"' for a in scan.attrs})
         if rid is not None:
@@ -115,7 +107,9 @@ class _Query:
         return sql(e.handle, self._attribute)
 
     def _attribute(self, a: JObj) -> str:
-        return self.columns[int(a.exprId().id())] or ""
+        found = self.columns[int(a.exprId().id())]
+        assert found is not None, "expr() translates only expressions whose columns translate"
+        return found
 
     def text(self, table: SideTable, wanted: pa.Table) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it."""

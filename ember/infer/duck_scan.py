@@ -20,8 +20,8 @@ from ember.fetch.rows import check_unchanged
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.infer.spark import MAX_DISJUNCTS, RID
 from ember.plan import ir
-from ember.plan.duck_sql import python_literal, quoted, sql
-from ember.plan.sources import SAVED, Source, local_path
+from ember.plan.duck_sql import numbered_parquet, python_literal, quoted, sql
+from ember.plan.sources import SAVED, Source
 
 
 def candidates(
@@ -57,16 +57,11 @@ def candidates(
     if saved:
         parts = [f"SELECT {RID}{columns} FROM saved WHERE {where}"]
     else:
-        try:
-            files = [(str(local_path(f.uri)), f.offset) for f in source.files]
-        except ValueError:
+        rows = numbered_parquet(source, RID)
+        if rows is None:
             return None
         check_unchanged(source)
-        parts = [
-            f"SELECT file_row_number + {offset} AS {RID}{columns} "
-            f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true) WHERE {where}"
-            for path, offset in files
-        ]
+        parts = [f"SELECT {RID}{columns} FROM ({rows}) WHERE {where}"]
     con = duck.connect()
     try:
         if saved:

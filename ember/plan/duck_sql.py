@@ -1,4 +1,5 @@
-"""Catalyst expressions as DuckDB SQL with the same meaning, for work done in-process.
+"""Catalyst expressions as DuckDB SQL with the same meaning, and Parquet rows numbered as
+Spark numbers them, for work done in-process.
 
 Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet with
 DuckDB instead of running a Spark job, when every part of a condition is in a small
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.plan.jvm import JObj, class_name, iterate
+from ember.plan.sources import Source, local_path
 
 _COMPARE = {
     "EqualTo": "=",
@@ -149,3 +151,18 @@ def python_literal(value: Any) -> str | None:
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return f"DATE '{value.isoformat()}'"
     return None
+
+
+def numbered_parquet(source: Source, rid: str) -> str | None:
+    """SQL for the rows of a source's Parquet files with each row's rid as column `rid`
+    (its position in its file plus the rows of earlier files, as Spark numbers them), or
+    None where the files are not local."""
+    try:
+        files = [(str(local_path(f.uri)), f.offset) for f in source.files]
+    except ValueError:
+        return None
+    return " UNION ALL ".join(
+        f"SELECT file_row_number + {offset} AS {rid}, * "
+        f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true)"
+        for path, offset in files
+    )
