@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.ir import walk
+from ember.plan.sources import Source
 
 FRESH_IDS_FROM = 1 << 40  # ember-made attribute ids; Catalyst's own ids stay far below
 
@@ -291,14 +292,16 @@ class _Rewriter:
     def _keyed(self, join: ir.Join, left: bool) -> tuple[RidSlot, ir.Named] | None:
         """Claims one scan under the join's `left` (or right) side to be named by key."""
         for scan, column, attr in keyed_scans(join, left):
-            source = scan.source
-            if id(scan) in self.by_key or (source.key, column) not in self.keyed:
-                continue
-            if self.workload.keeps(source.name) and source.name not in self.workload.where:
+            if id(scan) not in self.by_key and self._nameable(scan.source, column):
                 self.by_key.add(id(scan))
-                slot = RidSlot(source.key, self.fresh("keyed", attr.dtype), key_column=column)
+                slot = RidSlot(scan.source.key, self.fresh("keyed", attr.dtype), key_column=column)
                 return slot, ir.Named(ir.ColumnRef(attr), slot.attr)
         return None
+
+    def _nameable(self, source: Source, column: str) -> bool:
+        """Whether `column`'s value may name `source`'s rows: unique in it, and no workload
+        `where` (whose rows must keep a rid that is null outside the predicate)."""
+        return (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where
 
     def _joined(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
         left, lslots = self.rewrite(node.left)
@@ -348,9 +351,8 @@ class _Rewriter:
         witness per kept row: the source row holding the row's probe value. That value
         names it (as a key slot), so the right side gets no rid and no side table runs."""
         for scan, column, probe in witness_scans(join):
-            source = scan.source
-            if (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where:
-                return _Witness(RidSlot(source.key, self.fresh("keyed", probe.dtype), key_column=column), probe)
+            if self._nameable(scan.source, column):
+                return _Witness(RidSlot(scan.source.key, self.fresh("keyed", probe.dtype), key_column=column), probe)
         return None
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
@@ -476,16 +478,12 @@ class _Witness:
 def join_key_columns(plan: ir.Node) -> set[tuple[ir.Scan, str]]:
     """(scan, column) of every join column in `plan` that could name the scan's rows, if
     the column is unique in its source."""
-    found = {
-        (scan, column)
-        for join in walk(plan)
-        if isinstance(join, ir.Join)
-        for left in _readable_sides(join)
-        for scan, column, _ in keyed_scans(join, left)
-    }
-    return found | {
-        (scan, column) for join in walk(plan) if isinstance(join, ir.Join) for scan, column, _ in witness_scans(join)
-    }
+    found: set[tuple[ir.Scan, str]] = set()
+    for join in walk(plan):
+        if isinstance(join, ir.Join):
+            candidates = [c for left in _readable_sides(join) for c in keyed_scans(join, left)] + witness_scans(join)
+            found.update((scan, column) for scan, column, _ in candidates)
+    return found
 
 
 def witness_scans(join: ir.Join) -> list[tuple[ir.Scan, str, ir.Attr]]:
