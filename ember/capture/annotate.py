@@ -23,12 +23,18 @@ only such operators) carries its groups as lists too, nested in the outer lists.
 same holds within a scalar subquery, whose rows are its side table's result. Below
 a join a list would be copied into every row the output row meets, so there the side
 table stays separate. So does a group list too large for the driver to receive with
-the result (`inline_rids`).
+the result (`inline_rids`), and one that costs more to carry than to read afterwards:
+lists make Spark aggregate with its slower object-based operator, which a
+count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), and a LIMIT above the
+aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21). Where
+DuckDB can read such an aggregate's input after the job (`capture.local_sides`), only
+the groups that reach the result, its groups become a side table it reads (`local`).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ember.errors import UnsupportedOperatorError
@@ -98,6 +104,7 @@ class SideTable:
     why: str  # what produced it, for messages and manifests
     order: tuple[ir.Attr, ...] = ()  # within a group (window position)
     inline: bool = False  # its rows ride in the job's result as a list slot; `plan` is not run
+    local: bool = False  # read after the job by DuckDB (unless its files or SQL turn out not to allow it)
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,8 @@ INLINE_RIDS = 32_000_000
 class _Rewriter:
     workload: Workload = field(default_factory=Workload)
     keyed: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique in that source
+    local: Callable[[ir.Node], bool] | None = None  # whether DuckDB can read a subplan after the job
+    limited: frozenset[int] = frozenset()  # id() of aggregates reaching the result under a LIMIT
     by_key: set[int] = field(default_factory=set)  # id() of scans a join above names by key
     share: bool = True
     inline_rids: int = 0
@@ -175,8 +184,9 @@ class _Rewriter:
         why: str,
         order: tuple[ir.Attr, ...] = (),
         inline: bool = False,
+        local: bool = False,
     ) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline)
+        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local)
         self.tables.append(t)
         return t.id
 
@@ -355,8 +365,15 @@ class _Rewriter:
                 return _Witness(RidSlot(scan.source.key, self.fresh("keyed", probe.dtype), key_column=column), probe)
         return None
 
+    def _read_after(self, node: ir.Aggregate) -> bool:
+        """Whether the aggregate's groups are read by DuckDB after the job rather than listed
+        in the result (see the module doc): keyed, listing them costly, input readable."""
+        costly = id(node) in self.limited or any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
+        return bool(node.keys) and costly and self.local is not None and self.local(node.child)
+
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
-        inline = self.at_result and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
+        after = self.at_result and self._read_after(node)
+        inline = self.at_result and not after and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
         self.reaches_result = inline  # each input row lands in one group's list
         child, slots = self.rewrite(node.child)
         if not slots:
@@ -378,7 +395,7 @@ class _Rewriter:
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
         )
-        tid = self.table(side, side_keys, slots, "aggregate groups")
+        tid = self.table(side, side_keys, slots, "aggregate groups", local=after)
         out_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (
@@ -560,6 +577,21 @@ def input_rows(plan: ir.Node) -> int:
     return total
 
 
+def _limited(plan: ir.Node) -> frozenset[int]:
+    """id() of the aggregates whose rows reach the result through a LIMIT (and otherwise one
+    for one): few of their groups are kept."""
+    found: set[int] = set()
+    todo = [(plan, False)]
+    while todo:
+        node, limited = todo.pop()
+        if isinstance(node, ir.Aggregate) and limited:
+            found.add(id(node))
+        elif isinstance(node, _ONE_FOR_ONE):
+            limited = limited or (isinstance(node, ir.Limit) and node.kind != "Offset")
+            todo += [(c, limited) for c in node.children]
+    return frozenset(found)
+
+
 def _dtype(e: ir.AnyExpr) -> str:
     if isinstance(e, ir.Expr):
         return e.dtype
@@ -579,9 +611,17 @@ def annotate(
     workload: Workload | None = None,
     inline_rids: int | None = None,
     keyed: frozenset[tuple[str, str]] = frozenset(),
+    local: Callable[[ir.Node], bool] | None = None,
 ) -> Annotated:
     """The capture rewrite of a whole plan. `keyed`: (source key, column) pairs known unique
-    and never null in their source, which name a joined row without its rid."""
-    rw = _Rewriter(workload or Workload(), keyed, inline_rids=INLINE_RIDS if inline_rids is None else inline_rids)
+    and never null in their source, which name a joined row without its rid. `local`:
+    whether DuckDB can read a subplan's rows after the job (None: nothing is read so)."""
+    rw = _Rewriter(
+        workload or Workload(),
+        keyed,
+        local=local,
+        limited=_limited(plan),
+        inline_rids=INLINE_RIDS if inline_rids is None else inline_rids,
+    )
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

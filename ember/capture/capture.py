@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import pyarrow as pa
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ember.capture import sides
+from ember.capture import local_sides, sides
 from ember.capture.align import match_rows
 from ember.capture.annotate import Annotated, Workload, annotate
 from ember.capture.keys import rekey, unique_keys
@@ -58,7 +59,8 @@ def capture(
     "defer" runs `df` untouched and returns its result at full speed, then captures in a
     background thread (traces wait for it; sources are checked unchanged by size and
     modification time); "auto" injects when the plan needs no side-table job (lineage
-    then rides in the job itself) and defers otherwise.
+    then rides in the job itself, or in side tables DuckDB reads from local Parquet
+    files after it) and defers otherwise.
 
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
@@ -85,11 +87,15 @@ def capture(
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
-    annotated = annotate(plan, workload, keyed=frozenset() if strategy == "defer" else unique_keys(plan))
+    translations = local_sides.Translations()
+    if strategy == "defer":
+        annotated = annotate(plan, workload)
+    else:
+        annotated = annotate(plan, workload, keyed=unique_keys(plan), local=_reader(sources, translations))
     names = [a.name for a in plan.output]
-    if strategy == "inject" or (strategy == "auto" and all(t.inline for t in annotated.tables)):
+    if strategy == "inject" or (strategy == "auto" and all(t.inline or t.local for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-        user, index = run_annotated(jvm, annotated, names, numbered, staging)
+        user, index = run_annotated(jvm, annotated, names, numbered, staging, translations=translations)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
             user, index, numbered.values(), "inject", outline(plan), groupings=groups, columns=column_lineage(plan)
@@ -158,19 +164,26 @@ def run_annotated(
     sources: dict[str, Source],
     staging: str | None = None,
     small: bool = False,
+    translations: local_sides.Translations | None = None,
 ) -> tuple[pa.Table, LineageIndex]:
     """Runs an annotated plan over numbered sources: its output rows and their lineage index.
 
     `small` side tables (a re-run over a few rows) come back through the driver, which
     costs less than a committed Parquet write when they hold a handful of rows.
+    `translations`: those made while annotating (`local`), used again to read side tables.
     """
-    result, side_data = _run(jvm, annotated, sources, None if small else staging, small)
+    result, side_data = _run(jvm, annotated, sources, None if small else staging, small, translations)
     user = pa.table(result.columns[: len(names)], names=names)
     return user, build_index(result, annotated.slots, annotated.tables, side_data)
 
 
 def _run(
-    jvm: Jvm, annotated: Annotated, sources: dict[str, Source], staging: str | None, small: bool = False
+    jvm: Jvm,
+    annotated: Annotated,
+    sources: dict[str, Source],
+    staging: str | None,
+    small: bool = False,
+    translations: local_sides.Translations | None = None,
 ) -> tuple[pa.Table, list[pa.Table | None]]:
     """The rewritten job's rows (its columns, then the slots) and each side table's rows
     (None for a table whose rows ride in the job's result).
@@ -182,7 +195,7 @@ def _run(
         job = builder.dataframe(annotated.plan)
         started = sides.start(builder, annotated, small)
         result = job.toArrow()
-        data = sides.fetch(builder, annotated, result, staging, small, started)
+        data = sides.fetch(builder, annotated, result, staging, small, started, translations)
     finally:
         builder.release()
     for s in sources.values():
@@ -197,11 +210,16 @@ def _deferred(
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    annotated = annotate(plan, workload, keyed=unique_keys(plan))
-    result, side_data = _run(jvm, annotated, numbered, staging)
+    translations = local_sides.Translations()
+    annotated = annotate(plan, workload, keyed=unique_keys(plan), local=_reader(sources, translations))
+    result, side_data = _run(jvm, annotated, numbered, staging, translations=translations)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = build_index(result, annotated.slots, annotated.tables, side_data)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
+
+
+def _reader(sources: dict[str, Source], translations: local_sides.Translations) -> Callable[[ir.Node], bool]:
+    return lambda plan: local_sides.readable(plan, sources, translations)
 
 
 def _check_target(path: str, format: str) -> None:

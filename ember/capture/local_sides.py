@@ -29,6 +29,35 @@ from ember.plan.jvm import JObj
 from ember.plan.sources import Source
 
 _RID = "__ember_rid"
+_MARK = "\x00"  # around an attribute id in a translated template
+
+
+class Translations:
+    """One capture's expressions already in SQL, attributes left as placeholders: an
+    aggregate's input is checked readable before the rewrite and read after the job, the
+    same expressions both times, and each translation is a walk over py4j."""
+
+    def __init__(self) -> None:
+        self._done: dict[int, tuple[ir.Expr, str | None]] = {}
+
+    def template(self, e: ir.Expr) -> str | None:
+        done = self._done.get(id(e))
+        if done is None or done[0] is not e:  # the entry holds `e`, so its id is not reused
+            done = self._done[id(e)] = (e, _template(e))
+        return done[1]
+
+
+def _template(e: ir.Expr) -> str | None:
+    made: list[int] = []
+
+    def placeholder(a: JObj) -> str:
+        made.append(int(a.exprId().id()))
+        return f"{_MARK}{made[-1]}{_MARK}"
+
+    text = sql(e.handle, placeholder)
+    if text is None or text.count(_MARK) != 2 * len(made):  # a literal holding the mark
+        return None
+    return text
 
 
 @dataclass
@@ -37,6 +66,7 @@ class _Query:
     (`s0`, `s1`, ...) and the wanted keys (`w`), with the conditions met on the way."""
 
     sources: dict[str, Source]
+    translations: Translations
     columns: dict[int, str | None] = field(default_factory=dict)  # None: made, but not translatable
     conditions: list[str] = field(default_factory=list)
     scans: list[str] = field(default_factory=list)  # FROM items, one per scan read (joined by `conditions`)
@@ -70,7 +100,7 @@ class _Query:
         """A semi (anti) join's condition as (NOT) EXISTS over its right side. Spark's anti
         join keeps a row no right row makes the condition true for, as NOT EXISTS does (a
         NOT IN arrives with its null test spelled out in the condition)."""
-        inner = _Query(self.sources, columns=dict(self.columns), aliases=self.aliases)
+        inner = _Query(self.sources, self.translations, columns=dict(self.columns), aliases=self.aliases)
         if not inner.read(right) or inner.keyed or not inner.condition(cond):
             return False
         test = f"EXISTS (SELECT 1 FROM {', '.join(inner.scans)} WHERE {' AND '.join(inner.conditions)})"
@@ -100,16 +130,22 @@ class _Query:
         """`e` in SQL, or None. A column, or a column renamed, is what it reads."""
         if isinstance(e, ir.ColumnRef):
             return self.columns.get(e.attr.id)
+        if isinstance(e, ir.Constant):  # a ref's `present` flag
+            return "TRUE" if e.value else None
         if not isinstance(e, ir.Expr) or e.handle is None or any(self.columns.get(r) is None for r in e.refs):
             return None
         if e.column is not None:
             return self.columns[e.column]
-        return sql(e.handle, self._attribute)
-
-    def _attribute(self, a: JObj) -> str:
-        found = self.columns[int(a.exprId().id())]
-        assert found is not None, "expr() translates only expressions whose columns translate"
-        return found
+        template = self.translations.template(e)
+        if template is None:
+            return None
+        parts = template.split(_MARK)
+        for i in range(1, len(parts), 2):
+            column = self.columns.get(int(parts[i]))
+            if column is None:
+                return None
+            parts[i] = column
+        return "".join(parts)
 
     def text(self, table: SideTable, wanted: pa.Table) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it."""
@@ -130,12 +166,20 @@ class _Query:
         return f"SELECT {select} FROM {', '.join(self.scans)}, wanted w WHERE {where}"
 
 
-def side_table(table: SideTable, wanted: pa.Table | None, sources: dict[str, Source]) -> pa.Table | None:
+def readable(plan: ir.Node, sources: dict[str, Source], translations: Translations) -> bool:
+    """Whether DuckDB could read `plan`'s rows (checked before the capture rewrite, on the
+    plan an aggregate's groups would come from)."""
+    return _Query(sources, translations).read(plan)
+
+
+def side_table(
+    table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], translations: Translations
+) -> pa.Table | None:
     """The table's rows for the `wanted` keys (columns k0..kn), read by DuckDB; None where
     Spark must compute it."""
     if wanted is None or not table.keys:
         return None
-    query = _Query(sources).text(table, wanted)
+    query = _Query(sources, translations).text(table, wanted)
     if query is None:
         return None
     con = duck.connect()

@@ -100,6 +100,7 @@ def fetch(
     staging: str | None,
     small: bool,
     started: dict[int, Future[pa.Table]] | None = None,
+    translations: local_sides.Translations | None = None,
 ) -> list[pa.Table | None]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
     the result itself as a list slot).
@@ -127,12 +128,16 @@ def fetch(
         _note(wanted, data[tid], tables[tid].slots)
     note_lists()
     jobs = [t for t in tables if not t.inline]
+    translations = translations or local_sides.Translations()
     referrers = _referrers(annotated)
     staged = not small and any(not _bounded(t) for t in jobs)
     with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
-            runs = [pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, write))) for t in wave]
+            runs = [
+                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, write, translations)))
+                for t in wave
+            ]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)
@@ -165,12 +170,17 @@ def _bounded(table: SideTable) -> bool:
 
 
 def _job(
-    builder: Builder, table: SideTable, keys: pa.Table | None, small: bool, write: _Reader
+    builder: Builder,
+    table: SideTable,
+    keys: pa.Table | None,
+    small: bool,
+    write: _Reader,
+    translations: local_sides.Translations,
 ) -> Callable[[], pa.Table]:
     """The side table built (on this thread: the builder is not shared) as a job to run;
     one DuckDB can answer in-process is read here and now."""
     if small or _bounded(table):
-        local = local_sides.side_table(table, keys, builder.sources)
+        local = local_sides.side_table(table, keys, builder.sources, translations)
         if local is not None:
             return lambda: local
     builder.keys = keys

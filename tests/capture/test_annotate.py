@@ -69,6 +69,27 @@ def test_lists_stop_where_a_row_could_be_copied_or_the_groups_are_too_big() -> N
     assert isinstance(big.slots[0], RefSlot) and not big.tables[0].inline
 
 
+def test_groups_a_limit_or_a_distinct_count_would_list_are_read_after_the_job() -> None:
+    readable: list[ir.Node] = []
+
+    def local(child: ir.Node) -> bool:
+        readable.append(child)
+        return True
+
+    distinct = ir.Expr("count(distinct b#2)", frozenset({B.id}), dtype="bigint")
+    counted = ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A), ir.Named(distinct, C)))
+    limited = ir.Limit(ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A)), kind="GlobalLimit")
+    for plan in (counted, limited):
+        out = annotate(plan, local=local)
+        (slot,) = out.slots
+        assert isinstance(slot, RefSlot) and [(t.inline, t.local) for t in out.tables] == [(False, True)]
+    assert len(readable) == 2  # asked of each aggregate's input
+    for plan in (ir.Limit(group_by_a(scan("t", A, B)), kind="Offset"), group_by_a(scan("t", A, B))):
+        assert annotate(plan, local=local).tables[0].inline  # nothing cut: lists cost less
+    assert annotate(counted).tables[0].inline  # nothing DuckDB can read
+    assert annotate(counted, local=lambda _: False).tables[0].inline
+
+
 def test_union_of_aggregates_gives_each_its_own_list() -> None:
     union = ir.Union((group_by_a(scan("l", A)), group_by_a(scan("r", A))), (A,))
     out = annotate(union)

@@ -121,6 +121,26 @@ def test_aggregate_groups_over_inner_and_anti_joins(views: SparkSession, answere
     )
 
 
+def test_groups_kept_by_a_limit_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
+    # The aggregate's rows reach the result, but the LIMIT keeps two of its four groups:
+    # DuckDB reads those two after the job (for Inject and Defer), instead of lists of all.
+    df = views.sql(
+        "SELECT i.okey, sum(i.qty + r.total) AS q FROM ls_items i JOIN ls_orders r ON i.okey = r.okey"
+        " WHERE i.flag = 'a' GROUP BY i.okey ORDER BY q DESC, i.okey LIMIT 2"
+    )
+    joined = o.join(o.where(items(), lambda i: i[3] == "a"), orders(), lambda i, r: i[1] == r[0])
+    groups = o.group(joined, lambda v: (v[1],), lambda vs: (sum(v[2] + v[5] for v in vs),))
+    check(df, sorted(groups, key=lambda g: (-g[0][1], g[0][0]))[:2])
+    assert answered.count("aggregate groups") == 2
+
+
+def test_groups_of_a_distinct_count_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
+    df = views.sql("SELECT flag, count(DISTINCT okey) AS n FROM ls_items WHERE qty > 1 GROUP BY flag")
+    kept = o.where(items(), lambda i: i[2] > 1)
+    check(df, o.group(kept, lambda v: (v[3],), lambda vs: (len({v[1] for v in vs}),)))
+    assert answered.count("aggregate groups") == 2
+
+
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
         "SELECT o.prio, count(*) AS n FROM ls_orders o WHERE EXISTS"

@@ -36,6 +36,8 @@ def test_auto_injects_without_side_table_jobs_and_defers_with_them(spark: SparkS
     df = spark.read.parquet(str(sales))
     assert ember.capture(df.filter("amount > 3")).mode == "inject"
     assert ember.capture(df.groupBy("shop").count()).mode == "inject"  # its groups come back as lists
+    top = df.groupBy("shop").count().orderBy("shop").limit(2)
+    assert ember.capture(top).mode == "inject"  # its two groups are read by DuckDB after the job
     grouped = df.groupBy("shop").count()
     assert ember.capture(df.join(grouped, "shop")).mode == "defer"  # the groups are a side-table job
     with pytest.raises(ValueError, match="strategy"):
