@@ -163,7 +163,6 @@ class _Rewriter:
     local: Callable[[ir.Node], bool] | None = None  # whether DuckDB can read a subplan after the job
     limited: frozenset[int] = frozenset()  # id() of aggregates reaching the result under a LIMIT
     by_key: set[int] = field(default_factory=set)  # id() of scans a join above names by key
-    share: bool = True
     inline_rids: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
     tables: list[SideTable] = field(default_factory=list)
@@ -195,11 +194,19 @@ class _Rewriter:
         could give other rows, or if it aggregates (its few rows cost less to keep than to
         compute again); otherwise recomputed, which reads only what the side table's keys
         reach (a scan and joins cost less to repeat than to cache whole)."""
-        if not self.share or isinstance(plan, ir.Shared):
+        if isinstance(plan, ir.Shared):
             return plan
         if ir.repeatable(plan) and not any(isinstance(n, ir.Aggregate) for n in walk(plan)):
             return plan
         return ir.Shared(plan, key=next(self.ids))
+
+    @staticmethod
+    def job_input(original: ir.Node, side: ir.Node) -> ir.Node:
+        """What the job reads of a subplan whose slots only a side table reads (`side`, the
+        rewritten subplan as the table reads it): the cached plan, which the job fills, or
+        else the subplan as it was, since a rid the job would drop still costs Spark a read
+        of each Parquet row's position."""
+        return side if isinstance(side, ir.Shared) else original
 
     # --- the rewrite ---------------------------------------------------------
     def rewrite(self, node: ir.Node) -> tuple[ir.Node, tuple[Slot, ...]]:
@@ -347,7 +354,7 @@ class _Rewriter:
         # The row's own copies of its probe values are the ref's keys.
         probe_keys = tuple(self.fresh("key", a.dtype) for a in probe)
         present = self.fresh("present", "boolean")
-        semi = replace(node, left=left, right=right)
+        semi = replace(node, left=left, right=self.job_input(node.right, right))
         marked = ir.Project(
             semi,
             columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
@@ -388,10 +395,10 @@ class _Rewriter:
             rows = self.fresh("list", f"array<{item}>", False)
             collected = ir.Named(ir.Collected(attrs), rows)
             return replace(node, child=child, columns=(*node.columns, collected)), (ListSlot(tid, rows),)
-        child = self.shared(child)
+        side_child = child if after else self.shared(child)  # DuckDB reads its own input
         side_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
         side = ir.Project(
-            child,
+            side_child,
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
         )
@@ -403,7 +410,8 @@ class _Rewriter:
             + tuple(ir.Named(k, a) for k, a in zip(node.keys, out_keys, strict=True))
             + (ir.Named(ir.Constant(True, present), present),)
         )
-        return replace(node, child=child, columns=columns), (RefSlot(tid, out_keys, present),)
+        job = replace(node, child=self.job_input(node.child, side_child), columns=columns)
+        return job, (RefSlot(tid, out_keys, present),)
 
     def _Union(self, node: ir.Union) -> tuple[ir.Node, tuple[Slot, ...]]:
         rewritten = [self.rewrite(c) for c in node.inputs]
