@@ -241,6 +241,10 @@ class _Rewriter:
             plan, sub_slots = self.rewrite(sub)
             if not sub_slots:  # nothing of it is captured
                 continue
+            if len(sub_slots) == 1 and isinstance(sub_slots[0], RefSlot) and not sub_slots[0].keys and _one_group(sub):
+                # Its one row's lineage is its global aggregate's side table: pointed at directly.
+                extra.append(RefSlot(sub_slots[0].table, (), self.fresh("present", "boolean")))
+                continue
             tid = self.table(_keep(plan, slot_attrs(sub_slots)), (), sub_slots, "scalar subquery")
             extra.append(RefSlot(tid, (), self.fresh("present", "boolean")))
         columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(
@@ -374,9 +378,10 @@ class _Rewriter:
 
     def _read_after(self, node: ir.Aggregate) -> bool:
         """Whether the aggregate's groups are read by DuckDB after the job rather than listed
-        in the result (see the module doc): keyed, listing them costly, input readable."""
-        costly = id(node) in self.limited or any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
-        return bool(node.keys) and costly and self.local is not None and self.local(node.child)
+        in the result (see the module doc): listing them costly, its input readable."""
+        distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
+        costly = not node.keys or id(node) in self.limited or distinct
+        return costly and self.local is not None and self.local(node.child)
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         after = self.at_result and self._read_after(node)
@@ -583,6 +588,13 @@ def input_rows(plan: ir.Node) -> int:
         if isinstance(n, ir.Scan):
             total += max(n.source.rows, 0) or sum(f.size for f in n.source.files) // 8
     return total
+
+
+def _one_group(plan: ir.Node) -> bool:
+    """Whether `plan` is a global aggregate under projections: exactly one row."""
+    while isinstance(plan, ir.Project) and not any(e.subqueries for e in plan.expressions()):
+        plan = plan.child
+    return isinstance(plan, ir.Aggregate) and not plan.keys
 
 
 def _limited(plan: ir.Node) -> frozenset[int]:

@@ -193,9 +193,10 @@ def _run(
     builder = Builder(jvm, sources)
     try:
         job = builder.dataframe(annotated.plan)
-        started = sides.start(builder, annotated, small)
+        translations = translations or local_sides.Translations()
+        started = sides.start(builder, annotated, small, translations)
         result = job.toArrow()
-        data = sides.fetch(builder, annotated, result, staging, small, started, translations)
+        data = sides.fetch(builder, annotated, result, staging, small, translations, started)
     finally:
         builder.release()
     for s in sources.values():

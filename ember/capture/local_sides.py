@@ -147,8 +147,10 @@ class _Query:
             parts[i] = column
         return "".join(parts)
 
-    def text(self, table: SideTable, wanted: pa.Table) -> str | None:
-        """The whole query: every output column of the table, named as Spark would name it."""
+    def text(self, table: SideTable, wanted: pa.Table | None) -> str | None:
+        """The whole query: every output column of the table, named as Spark would name it.
+        A keyless table (a global aggregate's one group) is read whole if `wanted` is None,
+        else not at all (no row holds its ref)."""
         plan = table.plan
         if not isinstance(plan, ir.Project) or not self.read(plan.child):
             return None
@@ -159,11 +161,13 @@ class _Query:
                     return None
                 self.conditions.append(f"w.k{i} IS NOT DISTINCT FROM ({outputs[k.id]})")
                 outputs[k.id] = f"w.k{i}"  # the key values exactly as the lineage holds them
-        if any(v is None for v in outputs.values()) or len(wanted.columns) != len(table.keys):
+        if not table.keys and wanted is not None:
+            self.conditions.append("FALSE")
+        if any(v is None for v in outputs.values()) or (table.keys and (wanted is None or wanted.num_columns != len(table.keys))):
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         where = " AND ".join(self.conditions) or "TRUE"
-        return f"SELECT {select} FROM {', '.join(self.scans)}, wanted w WHERE {where}"
+        return f"SELECT {select} FROM {', '.join(self.scans + (['wanted w'] if table.keys else []))} WHERE {where}"
 
 
 def readable(plan: ir.Node, sources: dict[str, Source], translations: Translations) -> bool:
@@ -175,16 +179,15 @@ def readable(plan: ir.Node, sources: dict[str, Source], translations: Translatio
 def side_table(
     table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], translations: Translations
 ) -> pa.Table | None:
-    """The table's rows for the `wanted` keys (columns k0..kn), read by DuckDB; None where
-    Spark must compute it."""
-    if wanted is None or not table.keys:
-        return None
+    """The table's rows for the `wanted` keys (columns k0..kn; None: a keyless table's
+    every row), read by DuckDB; None where Spark must compute it."""
     query = _Query(sources, translations).text(table, wanted)
     if query is None:
         return None
     con = duck.connect()
     try:
-        con.register("wanted", wanted)
+        if table.keys:
+            con.register("wanted", wanted)
         return con.sql(query).to_arrow_table()
     except duckdb.Error:  # e.g. an overflow in translated arithmetic: Spark's semantics decide
         return None

@@ -73,13 +73,16 @@ class _Wanted:
         return keys.group_by(keys.column_names, use_threads=False).aggregate([])
 
 
-def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Future[pa.Table]]:
+def start(
+    builder: Builder, annotated: Annotated, small: bool, translations: local_sides.Translations
+) -> dict[int, Future[pa.Table | None]]:
     """Side tables that can run beside the job, started: those the job's result alone points
-    at without keys (scalar subqueries: nothing to cut them to), whose rows come back
-    through the result channel and that share no cached subplan with the job (the job
-    fills the cache; run beside it, the table would compute the subplan again, and a
-    nondeterministic one could give other rows). Whether the result points at them at
-    all is known after the job (`fetch` then drops their rows if not)."""
+    at without keys (scalar subqueries, global aggregates: nothing to cut them to), whose
+    rows come back through the result channel and that share no cached subplan with the
+    job (the job fills the cache; run beside it, the table would compute the subplan
+    again, and a nondeterministic one could give other rows). A `local` one is read by
+    DuckDB (None if it cannot be, and it waits for the waves). Whether the result points
+    at them at all is known after the job (`fetch` then drops their rows if not)."""
     referrers = _referrers(annotated)
     early = [
         t
@@ -90,7 +93,13 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Futu
         and (small or _bounded(t))
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
-    return {t.id: _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow)) for t in early}
+    started: dict[int, Future[pa.Table | None]] = {}
+    for t in early:
+        if t.local:
+            started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources, translations)
+        else:
+            started[t.id] = _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow))
+    return started
 
 
 def fetch(
@@ -99,8 +108,8 @@ def fetch(
     result: pa.Table,
     staging: str | None,
     small: bool,
-    started: dict[int, Future[pa.Table]] | None = None,
-    translations: local_sides.Translations | None = None,
+    translations: local_sides.Translations,
+    started: dict[int, Future[pa.Table | None]] | None = None,
 ) -> list[pa.Table | None]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
     the result itself as a list slot).
@@ -124,11 +133,12 @@ def fetch(
     note_lists()
     for tid, run in (started or {}).items():
         rows = run.result()
+        if rows is None:
+            continue
         data[tid] = rows if wanted[tid].whole else rows.slice(0, 0)
         _note(wanted, data[tid], tables[tid].slots)
     note_lists()
     jobs = [t for t in tables if not t.inline]
-    translations = translations or local_sides.Translations()
     referrers = _referrers(annotated)
     staged = not small and any(not _bounded(t) for t in jobs)
     with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:

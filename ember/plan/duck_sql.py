@@ -4,9 +4,10 @@ Spark numbers them, for work done in-process.
 Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet with
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
-comparisons, + - *, AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, LIKE without
-escapes, year(), exact widening casts to decimal or of a number to a double. Anything
-else translates to None, and the work stays on Spark.
+comparisons, + - *, AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, substrings
+from a position counted from 1, LIKE without escapes, year(), exact widening casts to
+decimal or of a number to a double. Anything else translates to None, and the work stays
+on Spark.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None 
         return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"
     if kind == "Alias":
         return args[0]
+    if kind == "Substring":
+        return _substring(e, args[0])
     if kind == "Like" and len(args) == 2 and class_name(e.right()) == "Literal" and "\\" not in str(e.right()):
         return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
     if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
@@ -74,6 +77,18 @@ def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None 
             return f"CAST({args[0]} AS DOUBLE)"
         return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
     return None
+
+
+def _substring(e: JObj, text: str | None) -> str | None:
+    """Positions from 1 and a length that is not negative mean the same characters in both
+    engines (a position of 0 or from the end, a negative length, bytes: not so)."""
+    bounds = [e.pos(), e.len()]
+    if class_name(e.str().dataType()).rstrip("$") != "StringType" or any(class_name(b) != "Literal" for b in bounds):
+        return None
+    pos, length = (b.value() for b in bounds)
+    if pos is None or length is None or int(pos) < 1 or int(length) < 0:
+        return None
+    return f"substring({text}, {int(pos)}, {int(length)})"
 
 
 _WINDOWED = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}  # avg differs: a double in DuckDB

@@ -131,3 +131,12 @@ def test_scalar_subquery_lineage_is_a_keyless_reference() -> None:
     assert subquery.why == "scalar subquery" and not subquery.inline  # reached by reference
     (groups,) = subquery.slots  # its aggregate's rows ride in the subquery's own result
     assert isinstance(groups, ListSlot) and out.tables[groups.table].inline
+
+
+def test_a_scalar_subquery_over_a_global_aggregate_read_after_points_at_its_groups() -> None:
+    sub = ir.Project(ir.Aggregate(scan("s", C), keys=(), columns=(ir.Named(ref(C), C),)), columns=(ir.Named(ref(C), C),))
+    cond = ir.Expr("a > scalar-subquery", frozenset({A.id}), subqueries=(sub,))
+    out = annotate(ir.Filter(scan("t", A), cond=cond), local=lambda _: True)
+    (groups,) = out.tables  # no table of the subquery's one row
+    assert groups.local and not groups.keys and groups.why == "aggregate groups"
+    assert [s.table for s in out.slots if isinstance(s, RefSlot)] == [groups.id]

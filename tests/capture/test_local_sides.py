@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+import ember
 from ember.capture import local_sides
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
@@ -139,6 +140,30 @@ def test_groups_of_a_distinct_count_are_read_after_the_job(views: SparkSession, 
     kept = o.where(items(), lambda i: i[2] > 1)
     check(df, o.group(kept, lambda v: (v[3],), lambda vs: (len({v[1] for v in vs}),)))
     assert answered.count("aggregate groups") == 2
+
+
+def test_a_global_aggregate_is_read_beside_the_job(views: SparkSession, answered: list[str]) -> None:
+    for prio, least in (("hi", 0), ("lo", 100)):  # the second keeps no row: its one group is empty
+        df = views.sql(
+            "SELECT sum(i.qty) AS q, count(*) AS n FROM ls_items i JOIN ls_orders r ON i.okey = r.okey"
+            f" WHERE r.prio = '{prio}' AND i.qty > {least}"
+        )
+        big = o.where(items(), lambda i, least=least: i[2] > least)
+        kept = o.join(big, o.where(orders(), lambda r, p=prio: r[2] == p), lambda i, r: i[1] == r[0])
+        check(df, o.group(kept, lambda v: (), lambda vs: (sum(v[2] for v in vs) if vs else None, len(vs)), global_=True))
+    assert answered.count("aggregate groups") == 4
+
+
+def test_a_scalar_subquery_over_a_global_aggregate(views: SparkSession, answered: list[str]) -> None:
+    # Each kept order's lineage holds every item the subquery's average read, read by DuckDB
+    # beside the job (no side table of the subquery's one row).
+    df = views.sql("SELECT okey, total FROM ls_orders WHERE total > (SELECT avg(qty) * 5 FROM ls_items WHERE flag = 'a')")
+    read = o.where(items(), lambda i: i[3] == "a")
+    limit = 5 * sum(v[2] for v, _ in read) / len(read)
+    whole = frozenset().union(*(lin for _, lin in read))
+    check(df, [(v[:2], lin | whole) for v, lin in o.where(orders(), lambda r: r[1] > limit)])
+    assert answered.count("aggregate groups") == 2
+    assert all(t.why != "scalar subquery" for t in ember.capture(df, strategy="inject")._index.tables)
 
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:

@@ -66,6 +66,7 @@ TRANSLATED = [
     "price * 2 > 7.5",
     "cast(n AS decimal(20, 2)) > 3.5",  # widening: exact in both
     "cast(n AS double) > x + 10",
+    "substring(s, 5, 2) IN ('3z', '5z')",
 ]
 
 
@@ -81,7 +82,8 @@ def test_translated_conditions_select_what_spark_selects(spark: SparkSession, ta
 
 
 @pytest.mark.parametrize(
-    "where", ["length(s) > 6", "s LIKE 'a\\\\%'", "x / 2 > 3", "rand() > 0.5", "cast(price AS int) > 3", "cast(x AS decimal(4, 1)) > 3"]
+    "where", ["length(s) > 6", "s LIKE 'a\\\\%'", "x / 2 > 3", "rand() > 0.5", "cast(price AS int) > 3", "cast(x AS decimal(4, 1)) > 3",
+     "substring(s, -2, 2) = '3z'", "substring(s, 0, 2) = 'ai'"]
 )
 def test_anything_else_stays_on_spark(spark: SparkSession, table: Path, where: str) -> None:
     assert sql(condition(spark.read.parquet(str(table)), where)) is None
