@@ -25,10 +25,12 @@ a join a list would be copied into every row the output row meets, so there the 
 table stays separate. So does a group list too large for the driver to receive with
 the result (`inline_rids`), and one that costs more to carry than to read afterwards:
 lists make Spark aggregate with its slower object-based operator, which a
-count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), and a LIMIT above the
-aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21). Where
-DuckDB can read such an aggregate's input after the job (`capture.local_sides`), only
-the groups that reach the result, its groups become a side table it reads (`local`).
+count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT above the
+aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21), and a
+global aggregate gathers one list of all its input on one task (Q6, Q14, Q19). Where
+DuckDB can read such an aggregate's input (`capture.local_sides`), its groups become a
+side table DuckDB reads (`local`): after the job, only the groups that reach the
+result, or beside it for a global aggregate's one group.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class SideTable:
     why: str  # what produced it, for messages and manifests
     order: tuple[ir.Attr, ...] = ()  # within a group (window position)
     inline: bool = False  # its rows ride in the job's result as a list slot; `plan` is not run
-    local: bool = False  # read after the job by DuckDB (unless its files or SQL turn out not to allow it)
+    local: bool = False  # read by DuckDB (unless its files or SQL turn out not to allow it)
 
 
 @dataclass(frozen=True)
@@ -381,7 +383,12 @@ class _Rewriter:
         in the result (see the module doc): listing them costly, its input readable."""
         distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
         costly = not node.keys or id(node) in self.limited or distinct
-        return costly and self.local is not None and self.local(node.child)
+        return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
+
+    def _restricted(self, plan: ir.Node) -> bool:
+        """Whether a workload `where` keeps only some rows of a source `plan` reads (their
+        rids are computed by Spark)."""
+        return any(isinstance(n, ir.Scan) and n.source.name in self.workload.where for n in walk(plan))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         after = self.at_result and self._read_after(node)
