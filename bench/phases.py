@@ -7,17 +7,20 @@ of the run (plan import, row numbering, annotation, Spark plan building, the job
 `toArrow`, side-table fetching, index building, the source checks) and prints, per
 query, the plain job's and the capture's medians and each stage's median in ms. Stages
 nest: `build` and `jobs` include the side tables' own builds and jobs, which `sides`
-also counts.
+also counts. With `--lists`, each round also captures with every aggregate at the
+result carrying its groups as lists (no groups read by DuckDB), the rule before
+2026-11-25, and prints that capture's overhead beside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -64,30 +67,48 @@ def instrument() -> None:
     builder.dataframe = dataframe
 
 
-def measure(spark: SparkSession, n: int, runs: int) -> str:
-    plain, inject, stages = [], [], []
+@contextlib.contextmanager
+def all_listed() -> Iterator[None]:
+    """Captures in which DuckDB reads no aggregate's groups: nothing is readable to it."""
+    capture = importlib.import_module("ember.capture.capture")
+    reader = capture._reader
+    capture._reader = lambda *_: lambda plan: False
+    try:
+        yield
+    finally:
+        capture._reader = reader
+
+
+def measure(spark: SparkSession, n: int, runs: int, lists: bool = False) -> str:
+    plain, inject, listed, stages = [], [], [], []
     for round_ in range(runs + 1):  # round 0 warms up
         took, _ = timed(lambda: tpch.query(spark, n).toArrow())
         spent.clear()
         captured, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
+        if lists:
+            with all_listed():
+                took_listed, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
         if round_:
             plain.append(took)
             inject.append(captured)
             stages.append(dict(spent))
+            listed += [took_listed] if lists else []
     mid = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in stages[0]}
     p, i = statistics.median(plain), statistics.median(inject)
     parts = " ".join(f"{k} {v * 1000:.0f}" for k, v in mid.items())
-    return f"Q{n}: plain {p * 1000:.0f} ms, inject {i * 1000:.0f} ms ({i / p - 1:+.0%}); {parts}"
+    versus = f", all listed {statistics.median(listed) / p - 1:+.0%}" if lists else ""
+    return f"Q{n}: plain {p * 1000:.0f} ms, inject {i * 1000:.0f} ms ({i / p - 1:+.0%}){versus}; {parts}"
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parser(__doc__, runs=3)
+    options.add_argument("--lists", action="store_true", help="also capture with every aggregate listed")
     args = options.parse_args(argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
     instrument()
     for n in args.queries:
-        console.print(measure(spark, n, args.runs))
+        console.print(measure(spark, n, args.runs, args.lists))
     spark.stop()
     return 0
 
