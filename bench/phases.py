@@ -85,13 +85,14 @@ def measure(spark: SparkSession, n: int, runs: int, lists: bool = False) -> str:
         took, _ = timed(lambda: tpch.query(spark, n).toArrow())
         spent.clear()
         captured, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
+        stage = dict(spent)
         if lists:
             with all_listed():
                 took_listed, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
         if round_:
             plain.append(took)
             inject.append(captured)
-            stages.append(dict(spent))
+            stages.append(stage)
             listed += [took_listed] if lists else []
     mid = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in stages[0]}
     p, i = statistics.median(plain), statistics.median(inject)

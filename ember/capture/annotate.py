@@ -26,8 +26,9 @@ table stays separate. So does a group list too large for the driver to receive w
 the result (`inline_rids`), and one that costs more to carry than to read afterwards:
 lists make Spark aggregate with its slower object-based operator, which a
 count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT above the
-aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21), and a
-global aggregate gathers one list of all its input on one task (Q6, Q14, Q19). Where
+aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21), a
+global aggregate gathers one list of all its input on one task (Q6, Q14, Q19), and an
+aggregate under a listing one has its lists nested in the outer lists (Q13). Where
 DuckDB can read such an aggregate's input (`capture.local_sides`), its groups become a
 side table DuckDB reads (`local`): after the job, only the groups that reach the
 result, or beside it for a global aggregate's one group.
@@ -172,6 +173,10 @@ class _Rewriter:
     # whether its children's rows will (they do if it passes them on one for one).
     at_result: bool = True
     reaches_result: bool = True
+    nested: bool = False  # rewriting the input of an aggregate that lists its groups
+    # Rewriting the input of one DuckDB reads after the job: a rid costs DuckDB nothing, and
+    # a scan named by key would cost turning the keys into rids afterwards.
+    read_after: bool = False
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -305,7 +310,8 @@ class _Rewriter:
         """A scan whose rows reach this join with a column it equates that is unique in the
         scan's source needs no rid: above the join, that column's value names the row
         (Smoke's rid through a key-foreign key join, without the rid in the scan's shuffles)."""
-        found = [k for k in (self._keyed(node, left) for left in _readable_sides(node)) if k is not None]
+        sides = () if self.read_after else _readable_sides(node)
+        found = [k for k in (self._keyed(node, left) for left in sides) if k is not None]
         new, slots = self._joined(node)
         if not found:
             return new, slots
@@ -382,7 +388,7 @@ class _Rewriter:
         """Whether the aggregate's groups are read by DuckDB after the job rather than listed
         in the result (see the module doc): listing them costly, its input readable."""
         distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
-        costly = not node.keys or id(node) in self.limited or distinct
+        costly = not node.keys or id(node) in self.limited or distinct or self.nested
         return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
 
     def _restricted(self, plan: ir.Node) -> bool:
@@ -394,7 +400,12 @@ class _Rewriter:
         after = self.at_result and self._read_after(node)
         inline = self.at_result and not after and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
         self.reaches_result = inline  # each input row lands in one group's list
-        child, slots = self.rewrite(node.child)
+        nested, self.nested = self.nested, inline
+        read_after, self.read_after = self.read_after, after
+        try:
+            child, slots = self.rewrite(node.child)
+        finally:
+            self.nested, self.read_after = nested, read_after
         if not slots:
             return replace(node, child=child), ()
         for k in node.keys:

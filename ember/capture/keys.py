@@ -175,8 +175,8 @@ class _Rekeyed:
                 continue
             name = slot.attr.name
             i = rows.schema.get_field_index(name)
-            rows = rows.set_column(i, name, self._column(rows.column(i), slot))
-        return rows
+            rows = rows.set_column(i, name, self._column(rows.column(i), slot)).replace_schema_metadata(None)
+        return rows  # no longer sorted by rid within groups
 
     def _holds_keys(self, slot: Slot) -> bool:
         if isinstance(slot, RidSlot):

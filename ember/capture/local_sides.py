@@ -24,9 +24,10 @@ import pyarrow as pa
 from ember import duck
 from ember.capture.annotate import SideTable
 from ember.plan import ir
-from ember.plan.duck_sql import numbered_parquet, sql
+from ember.plan.duck_sql import numbered_parquet, quoted, sql
 from ember.plan.jvm import JObj
 from ember.plan.sources import Source
+from ember.store.index import SORTED, order_by
 
 _RID = "__ember_rid"
 _MARK = "\x00"  # around an attribute id in a translated template
@@ -69,14 +70,14 @@ class _Query:
     translations: Translations
     columns: dict[int, str | None] = field(default_factory=dict)  # None: made, but not translatable
     conditions: list[str] = field(default_factory=list)
-    scans: list[str] = field(default_factory=list)  # FROM items, one per scan read (joined by `conditions`)
+    scans: list[str] = field(default_factory=list)  # FROM items: scans, or scans left joined
     aliases: Iterator[int] = field(default_factory=itertools.count)  # shared with nested queries
     keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
-        under filters, projections, inner, semi and anti joins and a join with the wanted
-        keys, all of whose expressions translate."""
+        under filters, projections, inner, left, semi and anti joins and a join with the
+        wanted keys, all of whose expressions translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
@@ -90,6 +91,8 @@ class _Query:
             return self.read(node.right) and node.cond is not None and self.condition(node.cond)
         if isinstance(node, ir.Join) and node.kind == "inner":
             return self.read(node.left) and self.read(node.right) and (node.cond is None or self.condition(node.cond))
+        if isinstance(node, ir.Join) and node.kind == "left" and node.cond is not None:
+            return self.read(node.left) and self.outer(node.right, node.cond)
         if isinstance(node, ir.Join) and node.kind in ("semi", "anti") and node.cond is not None:
             return self.read(node.left) and self.exists(node.right, node.cond, negated=node.kind == "anti")
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
@@ -103,9 +106,32 @@ class _Query:
         inner = _Query(self.sources, self.translations, columns=dict(self.columns), aliases=self.aliases)
         if not inner.read(right) or inner.keyed or not inner.condition(cond):
             return False
-        test = f"EXISTS (SELECT 1 FROM {', '.join(inner.scans)} WHERE {' AND '.join(inner.conditions)})"
+        test = f"EXISTS (SELECT 1 FROM {inner.joined()} WHERE {' AND '.join(inner.conditions)})"
         self.conditions.append(f"NOT {test}" if negated else test)
         return True
+
+    def outer(self, right: ir.Node, cond: ir.Expr) -> bool:
+        """A left join: its right side as a derived table (whose own conditions stay inside
+        it, so they do not drop padded rows) joined on the join's condition with all that
+        is read so far (a cross join of it: the condition reads only the join's sides)."""
+        inner = _Query(self.sources, self.translations, aliases=self.aliases)
+        if not inner.read(right) or inner.keyed:
+            return False
+        alias = f"r{next(self.aliases)}"
+        made = [a for a in right.output if inner.columns.get(a.id) is not None]
+        self.columns.update({a.id: None for a in right.output})
+        self.columns.update({a.id: f"{alias}.c{a.id}" for a in made})
+        on = self.expr(cond)
+        if on is None:
+            return False
+        select = ", ".join(f"{inner.columns[a.id]} AS c{a.id}" for a in made) or "1"
+        table = f"(SELECT {select} FROM {inner.joined()} WHERE {' AND '.join(inner.conditions) or 'TRUE'}) {alias}"
+        self.scans = [f"{self.joined()} LEFT JOIN {table} ON {on}"]
+        return True
+
+    def joined(self) -> str:
+        """The FROM clause: every item read, cross joined (the WHERE conditions join them)."""
+        return " CROSS JOIN ".join(self.scans)
 
     def scan(self, scan: ir.Scan, rid: ir.Attr | None) -> bool:
         source = self.sources.get(scan.source.key, scan.source)
@@ -167,7 +193,10 @@ class _Query:
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         where = " AND ".join(self.conditions) or "TRUE"
-        return f"SELECT {select} FROM {', '.join(self.scans + (['wanted w'] if table.keys else []))} WHERE {where}"
+        if table.keys:
+            self.scans.insert(0, "wanted w")
+        order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
+        return f"SELECT {select} FROM {self.joined()} WHERE {where}" + (f" ORDER BY {order}" if order else "")
 
 
 def readable(plan: ir.Node, sources: dict[str, Source], translations: Translations) -> bool:
@@ -188,7 +217,7 @@ def side_table(
     try:
         if table.keys:
             con.register("wanted", wanted)
-        return con.sql(query).to_arrow_table()
+        return con.sql(query).to_arrow_table().replace_schema_metadata(SORTED)  # sorted in parallel here
     except duckdb.Error:  # e.g. an overflow in translated arithmetic: Spark's semantics decide
         return None
     finally:

@@ -202,7 +202,7 @@ def build_index(
         if arrow is None:
             ordered = flat[table.id][0]
         else:
-            ordered = _sorted(con, arrow, [k.name for k in (*table.keys, *_tie(table))])
+            ordered = arrow if arrow.schema.metadata == SORTED else _sorted(con, arrow, order_by(table))
         levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress, spans))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
     out = _level(con, output, output_slots, groups, levels, "output", compress, spans)
@@ -211,6 +211,15 @@ def build_index(
 
 
 Spans = tuple[np.ndarray, np.ndarray]
+
+
+# Schema metadata of a side table's rows that arrive sorted by `order_by` (read by DuckDB).
+SORTED = {b"ember.sorted": b"1"}
+
+
+def order_by(table: SideTable) -> list[str]:
+    """The columns a side table's rows are sorted by to be indexed: its keys, then `_tie`."""
+    return [a.name for a in (*table.keys, *_tie(table))]
 
 
 def _tie(table: SideTable) -> tuple[Attr, ...]:

@@ -166,6 +166,20 @@ def test_a_scalar_subquery_over_a_global_aggregate(views: SparkSession, answered
     assert all(t.why != "scalar subquery" for t in ember.capture(df, strategy="inject")._index.tables)
 
 
+def test_groups_under_a_listing_aggregate_through_a_left_join(views: SparkSession, answered: list[str]) -> None:
+    # The inner groups would be lists nested in the outer lists: DuckDB reads them, left
+    # join included (its right-side filter must not drop the orders it pads, nor may the
+    # condition on the left side drop an order).
+    df = views.sql(
+        "SELECT n, count(*) AS c FROM (SELECT o.okey, count(i.ikey) AS n FROM ls_orders o LEFT JOIN ls_items i"
+        " ON o.okey = i.okey AND i.flag = 'a' AND o.prio = 'hi' GROUP BY o.okey) GROUP BY n"
+    )
+    joined = o.join(orders(), items(), lambda r, i: r[0] == i[1] and i[3] == "a" and r[2] == "hi", kind="left", rw=4)
+    per_order = o.group(joined, lambda v: (v[0],), lambda vs: (sum(v[3] is not None for v in vs),))
+    check(df, o.group(per_order, lambda v: (v[1],), lambda vs: (len(vs),)))
+    assert answered.count("aggregate groups") == 2
+
+
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
         "SELECT o.prio, count(*) AS n FROM ls_orders o WHERE EXISTS"
