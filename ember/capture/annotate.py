@@ -387,6 +387,7 @@ class _Rewriter:
     def _read_after(self, node: ir.Aggregate) -> bool:
         """Whether the aggregate's groups are read by DuckDB after the job rather than listed
         in the result (see the module doc): listing them costly, its input readable."""
+        # Read from the expression's text: a cost guess only, either way the lineage is the same.
         distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
         costly = not node.keys or id(node) in self.limited or distinct or self.nested
         return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)

@@ -87,9 +87,9 @@ def capture(
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
-    translations = local_sides.Translations()
+    translations = local_sides.Translations()  # made while annotating, used again to read side tables
     if strategy == "defer":
-        annotated = annotate(plan, workload)
+        annotated = annotate(plan, workload)  # Defer annotates again, fully, in its background capture
     else:
         annotated = annotate(plan, workload, keyed=unique_keys(plan), local=_reader(sources, translations))
     names = [a.name for a in plan.output]
