@@ -26,7 +26,8 @@ table stays separate. So does a group list too large for the driver to receive w
 the result (`inline_rids`), and one that costs more to carry than to read afterwards:
 lists make Spark aggregate with its slower object-based operator, which a
 count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT above the
-aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21), a
+aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21; a
+HAVING drops some too: Q11), a
 global aggregate gathers one list of all its input on one task (Q6, Q14, Q19), and an
 aggregate under a listing one has its lists nested in the outer lists (Q13). Where
 DuckDB can read such an aggregate's input (`capture.local_sides`), its groups become a
@@ -617,8 +618,9 @@ def _one_group(plan: ir.Node) -> bool:
 
 
 def _limited(plan: ir.Node) -> frozenset[int]:
-    """id() of the aggregates whose rows reach the result through a LIMIT (and otherwise one
-    for one): few of their groups are kept."""
+    """id() of the aggregates whose rows reach the result through a LIMIT or a filter (a
+    HAVING), and otherwise one for one: some of their groups are dropped, whose lists
+    would be built for nothing."""
     found: set[int] = set()
     todo = [(plan, False)]
     while todo:
@@ -626,7 +628,7 @@ def _limited(plan: ir.Node) -> frozenset[int]:
         if isinstance(node, ir.Aggregate) and limited:
             found.add(id(node))
         elif isinstance(node, _ONE_FOR_ONE):
-            limited = limited or (isinstance(node, ir.Limit) and node.kind != "Offset")
+            limited = limited or (isinstance(node, ir.Limit) and node.kind != "Offset") or isinstance(node, ir.Filter)
             todo += [(c, limited) for c in node.children]
     return frozenset(found)
 

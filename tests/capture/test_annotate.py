@@ -78,12 +78,13 @@ def test_groups_a_limit_or_a_distinct_count_would_list_are_read_after_the_job() 
 
     distinct = ir.Expr("count(distinct b#2)", frozenset({B.id}), dtype="bigint")
     counted = ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A), ir.Named(distinct, C)))
-    limited = ir.Limit(ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A)), kind="GlobalLimit")
-    for plan in (counted, limited):
+    limited = ir.Limit(group_by_a(scan("t", A, B)), kind="GlobalLimit")
+    having = ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A))
+    for plan in (counted, limited, having):
         out = annotate(plan, local=local)
         (slot,) = out.slots
         assert isinstance(slot, RefSlot) and [(t.inline, t.local) for t in out.tables] == [(False, True)]
-    assert len(readable) == 2  # asked of each aggregate's input
+    assert len(readable) == 3  # asked of each aggregate's input
     for plan in (ir.Limit(group_by_a(scan("t", A, B)), kind="Offset"), group_by_a(scan("t", A, B))):
         assert annotate(plan, local=local).tables[0].inline  # nothing cut: lists cost less
     assert annotate(counted).tables[0].inline  # nothing DuckDB can read

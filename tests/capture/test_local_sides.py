@@ -135,6 +135,13 @@ def test_groups_kept_by_a_limit_are_read_after_the_job(views: SparkSession, answ
     assert answered.count("aggregate groups") == 2
 
 
+def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
+    df = views.sql("SELECT okey, sum(qty) AS q FROM ls_items GROUP BY okey HAVING sum(qty) > 5")
+    groups = o.group(items(), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
+    check(df, o.where(groups, lambda g: g[1] > 5))
+    assert answered.count("aggregate groups") == 2
+
+
 def test_groups_of_a_distinct_count_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
     df = views.sql("SELECT flag, count(DISTINCT okey) AS n FROM ls_items WHERE qty > 1 GROUP BY flag")
     kept = o.where(items(), lambda i: i[2] > 1)
