@@ -25,11 +25,10 @@ a join a list would be copied into every row the output row meets, so there the 
 table stays separate. So does a group list too large for the driver to receive with
 the result (`inline_rids`), and one that costs more to carry than to read afterwards:
 lists make Spark aggregate with its slower object-based operator, which a
-count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT above the
-aggregate keeps a few groups of the many whose lists were built (Q3, Q10, Q21; a
-HAVING drops some too: Q11), a
-global aggregate gathers one list of all its input on one task (Q6, Q14, Q19), and an
-aggregate under a listing one has its lists nested in the outer lists (Q13). Where
+count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT or a HAVING
+above the aggregate drops groups whose lists were built all the same (Q3, Q10, Q11,
+Q21), a global aggregate gathers one list of all its input on one task (Q6, Q14, Q19),
+and an aggregate under a listing one has its lists nested in the outer lists (Q13). Where
 DuckDB can read such an aggregate's input (`capture.local_sides`), its groups become a
 side table DuckDB reads (`local`): after the job, only the groups that reach the
 result, or beside it for a global aggregate's one group.
@@ -165,7 +164,7 @@ class _Rewriter:
     workload: Workload = field(default_factory=Workload)
     keyed: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique in that source
     local: Callable[[ir.Node], bool] | None = None  # whether DuckDB can read a subplan after the job
-    limited: frozenset[int] = frozenset()  # id() of aggregates reaching the result under a LIMIT
+    limited: frozenset[int] = frozenset()  # id() of aggregates reaching the result under a LIMIT or HAVING
     by_key: set[int] = field(default_factory=set)  # id() of scans a join above names by key
     inline_rids: int = 0
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
