@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import pyarrow as pa
@@ -87,11 +87,11 @@ def capture(
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
-    translations = local_sides.Translations()  # made while annotating, used again to read side tables
     if strategy == "defer":
         annotated = annotate(plan, workload)  # Defer annotates again, fully, in its background capture
+        translations = local_sides.Translations()
     else:
-        annotated = annotate(plan, workload, keyed=unique_keys(plan), local=_reader(sources, translations))
+        annotated, translations = _annotated(plan, workload, sources)
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline or t.local for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
@@ -211,16 +211,21 @@ def _deferred(
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    translations = local_sides.Translations()
-    annotated = annotate(plan, workload, keyed=unique_keys(plan), local=_reader(sources, translations))
+    annotated, translations = _annotated(plan, workload, sources)
     result, side_data = _run(jvm, annotated, numbered, staging, translations=translations)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = build_index(result, annotated.slots, annotated.tables, side_data)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 
-def _reader(sources: dict[str, Source], translations: local_sides.Translations) -> Callable[[ir.Node], bool]:
-    return lambda plan: local_sides.readable(plan, sources, translations)
+def _annotated(
+    plan: ir.Node, workload: Workload, sources: dict[str, Source]
+) -> tuple[Annotated, local_sides.Translations]:
+    """The capture rewrite with join keys checked and DuckDB's reach known, and the
+    translations that check made (used again to read the side tables)."""
+    translations = local_sides.Translations()
+    local = functools.partial(local_sides.readable, sources=sources, translations=translations)
+    return annotate(plan, workload, keyed=unique_keys(plan), local=local), translations
 
 
 def _check_target(path: str, format: str) -> None:
