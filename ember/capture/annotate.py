@@ -198,12 +198,16 @@ class _Rewriter:
 
     def shared(self, plan: ir.Node) -> ir.Node:
         """A subplan that both the job and a side table read: cached once if a second run
-        could give other rows, or if it aggregates (its few rows cost less to keep than to
-        compute again); otherwise recomputed, which reads only what the side table's keys
-        reach (a scan and joins cost less to repeat than to cache whole)."""
+        could give other rows, or if it aggregates and Spark would compute it again (its few
+        rows cost less to keep than to compute again); otherwise recomputed, which reads
+        only what the side table's keys reach (a scan and joins cost less to repeat than to
+        cache whole), by DuckDB where it can (Q20's witnesses, over a correlated sum)."""
         if isinstance(plan, ir.Shared):
             return plan
-        if ir.repeatable(plan) and not any(isinstance(n, ir.Aggregate) for n in walk(plan)):
+        if ir.repeatable(plan) and (
+            not any(isinstance(n, ir.Aggregate) for n in walk(plan))
+            or (self.local is not None and bounded(plan) and self.local(plan))
+        ):
             return plan
         return ir.Shared(plan, key=next(self.ids))
 
@@ -420,14 +424,14 @@ class _Rewriter:
             collected = ir.Named(ir.Collected(attrs), rows)
             return replace(node, child=child, columns=(*node.columns, collected)), (ListSlot(tid, rows),)
         side_child = child if after else self.shared(child)  # DuckDB reads its own input
-        side_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
+        side_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         side = ir.Project(
             side_child,
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
         )
         tid = self.table(side, side_keys, slots, "aggregate groups", local=after)
-        out_keys = tuple(self.fresh("key", _dtype(k)) for k in node.keys)
+        out_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (
             node.columns
@@ -609,6 +613,12 @@ def input_rows(plan: ir.Node) -> int:
     return total
 
 
+def bounded(plan: ir.Node) -> bool:
+    """Whether rows made from `plan` can come back through the driver's result channel
+    (else Spark writes them to files: `capture.sides`)."""
+    return INLINE_RIDS > 0 and input_rows(plan) <= INLINE_RIDS
+
+
 def _one_group(plan: ir.Node) -> bool:
     """Whether `plan` is a global aggregate under projections: exactly one row."""
     while isinstance(plan, ir.Project) and not any(e.subqueries for e in plan.expressions()):
@@ -630,14 +640,6 @@ def _limited(plan: ir.Node) -> frozenset[int]:
             limited = limited or (isinstance(node, ir.Limit) and node.kind != "Offset") or isinstance(node, ir.Filter)
             todo += [(c, limited) for c in node.children]
     return frozenset(found)
-
-
-def _dtype(e: ir.AnyExpr) -> str:
-    if isinstance(e, ir.Expr):
-        return e.dtype
-    if isinstance(e, ir.ColumnRef):
-        return e.attr.dtype
-    return e.like.dtype if isinstance(e, ir.Constant) else "bigint"
 
 
 def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:

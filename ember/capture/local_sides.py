@@ -3,10 +3,10 @@
 A side table fetched after the job is restricted to the groups the lineage points at
 (`capture.sides`): a semi join's witnesses for the probe values the result holds, an
 aggregate's rows for the groups that reach the output. When its rows come from Parquet
-scans of local files under filters, projections and inner, left, semi and anti joins
-(TPC-H Q4's and Q21's `EXISTS (... lineitem ...)`, the groups of Q2's, Q15's, Q17's,
-Q18's and Q20's aggregates, and of the aggregates `capture.annotate` leaves to DuckDB
-rather than listing their groups), a Spark job spends most of its time being scheduled;
+scans of local files under filters, projections, aggregates and inner, left, semi and
+anti joins (TPC-H Q4's and Q21's `EXISTS (... lineitem ...)`, Q20's witnesses over a
+correlated sum, the groups of Q2's, Q15's, Q17's, Q18's and Q20's aggregates, and of the
+aggregates `capture.annotate` leaves to DuckDB rather than listing their groups), a Spark job spends most of its time being scheduled;
 DuckDB reads the same files, with the same row-group skipping, in-process, joined with
 the wanted keys, and returns them sorted for the index.
 Conditions and key expressions are translated by `plan.duck_sql` (only expressions that
@@ -41,23 +41,23 @@ class Translations:
     same expressions both times, and each translation is a walk over py4j."""
 
     def __init__(self) -> None:
-        self._done: dict[int, tuple[ir.Expr, str | None]] = {}
+        self._done: dict[tuple[int, bool], tuple[ir.Expr, str | None]] = {}
 
-    def template(self, e: ir.Expr) -> str | None:
-        done = self._done.get(id(e))
+    def template(self, e: ir.Expr, grouped: bool = False) -> str | None:
+        done = self._done.get((id(e), grouped))
         if done is None or done[0] is not e:  # the entry holds `e`, so its id is not reused
-            done = self._done[id(e)] = (e, _template(e))
+            done = self._done[id(e), grouped] = (e, _template(e, grouped))
         return done[1]
 
 
-def _template(e: ir.Expr) -> str | None:
+def _template(e: ir.Expr, grouped: bool) -> str | None:
     made: list[int] = []
 
     def placeholder(a: JObj) -> str:
         made.append(int(a.exprId().id()))
         return f"{_MARK}{made[-1]}{_MARK}"
 
-    text = sql(e.handle, placeholder)
+    text = sql(e.handle, placeholder, grouped=grouped)
     if text is None or text.count(_MARK) != 2 * len(made):  # a literal holding the mark
         return None
     return text
@@ -78,8 +78,9 @@ class _Query:
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
-        under filters, projections, inner, left, semi and anti joins and a join with the
-        wanted keys, all of whose expressions translate."""
+        under filters, projections, aggregates, repeatable cached subplans, inner, left,
+        semi and anti joins and a join with the wanted keys, all of whose expressions
+        translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
@@ -97,9 +98,31 @@ class _Query:
             return self.read(node.left) and self.outer(node.right, node.cond)
         if isinstance(node, ir.Join) and node.kind in ("semi", "anti") and node.cond is not None:
             return self.read(node.left) and self.exists(node.right, node.cond, negated=node.kind == "anti")
+        if isinstance(node, ir.Shared):  # computed again here: the rows it cached, if repeatable
+            return ir.repeatable(node.child) and self.read(node.child)
+        if isinstance(node, ir.Aggregate):
+            return self.grouped(node)
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
             return self.scan(node.child, node.rid)
         return isinstance(node, ir.Scan) and self.scan(node, None)
+
+    def grouped(self, node: ir.Aggregate) -> bool:
+        """An aggregate as a derived table of its groups (Q20's correlated `sum(l_quantity)`,
+        Q15's revenue view). Floating keys are not grouped alike (Spark folds -0.0 and NaNs)."""
+        inner = _Query(self.sources, self.translations, aliases=self.aliases)
+        if not inner.read(node.child) or inner.keyed or any(ir.dtype_of(k) in ("float", "double") for k in node.keys):
+            return False
+        keys = [inner.expr(k) for k in node.keys]
+        made = {c.attr.id: inner.expr(c.expr, grouped=True) for c in node.columns}
+        if any(k is None for k in keys) or any(v is None for v in made.values()):
+            return False
+        alias = f"g{next(self.aliases)}"
+        select = ", ".join(f"{text} AS c{i}" for i, text in made.items()) or "1"
+        group = f" GROUP BY {', '.join(k for k in keys if k is not None)}" if keys else ""
+        where = " AND ".join(inner.conditions) or "TRUE"
+        self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {where}{group}) {alias}")
+        self.columns.update({i: f"{alias}.c{i}" for i in made})
+        return True
 
     def exists(self, right: ir.Node, cond: ir.Expr, negated: bool) -> bool:
         """A semi (anti) join's condition as (NOT) EXISTS over its right side. Spark's anti
@@ -154,8 +177,9 @@ class _Query:
         self.conditions.append(f"({text})")
         return True
 
-    def expr(self, e: ir.AnyExpr) -> str | None:
-        """`e` in SQL, or None. A column, or a column renamed, is what it reads."""
+    def expr(self, e: ir.AnyExpr, grouped: bool = False) -> str | None:
+        """`e` in SQL, or None. A column, or a column renamed, is what it reads. `grouped`:
+        an aggregate's column, whose aggregate functions are computed per group."""
         if isinstance(e, ir.ColumnRef):
             return self.columns.get(e.attr.id)
         if isinstance(e, ir.Constant):  # a ref's `present` flag
@@ -164,7 +188,7 @@ class _Query:
             return None
         if e.column is not None:
             return self.columns[e.column]
-        template = self.translations.template(e)
+        template = self.translations.template(e, grouped)
         if template is None:
             return None
         parts = template.split(_MARK)

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from ember.capture import annotate, local_sides
-from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot, input_rows
+from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot
 from ember.capture.spark_build import Builder
 from ember.plan import ir
 from ember.store.files import filesystem
@@ -90,7 +90,7 @@ def start(
         if not t.inline
         and not t.keys
         and not referrers[t.id]
-        and (small or _bounded(t))
+        and (small or annotate.bounded(t.plan))
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
     started: dict[int, Future[pa.Table | None]] = {}
@@ -140,7 +140,7 @@ def fetch(
     note_lists()
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)
-    staged = not small and any(not _bounded(t) for t in jobs)
+    staged = not small and any(not annotate.bounded(t.plan) for t in jobs)
     with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
@@ -174,11 +174,6 @@ def _referrers(annotated: Annotated) -> dict[int, set[int]]:
     return found
 
 
-def _bounded(table: SideTable) -> bool:
-    """Whether the table's rows can come back through the result channel (see module doc)."""
-    return annotate.INLINE_RIDS > 0 and input_rows(table.plan) <= annotate.INLINE_RIDS
-
-
 def _job(
     builder: Builder,
     table: SideTable,
@@ -189,7 +184,7 @@ def _job(
 ) -> Callable[[], pa.Table]:
     """The side table built (on this thread: the builder is not shared) as a job to run;
     one DuckDB can answer in-process is read here and now."""
-    if small or _bounded(table):
+    if small or annotate.bounded(table.plan):
         local = local_sides.side_table(table, keys, builder.sources, translations)
         if local is not None:
             return lambda: local
@@ -200,7 +195,7 @@ def _job(
     keyed = any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
     if not keyed and keys is not None and keys.num_rows <= MAX_KEYS:
         side = _restricted(builder, side, table, keys)
-    if small or _bounded(table):
+    if small or annotate.bounded(table.plan):
         return side.toArrow
     return lambda: write(side)
 

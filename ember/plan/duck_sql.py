@@ -6,7 +6,8 @@ DuckDB instead of running a Spark job, when every part of a condition is in a sm
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
 comparisons, + - *, AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, substrings
 from a position counted from 1, LIKE without escapes, year(), exact widening casts to
-decimal or of a number to a double. Anything else translates to None, and the work stays
+decimal or a wider integer or of a number to a double, and min, max, sum and count (as window functions, or
+under a GROUP BY). Anything else translates to None, and the work stays
 on Spark.
 """
 
@@ -36,14 +37,17 @@ _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "con
 _INTEGERS = {"IntegerType", "LongType", "ShortType", "ByteType"}
 
 
-def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None = None) -> str | None:
+def sql(
+    e: JObj, named: Callable[[JObj], str] | None = None, window: str | None = None, grouped: bool = False
+) -> str | None:
     """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
     spelled by their names, or by `named` (given the attribute). With `window` (an OVER
-    clause's body), min, max, sum and count are window functions over it."""
+    clause's body), min, max, sum and count are window functions over it; `grouped` (an
+    aggregate's own column, read under a GROUP BY), they are plain aggregates."""
     kind = class_name(e).rstrip("$")
     if kind == "AggregateExpression":
-        return _window_function(e, named, window)
-    args = [sql(c, named, window) for c in iterate(e.children())]
+        return _aggregate(e, named, window, grouped)
+    args = [sql(c, named, window, grouped) for c in iterate(e.children())]
     if any(a is None for a in args):
         return None
     if kind == "AttributeReference":
@@ -73,8 +77,9 @@ def sql(e: JObj, named: Callable[[JObj], str] | None = None, window: str | None 
         return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
     if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
         target = e.dataType()
-        if class_name(target).rstrip("$") == "DoubleType":
-            return f"CAST({args[0]} AS DOUBLE)"
+        kind = class_name(target).rstrip("$")
+        if kind in _SQL_TYPES:
+            return f"CAST({args[0]} AS {_SQL_TYPES[kind]})"
         return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
     return None
 
@@ -91,33 +96,41 @@ def _substring(e: JObj, text: str | None) -> str | None:
     return f"substring({text}, {int(pos)}, {int(length)})"
 
 
-_WINDOWED = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}  # avg differs: a double in DuckDB
+# avg differs (a double in DuckDB). A sum is exact in both, but its type is wider in DuckDB
+# (hugeint, decimal(38)): the same values, unless Spark's would overflow (DuckDB's errors).
+_AGGREGATES = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}
 
 
-def _window_function(e: JObj, named: Callable[[JObj], str] | None, window: str | None) -> str | None:
+def _aggregate(e: JObj, named: Callable[[JObj], str] | None, window: str | None, grouped: bool) -> str | None:
     function = e.aggregateFunction()
-    name = _WINDOWED.get(class_name(function).rstrip("$"))
-    if window is None or name is None or e.isDistinct() or e.filter().isDefined():
+    name = _AGGREGATES.get(class_name(function).rstrip("$"))
+    if name is None or e.filter().isDefined() or (window is None and not grouped):
         return None
     args = [sql(c, named) for c in iterate(function.children())]
-    if any(a is None for a in args):
+    if len(args) != 1 or args[0] is None:  # count(a, b) counts rows where none is null: not DuckDB's
         return None
-    return f"{name}({', '.join(a for a in args if a is not None)}) OVER ({window})"
+    if window is not None:
+        return None if e.isDistinct() else f"{name}({args[0]}) OVER ({window})"
+    return f"{name}({'DISTINCT ' if e.isDistinct() else ''}{args[0]})"
 
 
 _DIGITS = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}
+_SQL_TYPES = {"DoubleType": "DOUBLE", "LongType": "BIGINT", "IntegerType": "INTEGER", "ShortType": "SMALLINT"}
 
 
 def _widens(source: JObj, target: JObj) -> bool:
-    """Whether a cast to a decimal keeps every value exactly (no rounding, no overflow), or
-    is an integer's or float's to a double (IEEE rounding in both), so it means the same in
-    both engines; other casts do not translate."""
-    if class_name(target).rstrip("$") == "DoubleType":
-        return class_name(source).rstrip("$") in {*_DIGITS, "FloatType"}
-    if class_name(target).rstrip("$") != "DecimalType":
+    """Whether a cast to a decimal or a wider integer keeps every value exactly (no rounding,
+    no overflow: `sum(n)` of an int reads it as a bigint), or is an integer's or float's to
+    a double (IEEE rounding in both), so it means the same in both engines; other casts do
+    not translate."""
+    kind, into = class_name(source).rstrip("$"), class_name(target).rstrip("$")
+    if into == "DoubleType":
+        return kind in {*_DIGITS, "FloatType"}
+    if into in _DIGITS:
+        return kind in _DIGITS and _DIGITS[kind] < _DIGITS[into]
+    if into != "DecimalType":
         return False
     room, scale = target.precision() - target.scale(), target.scale()
-    kind = class_name(source).rstrip("$")
     if kind in _DIGITS:
         return room >= _DIGITS[kind]
     return kind == "DecimalType" and room >= source.precision() - source.scale() and scale >= source.scale()

@@ -406,6 +406,15 @@ def column_of(e: AnyExpr) -> int | None:
     return e.column if isinstance(e, Expr) else None
 
 
+def dtype_of(e: AnyExpr) -> str:
+    """The type of the value an expression makes (ember-made counts are bigints)."""
+    if isinstance(e, Expr):
+        return e.dtype
+    if isinstance(e, ColumnRef):
+        return e.attr.dtype
+    return e.like.dtype if isinstance(e, Constant) else "bigint"
+
+
 def with_children(node: Node, children: tuple[Node, ...]) -> Node:
     """The same operator over new inputs."""
     if isinstance(node, Unary):

@@ -6,6 +6,7 @@ them all to Spark; one case checks that what does not translate still goes to Sp
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,14 @@ from pyspark.sql import SparkSession
 
 import ember
 from ember.capture import local_sides
+from ember.capture.annotate import Workload
+from ember.plan import ir
+from ember.plan.jvm import Jvm
+from ember.plan.spark_import import import_plan
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
+
+_capture = importlib.import_module("ember.capture.capture")  # `ember.capture` is the function
 
 # Two files each, so rids need the earlier files' row counts; `ls_items.okey` repeats (the
 # views are named apart from the TPC-H ones the other tests read in the same session).
@@ -185,6 +192,38 @@ def test_groups_under_a_listing_aggregate_through_a_left_join(views: SparkSessio
     per_order = o.group(joined, lambda v: (v[0],), lambda vs: (sum(v[3] is not None for v in vs),))
     check(df, o.group(per_order, lambda v: (v[1],), lambda vs: (len(vs),)))
     assert answered.count("aggregate groups") == 2
+
+
+def test_witnesses_over_a_correlated_aggregate(views: SparkSession, answered: list[str]) -> None:
+    # TPC-H Q20's shape: an IN subquery whose rows pass a test against a correlated sum. The
+    # witnesses' side table computes the sum's groups again in DuckDB (the job caches none),
+    # and each witness's lineage holds its group's rows too.
+    df = views.sql(
+        "SELECT okey, prio FROM ls_orders WHERE okey IN (SELECT i.okey FROM ls_items i WHERE i.qty >"
+        " (SELECT 0.9 * sum(x.qty) FROM ls_items x WHERE x.okey = i.okey AND x.flag = 'a'))"
+    )
+    sums = o.group(o.where(items(), lambda i: i[3] == "a"), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
+    passed = o.where(o.join(items(), sums, lambda i, g: i[1] == g[0]), lambda v: v[2] > 0.9 * v[5])
+    check(df, o.select(o.semi(orders(), passed, lambda r, v: v[1] == r[0]), lambda v: (v[0], v[2])))
+    assert "semi join witnesses" in answered
+    plan, sources = import_plan(Jvm(views), df)
+    annotated, _ = _capture._annotated(plan, Workload(), sources)
+    assert not any(isinstance(n, ir.Shared) for p in (annotated.plan, *(t.plan for t in annotated.tables)) for n in ir.walk(p))
+
+
+def test_a_global_aggregate_over_groups(views: SparkSession, answered: list[str]) -> None:
+    # TPC-H Q15's shape: the row whose group's total is the greatest among some groups. The
+    # max's lineage holds every group it read (okeys below 5), each with its items.
+    df = views.sql(
+        "WITH t AS (SELECT okey, sum(qty) AS q FROM ls_items GROUP BY okey) SELECT o.okey, o.prio, t.q"
+        " FROM ls_orders o JOIN t ON o.okey = t.okey WHERE t.q = (SELECT max(q) FROM t WHERE okey < 5)"
+    )
+    totals = o.group(items(), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
+    greatest = o.group(o.where(totals, lambda t: t[0] < 5), lambda v: (), lambda vs: (max(v[1] for v in vs),), global_=True)
+    top, read = greatest[0]
+    joined = o.join(orders(), o.where(totals, lambda t: t[1] == top[0]), lambda r, t: r[0] == t[0])
+    check(df, [((v[0], v[2], v[4]), lin | read) for v, lin in joined])
+    assert answered.count("aggregate groups") == 6  # three tables, captured by Inject and by Defer
 
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""Catalyst conditions translated for DuckDB select the same rows as Spark's own filter."""
+"""Catalyst conditions translated for DuckDB select the same rows as Spark's own filter, and
+aggregate columns compute the same values as Spark's own aggregate."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ember.plan.duck_sql import python_literal, sql
-from ember.plan.jvm import Jvm
+from ember.plan.jvm import Jvm, iterate
 
 ROWS = 60
 
@@ -30,6 +32,7 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "price": pa.array([decimal.Decimal(x * 37 % 100) / 10 for x in i], pa.decimal128(12, 2)),
                 "day": pa.array([datetime.date(1994, 1, 1) + datetime.timedelta(days=40 * x) for x in i]),
                 "s": pa.array([f"{'ab'[x % 2]}it'{x % 7}z" if x % 13 else None for x in i]),
+                "g": pa.array([x % 4 for x in i], pa.int8()),
             }
         ),
         path,
@@ -67,6 +70,7 @@ TRANSLATED = [
     "cast(n AS decimal(20, 2)) > 3.5",  # widening: exact in both
     "cast(n AS double) > x + 10",
     "substring(s, 5, 2) IN ('3z', '5z')",
+    "cast(n AS bigint) * 1000000000 > 3",  # an integer widened: no overflow in either
 ]
 
 
@@ -83,10 +87,45 @@ def test_translated_conditions_select_what_spark_selects(spark: SparkSession, ta
 
 @pytest.mark.parametrize(
     "where", ["length(s) > 6", "s LIKE 'a\\\\%'", "x / 2 > 3", "rand() > 0.5", "cast(price AS int) > 3", "cast(x AS decimal(4, 1)) > 3",
+     "cast(n AS smallint) > 3",
      "substring(s, -2, 2) = '3z'", "substring(s, 0, 2) = 'ai'"]
 )
 def test_anything_else_stays_on_spark(spark: SparkSession, table: Path, where: str) -> None:
     assert sql(condition(spark.read.parquet(str(table)), where)) is None
+
+
+def aggregate(df: DataFrame) -> object:
+    """The optimized Catalyst aggregate Spark runs for `df`."""
+    plan = Jvm.optimized(df)
+    while plan.getClass().getSimpleName() != "Aggregate":
+        plan = plan.child()
+    return plan
+
+
+GROUPED = ["sum(n)", "count(s)", "count(*)", "min(price)", "max(day)", "max(s)", "count(DISTINCT s)", "sum(price) * 0.5 + 1"]
+
+
+@pytest.mark.parametrize("column", GROUPED)
+def test_aggregate_columns_compute_what_spark_computes(spark: SparkSession, table: Path, column: str) -> None:
+    df = spark.read.parquet(str(table)).groupBy("g").agg(F.expr(column).alias("v"))
+    node = aggregate(df)
+    keys = [sql(k) for k in iterate(node.groupingExpressions())]
+    values = [sql(c, grouped=True) for c in iterate(node.aggregateExpressions())]
+    assert None not in keys and None not in values and len(values) == 2, (column, keys, values)
+    got = duckdb.sql(f"SELECT {', '.join(map(str, values))} FROM read_parquet('{table}') GROUP BY {', '.join(map(str, keys))}")
+    assert sorted(got.fetchall(), key=repr) == sorted((tuple(r) for r in df.collect()), key=repr), (column, values)
+
+
+@pytest.mark.parametrize("column", ["avg(n)", "sum(n) FILTER (WHERE n > 3)", "collect_list(n)", "first(n)", "count(n, s)"])
+def test_other_aggregates_stay_on_spark(spark: SparkSession, table: Path, column: str) -> None:
+    node = aggregate(spark.read.parquet(str(table)).groupBy("s").agg(F.expr(column)))
+    assert any(sql(c, grouped=True) is None for c in iterate(node.aggregateExpressions()))
+
+
+def test_an_aggregate_translates_only_where_it_is_computed(spark: SparkSession, table: Path) -> None:
+    node = aggregate(spark.read.parquet(str(table)).groupBy("s").agg(F.sum("price")))
+    column = next(c for c in iterate(node.aggregateExpressions()) if "sum" in str(c))
+    assert sql(column) is None and sql(column, window="PARTITION BY s") is not None and sql(column, grouped=True) is not None
 
 
 def test_traced_values_become_exact_literals() -> None:
