@@ -29,7 +29,8 @@ from ember.plan.spark_import import import_plan
 from ember.query import grouped
 from ember.query.grouped import Grouping
 from ember.query.trace import OID
-from ember.store.index import LineageIndex, build_index
+from ember.store.index import LineageIndex, SideRows, build_index
+from ember.store.spark_index import Staged
 
 WRITTEN_FILE = "part-00000.parquet"
 
@@ -174,7 +175,18 @@ def run_annotated(
     """
     result, side_data = _run(jvm, annotated, sources, None if small else staging, small, translations)
     user = pa.table(result.columns[: len(names)], names=names)
-    return user, build_index(result, annotated.slots, annotated.tables, side_data)
+    return user, _indexed(result, annotated, side_data)
+
+
+def _indexed(result: pa.Table, annotated: Annotated, data: list[SideRows]) -> LineageIndex:
+    """The lineage index; side tables the executors kept are deleted once their levels
+    (and the refs into them) are built."""
+    try:
+        return build_index(result, annotated.slots, annotated.tables, data)
+    finally:
+        for d in data:
+            if isinstance(d, Staged):
+                d.release()
 
 
 def _run(
@@ -184,9 +196,10 @@ def _run(
     staging: str | None,
     small: bool = False,
     translations: local_sides.Translations | None = None,
-) -> tuple[pa.Table, list[pa.Table | None]]:
+) -> tuple[pa.Table, list[SideRows]]:
     """The rewritten job's rows (its columns, then the slots) and each side table's rows
-    (None for a table whose rows ride in the job's result).
+    (None for a table whose rows ride in the job's result, `Staged` for one the executors
+    keep).
 
     Side tables read the sources again, so the files must be as they were when the plan
     was read: checked after the last job."""
@@ -214,7 +227,7 @@ def _deferred(
     annotated, translations = _annotated(plan, workload, sources)
     result, side_data = _run(jvm, annotated, numbered, staging, translations=translations)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
-    index = build_index(result, annotated.slots, annotated.tables, side_data)
+    index = _indexed(result, annotated, side_data)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 

@@ -31,6 +31,7 @@ from ember.capture.annotate import (
 from ember.errors import StaleSourceError
 from ember.plan import ir
 from ember.plan.sources import Source, SourceFile, local_path
+from ember.store.index import SideRows
 
 MAX_ROWS = 16_000_000  # larger sources keep their rids (a key map costs 16 bytes a row)
 _KEPT = 32  # key maps kept for later captures
@@ -145,9 +146,10 @@ def unique_keys(plan: ir.Node) -> frozenset[tuple[str, str]]:
 
 
 def rekey(
-    annotated: Annotated, result: pa.Table, data: list[pa.Table | None], sources: dict[str, Source]
-) -> tuple[pa.Table, list[pa.Table | None]]:
-    """The job's result and side tables with every key slot's values turned into rids."""
+    annotated: Annotated, result: pa.Table, data: list[SideRows], sources: dict[str, Source]
+) -> tuple[pa.Table, list[SideRows]]:
+    """The job's result and side tables with every key slot's values turned into rids
+    (tables the executors keep were rekeyed by Spark when they were written)."""
     tables = annotated.tables
     maps: dict[str, KeyMap] = {}
     for slot in (*annotated.slots, *(s for t in tables for s in t.slots)):
@@ -160,7 +162,7 @@ def rekey(
         return result, data
     rekeyed = _Rekeyed(tables, maps)
     return rekeyed.table(result, annotated.slots), [
-        None if d is None else rekeyed.table(d, t.slots) for d, t in zip(data, tables, strict=True)
+        rekeyed.table(d, t.slots) if isinstance(d, pa.Table) else d for d, t in zip(data, tables, strict=True)
     ]
 
 

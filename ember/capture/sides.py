@@ -11,37 +11,32 @@ the tables already fetched. A semi join's witnesses are computed from those keys
 is never computed again. Lineage is then as big as what it traces, not as the job.
 
 Rows come back through the driver's result channel when the table cannot outgrow it
-(`annotate.INLINE_RIDS`), else through Parquet files the executors write into a staging
-folder. Either way only successful task attempts count: the scheduler keeps one result
-per task, and Spark's output committer one file per task.
+(`annotate.INLINE_RIDS`), else the executors write them into the capture's scratch
+folder and build the table's level there (`store.spark_index`); the groups such a table
+needs from the tables below it stay on the cluster too. Either way only successful task
+attempts count: the scheduler keeps one result per task, and Spark's output committer
+one file per task.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import tempfile
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import TimestampType
 
 from ember.capture import annotate, local_sides
 from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot
 from ember.capture.spark_build import Builder
 from ember.plan import ir
-from ember.store.files import filesystem
-from ember.store.index import holders, inline_rows
+from ember.store.index import SideRows, holders, inline_rows
+from ember.store.spark_index import Scratch, Staged, distributable, stage
 
-_Reader = Callable[[DataFrame], pa.Table]
+Keys: TypeAlias = pa.Table | DataFrame | None  # wanted keys: on the driver, or on the cluster
 
 # Past this many referenced groups, a table is not cut to them: broadcasting the keys would
 # cost more than it saves. (A semi join's witnesses are always computed from the keys.)
@@ -56,8 +51,15 @@ class _Wanted:
 
     whole: bool = False  # a keyless ref (a scalar subquery) wants every row
     keys: list[pa.Table] = field(default_factory=list)  # columns k0..kn, one table per referencing level
+    frames: list[DataFrame] = field(default_factory=list)  # the same, from staged tables' rows
 
-    def add(self, rows: pa.Table, slot: RefSlot) -> None:
+    def add(self, rows: pa.Table | Staged, slot: RefSlot) -> None:
+        if isinstance(rows, Staged):
+            if slot.keys:
+                self.frames.append(rows.keys(slot))
+            else:
+                self.whole = True  # whether a row points at it would take a job to know
+            return
         present = rows.column(slot.present.name).is_valid()
         if not slot.keys:
             self.whole = self.whole or bool(present.to_numpy(zero_copy_only=False).any())
@@ -65,10 +67,19 @@ class _Wanted:
         keys = rows.select([k.name for k in slot.keys]).filter(present)
         self.keys.append(keys.rename_columns([f"k{i}" for i in range(len(slot.keys))]))
 
-    def distinct(self) -> pa.Table | None:
-        """The distinct referenced keys, or None when the whole table is wanted."""
-        if self.whole or not self.keys:
-            return None if self.whole else pa.table({})
+    def distinct(self) -> Keys:
+        """The distinct referenced keys, or None when the whole table is wanted; on the
+        cluster when staged tables name some of them."""
+        if self.whole:
+            return None
+        if self.frames:
+            frames = self.frames + [self.frames[0].sparkSession.createDataFrame(k) for k in self.keys if k.num_rows]
+            union = frames[0]
+            for f in frames[1:]:
+                union = union.union(f)
+            return union.distinct()
+        if not self.keys:
+            return pa.table({})
         keys = pa.concat_tables(self.keys, promote_options="permissive")
         return keys.group_by(keys.column_names, use_threads=False).aggregate([])
 
@@ -110,9 +121,9 @@ def fetch(
     small: bool,
     translations: local_sides.Translations,
     started: dict[int, Future[pa.Table | None]] | None = None,
-) -> list[pa.Table | None]:
+) -> list[SideRows]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
-    the result itself as a list slot).
+    the result itself as a list slot; `Staged` for one the executors keep).
 
     Tables run in waves: every table whose referrers are all fetched runs in the same
     wave, its jobs side by side (a small side-table job is mostly scheduling latency).
@@ -120,12 +131,13 @@ def fetch(
     tables = annotated.tables
     wanted = {t.id: _Wanted() for t in tables}
     _note(wanted, result, annotated.slots)
-    data: dict[int, pa.Table] = {}
+    data: dict[int, pa.Table | Staged] = {}
     listed: set[int] = set()
 
     def note_lists() -> None:
         """Notes the refs of inline tables whose holders are in (the result, fetched rows)."""
-        for tid, (rows, _) in inline_rows(result, annotated.slots, tables, data).items():
+        arrow = {k: v for k, v in data.items() if isinstance(v, pa.Table)}
+        for tid, (rows, _) in inline_rows(result, annotated.slots, tables, arrow).items():
             if tid not in listed:
                 listed.add(tid)
                 _note(wanted, rows, tables[tid].slots)
@@ -140,12 +152,12 @@ def fetch(
     note_lists()
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)
-    staged = not small and any(not annotate.bounded(t.plan) for t in jobs)
-    with _staging(staging, staged) as write, ThreadPoolExecutor(4) as pool:
+    scratch = Scratch(staging) if not small and any(not annotate.bounded(t.plan) for t in jobs) else None
+    with ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
             runs = [
-                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, write, translations)))
+                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, translations)))
                 for t in wave
             ]
             for table, run in zip(wave, runs, strict=True):
@@ -177,81 +189,47 @@ def _referrers(annotated: Annotated) -> dict[int, set[int]]:
 def _job(
     builder: Builder,
     table: SideTable,
-    keys: pa.Table | None,
+    keys: Keys,
     small: bool,
-    write: _Reader,
+    scratch: Scratch | None,
     translations: local_sides.Translations,
-) -> Callable[[], pa.Table]:
+) -> Callable[[], pa.Table | Staged]:
     """The side table built (on this thread: the builder is not shared) as a job to run;
-    one DuckDB can answer in-process is read here and now."""
-    if small or annotate.bounded(table.plan):
+    one DuckDB can answer in-process is read here and now. A table that could outgrow the
+    driver is written by the executors and, unless lists ride in its rows, stays there."""
+    bounded = small or annotate.bounded(table.plan)
+    if bounded and not isinstance(keys, DataFrame):
         local = local_sides.side_table(table, keys, builder.sources, translations)
         if local is not None:
             return lambda: local
     builder.keys = keys
     side = builder.dataframe(table.plan)
-    if keys is not None and keys.num_rows == 0:
+    if isinstance(keys, pa.Table) and keys.num_rows == 0:
         return side.limit(0).toArrow  # nothing points at it: an empty plan, no scan
     keyed = any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
-    if not keyed and keys is not None and keys.num_rows <= MAX_KEYS:
+    if not keyed and (isinstance(keys, DataFrame) or (keys is not None and keys.num_rows <= MAX_KEYS)):
         side = _restricted(builder, side, table, keys)
-    if small or annotate.bounded(table.plan):
+    if bounded:
         return side.toArrow
-    return lambda: write(side)
+    assert scratch is not None
+    if distributable(table, side.columns):
+        return lambda: stage(side, table, builder.sources, scratch)
+    return lambda: stage(side, table, builder.sources, scratch, keep=False).read()
 
 
-def _note(wanted: dict[int, _Wanted], rows: pa.Table, slots: tuple[Slot, ...]) -> None:
+def _note(wanted: dict[int, _Wanted], rows: pa.Table | Staged, slots: tuple[Slot, ...]) -> None:
     for slot in slots:
         if isinstance(slot, RefSlot):
             wanted[slot.table].add(rows, slot)
 
 
-def _restricted(builder: Builder, side: DataFrame, table: SideTable, keys: pa.Table) -> DataFrame:
+def _restricted(builder: Builder, side: DataFrame, table: SideTable, keys: pa.Table | DataFrame) -> DataFrame:
     """The side table's rows whose keys are among `keys` (null keys match null-safely, as
     refs are resolved)."""
-    wanted = F.broadcast(builder.jvm.spark.createDataFrame(keys))
+    wanted = keys if isinstance(keys, DataFrame) else F.broadcast(builder.jvm.spark.createDataFrame(keys))
     at = {name: j for j, name in enumerate(side.columns)}
     cond = [side[at[k.name]].eqNullSafe(wanted[f"k{i}"]) for i, k in enumerate(table.keys)]
     on = cond[0]
     for c in cond[1:]:
         on = on & c
     return side.join(wanted, on, "left_semi")
-
-
-@contextmanager
-def _staging(staging: str | None, needed: bool) -> Iterator[_Reader]:
-    """Runs side-table jobs whose tasks write Parquet files into a staging folder (made if
-    `needed`, removed afterwards) and reads them back."""
-    if not needed:
-        yield _unstaged
-        return
-    root = staging or tempfile.mkdtemp(prefix="ember-staging-")
-    fs, base = filesystem(f"{root.rstrip('/')}/{uuid.uuid4().hex[:12]}")
-    target = base if "://" in root else "file://" + base
-    count = itertools.count()
-
-    def write(side: DataFrame) -> pa.Table:
-        """Timestamps travel as microseconds (Spark would write INT96, which readers turn
-        into other types)."""
-        i = next(count)
-        names = side.columns  # may repeat a name; Parquet columns may not
-        stamps = [j for j, f in enumerate(side.schema.fields) if isinstance(f.dataType, TimestampType)]
-        cols = [F.unix_micros(side[j]) if j in stamps else side[j] for j in range(len(names))]
-        side.select(*[c.alias(f"c{j}") for j, c in enumerate(cols)]).write.parquet(f"{target}/t{i}")
-        table = pq.read_table(f"{base}/t{i}", filesystem=fs)
-        for j in stamps:
-            table = table.set_column(j, f"c{j}", table.column(j).cast(pa.timestamp("us", tz="UTC")))
-        return table.rename_columns(names)
-
-    try:
-        yield write
-    finally:
-        if fs.get_file_info(base).type != pafs.FileType.NotFound:
-            fs.delete_dir(base)
-        if staging is None:
-            os.rmdir(root)
-
-
-def _unstaged(side: DataFrame) -> pa.Table:
-    raise AssertionError("a side table was to be staged, but no staging folder was made")
-

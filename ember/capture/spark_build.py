@@ -37,7 +37,9 @@ class Builder:
     # reading every attribute of every node cost four py4j round trips each.
     outputs: dict[int, tuple[JObj, int]] = field(default_factory=dict)
     shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
-    keys: pa.Table | None = None  # what an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`)
+    # What an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`), on the cluster
+    # when staged side tables hold them.
+    keys: pa.Table | DataFrame | None = None
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
@@ -246,7 +248,9 @@ class Builder:
         if self.keys is None:
             raise AssertionError("a side table keyed by fetched values was built without them")
         types = [str(self.dtype(a).sql()) for a in node.attrs]
-        if self.keys.num_rows == 0:  # nothing points at the table
+        if isinstance(self.keys, DataFrame):
+            fresh = self.keys
+        elif self.keys.num_rows == 0:  # nothing points at the table
             fresh = self.jvm.spark.createDataFrame([], ", ".join(f"k{i} {t}" for i, t in enumerate(types)))
         else:
             fresh = self.jvm.spark.createDataFrame(self.keys)

@@ -2,22 +2,23 @@
 approach).
 
 Backward: the traced row numbers are the only thing that starts on the driver. At each
-level they are sent to the tasks that read the row groups holding them (a plain column)
-or looked up in broadcast runs; ranges into lower levels become row numbers there, and
-so on down to source rids. Forward: each level's rid columns are semi-joined with the
-traced rids, and marks climb through ref ranges by a range join. Nothing is collected:
-results are DataFrames.
+level they are sent to the tasks that read the row groups (or parts) holding them;
+ranges into lower levels become row numbers there, and so on down to source rids.
+
+Forward: each level is read by tasks that each take a stretch of its rows (no shuffle):
+rows holding a traced rid (broadcast) are marked, and so are rows whose ref range holds
+a marked row of a lower level, found by binary search in that level's marks, which are
+broadcast too while they are few (`MAX_MARKS`); past that they stay a DataFrame and the
+ranges are matched by a range join. Results are DataFrames; only traced ids move.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -26,10 +27,14 @@ from ember.errors import EmberError
 from ember.fetch.rows import RID
 from ember.plan.sources import Source
 from ember.query.trace import OID, source_by_name
-from ember.store.columns import IntColumn, Runs
-from ember.store.files import ROW_GROUP, StoredPlain, filesystem, read_manifest
+from ember.store.columns import IntColumn, isin_sorted
+from ember.store.files import ROW_GROUP, filesystem, open_column, read_manifest
 
 ROW = "row"
+CHUNK = 16 * ROW_GROUP  # rows of a level one forward task reads
+MAX_MARKS = 8_000_000  # marked rows of a level broadcast to the next one's tasks (64 MB)
+
+Marks = np.ndarray | DataFrame  # a level's marked rows: sorted, on the driver, or on the cluster
 
 
 class SparkTrace:
@@ -82,14 +87,23 @@ def backward(spark: SparkSession, store: str, sources: Mapping[str, Source], oid
 def forward(spark: SparkSession, store: str, source: Source, rids: np.ndarray) -> DataFrame:
     """`ember_oid`s of the output rows reached by `rids` of `source`, as a DataFrame."""
     walk = _Walk(spark, store)
-    traced = spark.createDataFrame(pa.table({RID: pa.array(rids, pa.int64())}))
-    marks: list[DataFrame | None] = []
+    traced = np.unique(np.asarray(rids, dtype=np.int64))
+    marks: list[Marks | None] = []
     for level in walk.manifest["levels"]:
-        marks.append(walk.marked(level, source.key, traced, marks))
+        hit = walk.marked(level, source.key, traced, marks)
+        marks.append(None if hit is None else _settled(hit))
     out = walk.marked(walk.manifest["output_level"], source.key, traced, marks)
     if out is None:
         return spark.createDataFrame([], f"{OID} long")
     return out.select(F.col(ROW).alias(OID))
+
+
+def _settled(hit: DataFrame) -> Marks | None:
+    """A level's marks, brought to the driver (to be broadcast) unless there are many."""
+    few = hit.limit(MAX_MARKS + 1).toArrow().column(ROW).to_numpy()
+    if few.size > MAX_MARKS:
+        return hit
+    return np.sort(few) if few.size else None
 
 
 class _Walk:
@@ -98,6 +112,7 @@ class _Walk:
         self.fs, self.root = filesystem(store)
         self.manifest = read_manifest(self.fs, self.root, store)
         self.base = self.root if "://" in store else "file://" + self.root
+        self.sizes: dict[str, int] = self.manifest["files"]
 
     def visit(
         self, level: dict[str, Any], rows: DataFrame, found: dict[str, list[DataFrame]], pending: dict[int, list[DataFrame]]
@@ -109,65 +124,82 @@ class _Walk:
             spans = self.values(r["start"], rows, "start").join(self.values(r["end"], rows, "end"), ROW)
             pending.setdefault(r["table"], []).append(spans.filter("end > start").select("start", "end"))
 
-    def marked(
-        self, level: dict[str, Any], key: str, traced: DataFrame, marks: list[DataFrame | None]
-    ) -> DataFrame | None:
-        """Rows of a level holding a traced rid, or pointing at a marked row of a lower level."""
-        parts = []
-        for r in level["rids"]:
-            if r["source"] == key:
-                col = self.whole(r["column"], "v")
-                parts.append(col.join(traced, col["v"] == traced[RID], "left_semi").select(ROW))
-        for r in level["refs"]:
-            below = marks[r["table"]]
-            if below is not None:
-                spans = self.whole(r["start"], "start").join(self.whole(r["end"], "end"), ROW)
-                hit = below.select(F.col(ROW).alias("m"))
-                cond = (hit["m"] >= spans["start"]) & (hit["m"] < spans["end"])
-                parts.append(spans.join(hit, cond, "left_semi").select(ROW))
-        return _union(parts).distinct() if parts else None
-
-    def whole(self, meta: dict[str, Any], name: str) -> DataFrame:
-        """A column as (row, value), read by the executors."""
-        if meta["encoding"] == "plain":
-            col = self.spark.read.parquet(f"{self.base}/{meta['file']}")
-            return col.select(F.col("_metadata.row_index").alias(ROW), F.col("v").alias(name))
-        return self.values(meta, self.spark.range(int(meta["rows"])).select(F.col("id").alias(ROW)), name)
-
     def values(self, meta: dict[str, Any], rows: DataFrame, name: str) -> DataFrame:
         """(row, value) for the traced rows; the traced row numbers go to the data, not back.
 
-        Plain columns: rows are partitioned by row group, and each task reads only its
-        row groups of the column file. Runs: small, broadcast, looked up by arithmetic.
-        """
-        if meta["encoding"] == "plain":
-            uri = f"{self.base}/{meta['file']}"
-            parts = max(1, min(self.spark.sparkContext.defaultParallelism * 2, -(-int(meta["rows"]) // ROW_GROUP)))
-            rows = rows.repartition(parts, (F.col(ROW) / ROW_GROUP).cast("long"))
+        Rows are partitioned by row group, and each task reads only the row groups (of a
+        plain column or of the parts) holding its rows; run-encoded columns are read whole."""
+        parts = max(1, min(self.spark.sparkContext.defaultParallelism * 2, -(-int(meta["rows"]) // ROW_GROUP)))
+        rows = rows.repartition(parts, (F.col(ROW) / ROW_GROUP).cast("long"))
+        opener = self._opener(meta)
 
-            def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-                fs, path = filesystem(uri)
-                column = StoredPlain(pq.ParquetFile(fs.open_input_file(path)), 0, nullcontext)
-                for batch in batches:
-                    yield _looked_up(column, batch, name)
-
-            return rows.mapInArrow(read, f"{ROW} long, {name} long")
-        runs = pq.read_table(f"{self.root}/{meta['file']}", filesystem=self.fs)
-        shared = self.spark.sparkContext.broadcast(
-            (*(runs.column(c).to_numpy() for c in ("start", "base", "step")), int(meta["rows"]))
-        )
-
-        def lookup(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            column = Runs(*shared.value)
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            column = opener()
             for batch in batches:
-                yield _looked_up(column, batch, name)
+                at = np.sort(batch.column(0).to_numpy())
+                yield pa.record_batch([pa.array(at), pa.array(column.take(at))], names=[ROW, name])
 
-        return rows.mapInArrow(lookup, f"{ROW} long, {name} long")
+        return rows.mapInArrow(read, f"{ROW} long, {name} long")
 
+    def _opener(self, meta: dict[str, Any]) -> Callable[[], IntColumn]:
+        """Opens a column where a task runs (it reads the store by its URI)."""
+        base, sizes = self.base, self.sizes
 
-def _looked_up(column: IntColumn, batch: pa.RecordBatch, name: str) -> pa.RecordBatch:
-    at = np.sort(batch.column(0).to_numpy())
-    return pa.record_batch([pa.array(at), pa.array(column.take(at))], names=[ROW, name])
+        def column() -> IntColumn:
+            fs, root = filesystem(base)
+            return open_column(fs, root, meta, sizes)
+
+        return column
+
+    def marked(
+        self, level: dict[str, Any], key: str, traced: np.ndarray, marks: list[Marks | None]
+    ) -> DataFrame | None:
+        """Rows of a level holding a traced rid, or pointing at a marked row of a lower level."""
+        rids = [self._opener(r["column"]) for r in level["rids"] if r["source"] == key]
+        near = [(self._opener(r["start"]), self._opener(r["end"]), marks[r["table"]]) for r in level["refs"]
+                if isinstance(marks[r["table"]], np.ndarray)]
+        far = [r for r in level["refs"] if isinstance(marks[r["table"]], DataFrame)]
+        parts = [self._joined(r, marks[r["table"]]) for r in far]
+        if (rids and traced.size) or near:
+            parts.append(self._scanned(level["rows"], rids, traced, near))
+        return _union(parts).distinct() if parts else None
+
+    def _scanned(
+        self,
+        rows: int,
+        rids: list[Callable[[], IntColumn]],
+        traced: np.ndarray,
+        near: list[tuple[Callable[[], IntColumn], Callable[[], IntColumn], Any]],
+    ) -> DataFrame:
+        """Marks found by tasks that each read a stretch of the level's rows."""
+        shared = self.spark.sparkContext.broadcast((traced, [m for _, _, m in near]))
+        chunk = CHUNK
+        tasks = max(1, min(-(-rows // chunk), 4 * self.spark.sparkContext.defaultParallelism))
+        stretches = self.spark.range(0, rows, chunk, numPartitions=tasks)
+
+        def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            wanted, below = shared.value
+            columns = [open_rid() for open_rid in rids]
+            spans = [(s(), e()) for s, e, _ in near]
+            for batch in batches:
+                for lo in batch.column(0).to_numpy().tolist():
+                    at = np.arange(lo, min(lo + chunk, rows), dtype=np.int64)
+                    hit = np.zeros(at.size, dtype=bool)
+                    for col in columns:
+                        hit |= isin_sorted(col.take(at), wanted)
+                    for (start, end), m in zip(spans, below, strict=True):
+                        hit |= np.searchsorted(m, start.take(at)) < np.searchsorted(m, end.take(at))
+                    yield pa.record_batch([pa.array(at[hit])], names=[ROW])
+
+        return stretches.mapInArrow(scan, f"{ROW} long")
+
+    def _joined(self, ref: dict[str, Any], below: DataFrame) -> DataFrame:
+        """Rows whose range holds a marked row of a lower level with many marks: a range join."""
+        rows = self.spark.range(int(ref["start"]["rows"])).select(F.col("id").alias(ROW))
+        spans = self.values(ref["start"], rows, "start").join(self.values(ref["end"], rows, "end"), ROW)
+        hit = below.select(F.col(ROW).alias("m"))
+        cond = (hit["m"] >= spans["start"]) & (hit["m"] < spans["end"])
+        return spans.join(hit, cond, "left_semi").select(ROW)
 
 
 def _union(parts: list[DataFrame]) -> DataFrame:

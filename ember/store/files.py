@@ -6,6 +6,8 @@ A store is a folder:
                                   levels and their columns, every file's size
     output.parquet                the job's output rows
     index/<level>.<column>.parquet   one encoded column each (`store.columns`)
+    index/<level>/<part>.<column>.parquet   a level the executors wrote, a part per task
+                                  (`store.spark_index`)
     sources/<n>.parquet           rows of in-memory sources (nothing could fetch them later)
     kept/<n>.parquet              a copy of the rows the lineage reaches in Parquet source n,
                                   when they are a small share of it (`store.kept`)
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,9 +44,10 @@ from ember.store.columns import IntColumn, Runs, isin_sorted
 from ember.store.index import Level, LineageIndex, Ranges
 from ember.store.kept import ROW_GROUP as KEPT_ROW_GROUP
 from ember.store.kept import KeptRows
+from ember.store.parts import Parts, tiled
 
 FORMAT = "ember-lineage-store"
-VERSION = 1
+VERSION = 2  # 2: columns made of parts (levels the executors wrote)
 MANIFEST = "manifest.json"
 ROW_GROUP = 1 << 16  # rows per row group of a plain column: the unit a trace reads
 START, END = "__ember_start", "__ember_end"  # a grouping row's rid range
@@ -68,6 +72,72 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
         fs, inner = pafs.FileSystem.from_uri(path)
         return fs, inner.rstrip("/")
     return pafs.LocalFileSystem(), os.path.abspath(path).rstrip("/")
+
+
+def write_parquet(fs: pafs.FileSystem, path: str, table: pa.Table, **options: Any) -> int:
+    """Writes one store file (zstd, page checksums, statistics); its size in bytes."""
+    pq.write_table(table, path, filesystem=fs, **PARQUET, **options)
+    return int(fs.get_file_info(path).size)
+
+
+def write_column(fs: pafs.FileSystem, root: str, name: str, col: IntColumn) -> tuple[dict[str, Any], int]:
+    """An encoded column written as `root/name`: its manifest entry and its size in bytes."""
+    if isinstance(col, Runs):
+        data = pa.table({"start": col.start, "base": col.base, "step": col.step})
+        return {"file": name, "encoding": "runs", "rows": col.size}, write_parquet(fs, f"{root}/{name}", data)
+    values = pa.table({"v": col.decode()})
+    size = write_parquet(
+        fs, f"{root}/{name}", values, row_group_size=ROW_GROUP, use_dictionary=False,
+        column_encoding={"v": "DELTA_BINARY_PACKED"},
+    )
+    return {"file": name, "encoding": "plain", "rows": col.size}, size
+
+
+def open_column(fs: pafs.FileSystem, root: str, meta: dict[str, Any], sizes: dict[str, int]) -> IntColumn:
+    """A column as its manifest entry describes it, checked against it; plain columns and
+    parts are read lazily."""
+    if meta["encoding"] == "parts":
+        parts = meta["parts"]
+        if not tiled(parts, meta["rows"]):
+            raise StoreError(f"{root}: the parts of a column do not cover its {meta['rows']} rows in order")
+        nbytes = sum(sizes[p["file"]] for p in parts)
+        return Parts(parts, meta["rows"], lambda part: open_column(fs, root, part, sizes), nbytes, (fs, root))
+    name = meta["file"]
+    with _damage(root, name):
+        pf = pq.ParquetFile(fs.open_input_file(f"{root}/{name}"), page_checksum_verification=True)
+    if meta["encoding"] == "runs":
+        with _damage(root, name):
+            t = pf.read()
+        start, base, step = (t.column(c).to_numpy() for c in ("start", "base", "step"))
+        runs = Runs(start, base, step, meta["rows"])
+        if runs.start.size and (runs.start[0] != 0 or runs.start[-1] >= runs.length):
+            raise StoreError(f"{root}: {name} does not cover the {meta['rows']} rows the manifest says")
+        return runs
+    if meta["encoding"] == "plain":
+        if pf.metadata.num_rows != meta["rows"]:
+            raise StoreError(f"{root}: {name} holds {pf.metadata.num_rows} rows, the manifest says {meta['rows']}")
+        return StoredPlain(pf, sizes.get(name, 0), lambda: _damage(root, name))
+    raise StoreError(f"{root}: {name} has an unknown encoding {meta['encoding']!r}")
+
+
+def column_files(meta: dict[str, Any]) -> list[str]:
+    """The files a column entry names."""
+    return [p["file"] for p in meta["parts"]] if meta["encoding"] == "parts" else [meta["file"]]
+
+
+def _transfer(src_fs: pafs.FileSystem, src: str, dest_fs: pafs.FileSystem, dest: str) -> int:
+    """Puts a file into a store being written: a hard link where both are on one local
+    disk (instant, and the capture's own file stays for it), else a copy. Its size."""
+    if isinstance(src_fs, pafs.LocalFileSystem) and isinstance(dest_fs, pafs.LocalFileSystem):
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        try:
+            os.link(src, dest)
+        except OSError:
+            shutil.copyfile(src, dest)
+        return os.path.getsize(dest)
+    dest_fs.create_dir(dest.rsplit("/", 1)[0])
+    pafs.copy_files(src, dest, source_filesystem=src_fs, destination_filesystem=dest_fs)
+    return int(dest_fs.get_file_info(dest).size)
 
 
 # --- writing ------------------------------------------------------------------
@@ -112,19 +182,21 @@ class _Writer:
         self.files: dict[str, int] = {}
 
     def table(self, name: str, table: pa.Table, **options: Any) -> str:
-        pq.write_table(table, f"{self.root}/{name}", filesystem=self.fs, **PARQUET, **options)
-        self.files[name] = self.fs.get_file_info(f"{self.root}/{name}").size
+        self.files[name] = write_parquet(self.fs, f"{self.root}/{name}", table, **options)
         return name
 
     def column(self, name: str, col: IntColumn) -> dict[str, Any]:
-        if isinstance(col, Runs):
-            data = pa.table({"start": col.start, "base": col.base, "step": col.step})
-            return {"file": self.table(name, data), "encoding": "runs", "rows": col.size}
-        values = pa.table({"v": col.decode()})
-        file = self.table(
-            name, values, row_group_size=ROW_GROUP, use_dictionary=False, column_encoding={"v": "DELTA_BINARY_PACKED"}
-        )
-        return {"file": file, "encoding": "plain", "rows": col.size}
+        if isinstance(col, Parts):
+            return self.parts(col)
+        meta, self.files[name] = write_column(self.fs, self.root, name, col)
+        return meta
+
+    def parts(self, col: Parts) -> dict[str, Any]:
+        """A column the executors wrote: its part files are linked (or copied) into the store."""
+        fs, root = col.folder
+        for m in col.metas:
+            self.files[m["file"]] = _transfer(fs, f"{root}/{m['file']}", self.fs, f"{self.root}/{m['file']}")
+        return {"encoding": "parts", "rows": col.size, "parts": col.metas}
 
     def level(self, name: str, level: Level) -> dict[str, Any]:
         return {
@@ -251,8 +323,9 @@ def _check_files(fs: pafs.FileSystem, root: str, manifest: dict[str, Any], path:
 
 def _column_files(manifest: dict[str, Any]) -> Iterator[str]:
     for lv in (*manifest["levels"], manifest["output_level"]):
-        yield from (r["column"]["file"] for r in lv["rids"])
-        yield from (r[k]["file"] for r in lv["refs"] for k in ("start", "end"))
+        for r in lv["rids"]:
+            yield from column_files(r["column"])
+        yield from (f for r in lv["refs"] for k in ("start", "end") for f in column_files(r[k]))
     for g in manifest.get("groupings", []):
         yield from (g["file"], g["rids"]["file"])
     yield from (s["kept"]["file"] for s in manifest["sources"] if "kept" in s)
@@ -271,22 +344,7 @@ class _Reader:
         self.fs, self.root, self.files = fs, root, files
 
     def column(self, meta: dict[str, Any]) -> IntColumn:
-        name = meta["file"]
-        with _damage(self.root, name):
-            pf = pq.ParquetFile(self.fs.open_input_file(f"{self.root}/{name}"), page_checksum_verification=True)
-        if meta["encoding"] == "runs":
-            with _damage(self.root, name):
-                t = pf.read()
-            start, base, step = (t.column(c).to_numpy() for c in ("start", "base", "step"))
-            runs = Runs(start, base, step, meta["rows"])
-            if runs.start.size and (runs.start[0] != 0 or runs.start[-1] >= runs.length):
-                raise StoreError(f"{self.root}: {name} does not cover the {meta['rows']} rows the manifest says")
-            return runs
-        if meta["encoding"] == "plain":
-            if pf.metadata.num_rows != meta["rows"]:
-                raise StoreError(f"{self.root}: {name} holds {pf.metadata.num_rows} rows, the manifest says {meta['rows']}")
-            return StoredPlain(pf, self.files[name], lambda: _damage(self.root, name))
-        raise StoreError(f"{self.root}: {name} has an unknown encoding {meta['encoding']!r}")
+        return open_column(self.fs, self.root, meta, self.files)
 
     def level(self, meta: dict[str, Any]) -> Level:
         level = Level(

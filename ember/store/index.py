@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, TypeAlias
 
 import duckdb
 import numpy as np
@@ -180,32 +181,53 @@ def map_columns(index: LineageIndex, fn: Callable[[IntColumn], IntColumn]) -> Li
 # --- building -----------------------------------------------------------------
 
 
+class Remote(Protocol):
+    """A side table whose rows stay where the executors wrote them (`store.spark_index`):
+    its level is built there, and refs from levels built here ask it for the groups they name."""
+
+    rows: int
+
+    def level(
+        self, table: SideTable, below: list[pa.Table | Remote], tables: tuple[SideTable, ...], levels: list[Level], compress: bool
+    ) -> Level: ...
+
+    def groups_of(self, table: SideTable, wanted: pa.Table) -> pa.Table: ...
+
+
+SideRows: TypeAlias = pa.Table | Remote | None
+
+
 def build_index(
     output: pa.Table,
     output_slots: tuple[Slot, ...],
     tables: tuple[SideTable, ...],
-    data: list[pa.Table | None],
+    data: list[SideRows],
     compress: bool = True,
 ) -> LineageIndex:
     """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes.
 
     A table whose rows rode in the result (`data` None) is a list slot flattened: already
-    grouped by the row that holds the list, so its ranges are the lists' offsets.
+    grouped by the row that holds the list, so its ranges are the lists' offsets. A
+    `Remote` table's level is built by the executors.
     """
     con = duck.connect()
-    groups: list[pa.Table] = []
+    groups: list[pa.Table | Remote] = []
     levels: list[Level] = []
-    fetched = {t.id: d for t, d in zip(tables, data, strict=True) if d is not None}
+    fetched = {t.id: d for t, d in zip(tables, data, strict=True) if isinstance(d, pa.Table)}
     flat = inline_rows(output, output_slots, tables, fetched, sort=True)
     spans = {tid: span for tid, (_, span) in flat.items()}
     for table, arrow in zip(tables, data, strict=True):
+        if arrow is not None and not isinstance(arrow, pa.Table):
+            levels.append(arrow.level(table, groups, tables, levels, compress))
+            groups.append(arrow)
+            continue
         if arrow is None:
             ordered = flat[table.id][0]
         else:
             ordered = arrow if arrow.schema.metadata == SORTED else _sorted(con, arrow, order_by(table))
-        levels.append(_level(con, ordered, table.slots, groups, levels, table.why, compress, spans))
+        levels.append(_level(con, ordered, table.slots, groups, tables, levels, table.why, compress, spans))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
-    out = _level(con, output, output_slots, groups, levels, "output", compress, spans)
+    out = _level(con, output, output_slots, groups, tables, levels, "output", compress, spans)
     con.close()
     return LineageIndex(out, tuple(levels))
 
@@ -324,7 +346,8 @@ def _level(
     con: duckdb.DuckDBPyConnection,
     arrow: pa.Table,
     slots: tuple[Slot, ...],
-    groups: list[pa.Table],
+    groups: list[pa.Table | Remote],
+    tables: tuple[SideTable, ...],
     levels: list[Level],
     why: str,
     compress: bool,
@@ -342,13 +365,18 @@ def _level(
             start, end = spans[slot.table]
             refs.append(Ranges(slot.table, pack(start), pack(end)))
         else:
-            start, end = _resolve(con, arrow, slot, groups[slot.table], levels[slot.table].rows)
+            start, end = _resolve(con, arrow, slot, groups[slot.table], tables[slot.table], levels[slot.table].rows)
             refs.append(Ranges(slot.table, pack(start), pack(end)))
     return Level(n, tuple(rids), tuple(refs), why)
 
 
 def _resolve(
-    con: duckdb.DuckDBPyConnection, arrow: pa.Table, slot: RefSlot, groups: pa.Table, target_rows: int
+    con: duckdb.DuckDBPyConnection,
+    arrow: pa.Table,
+    slot: RefSlot,
+    target: pa.Table | Remote,
+    table: SideTable,
+    target_rows: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     n = arrow.num_rows
     present = arrow.column(slot.present.name).is_valid().to_numpy(zero_copy_only=False)
@@ -360,6 +388,7 @@ def _resolve(
     names = [k.name for k in slot.keys]
     probe = arrow.select(names).append_column("__rn", pa.array(np.arange(n, dtype=np.int64)))
     probe = probe.filter(pa.array(present))
+    groups = target if isinstance(target, pa.Table) else target.groups_of(table, probe.select(names))
     gnames = [f"__g{i}" for i in range(len(names))]
     g = groups.rename_columns([*gnames, "__s", "__e"])
     con.register("p", probe)

@@ -4,8 +4,10 @@ standalone cluster and saves the stores for the test to compare with local mode.
     python -m tests.capture.cluster_job MASTER_URL TPCH_DIR OUT_DIR QUERY RETRIED_QUERY
 
 RETRIED_QUERY is captured twice more, with no lineage allowed through the driver's result
-channel (every side table is written by the executors): cleanly, and with the first
-attempt of every stage's first task failing.
+channel (every side table is written by the executors, which build its level as parts):
+cleanly, and with the first attempt of every stage's first task failing, the tasks that
+write parts failing after writing theirs. What the retried capture's part folders hold,
+and which parts it named, goes to parts.json.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from pyspark.sql import functions as F
 import ember
 from ember import tpch
 from ember.capture import annotate
+from ember.store import spark_index
+from ember.store.parts import Parts
 
 
 def wait_for_executors(spark: SparkSession, n: int, timeout: float = 120) -> None:
@@ -70,8 +74,24 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
     udf = F.udf(flaky, "decimal(15,2)")
     lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
-    ember.capture(tpch.query(spark, retried)).save(str(out / "retried"))
+    spark.conf.set(spark_index.FAIL_ONCE, str(markers))
+    lin = ember.capture(tpch.query(spark, retried))
+    lin.save(str(out / "retried"))
+    (out / "parts.json").write_text(json.dumps(part_folders(lin)))
     spark.stop()
+
+
+def part_folders(lin: ember.Lineage) -> list[dict[str, list[str]]]:
+    """Per level the executors built: the files in its folder, and the files its parts name."""
+    found = []
+    for level in lin._index.tables:
+        columns = level.columns()
+        if columns and all(isinstance(c, Parts) for c in columns):
+            fs, root = columns[0].folder  # type: ignore[attr-defined]
+            folder = Path(root) / Path(columns[0].metas[0]["file"]).parent  # type: ignore[attr-defined]
+            named = sorted(Path(m["file"]).name for c in columns for m in c.metas)  # type: ignore[attr-defined]
+            found.append({"files": sorted(p.name for p in folder.iterdir()), "named": named})
+    return found
 
 
 if __name__ == "__main__":

@@ -9,10 +9,23 @@ from pyspark.sql import SparkSession
 
 import ember
 from ember import tpch as tpch_queries
+from ember.query import distributed
+
+
+@pytest.fixture(params=["broadcast", "joined"])
+def marks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Forward marks broadcast to the next level's tasks, or kept on the cluster and range
+    joined (as when a level has too many); small stretches, so a level takes several tasks."""
+    monkeypatch.setattr(distributed, "CHUNK", 1000)
+    if request.param == "joined":
+        monkeypatch.setattr(distributed, "MAX_MARKS", 0)
+    return str(request.param)
 
 
 @pytest.mark.parametrize("n", [3, 18, 1])
-def test_distributed_backward_equals_in_process(spark: SparkSession, tpch: Path, tmp_path: Path, n: int) -> None:
+def test_distributed_backward_equals_in_process(
+    spark: SparkSession, tpch: Path, tmp_path: Path, n: int, marks: str
+) -> None:
     lin = ember.capture(tpch_queries.query(spark, n))
     lin.save(str(tmp_path / "store"))
     oids = list(range(min(3, lin.output().num_rows)))
