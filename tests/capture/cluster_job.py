@@ -85,14 +85,10 @@ def part_folders(lin: ember.Lineage) -> list[dict[str, list[str]]]:
     """Per level the executors built: the files in its folder, and the files its parts name."""
     found = []
     for level in lin._index.tables:
-        columns = level.columns()
-        if columns and all(isinstance(c, Parts) for c in columns):
-            fs, root = columns[0].folder  # type: ignore[attr-defined]
-            folder = Path(root) / Path(columns[0].metas[0]["file"]).parent  # type: ignore[attr-defined]
-            named = sorted(Path(m["file"]).name for c in columns for m in c.metas)  # type: ignore[attr-defined]
+        parts = [c for c in level.columns() if isinstance(c, Parts)]
+        if parts and len(parts) == len(level.columns()):
+            _, root = parts[0].folder
+            folder = Path(root) / Path(parts[0].metas[0]["file"]).parent
+            named = sorted(Path(m["file"]).name for c in parts for m in c.metas)
             found.append({"files": sorted(p.name for p in folder.iterdir()), "named": named})
     return found
-
-
-if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

@@ -64,8 +64,8 @@ def test_aggregates_under_a_join_and_of_aggregates(views: SparkSession, on_execu
     joined = o.join(names, groups, lambda x, y: x[0] is not None and x[0] == y[0])
     o.assert_same_lineage(lin, o.select(joined, lambda v: (v[1], v[3], v[4])))
     assert remote_levels(lin), "the aggregate's groups should be a level the executors built"
-    level = lin._index.tables[remote_levels(lin)[0]]
-    assert len(level.rids[0][1].metas) > 1  # type: ignore[attr-defined]  # several parts
+    column = lin._index.tables[remote_levels(lin)[0]].rids[0][1]
+    assert isinstance(column, Parts) and len(column.metas) > 1  # several parts
 
 
 def test_nested_aggregates_and_a_semi_join(views: SparkSession, on_executors: None) -> None:
