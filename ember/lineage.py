@@ -211,8 +211,12 @@ class Lineage:
         `ember.load(path, spark)` reads it back. Where the lineage reaches at most a
         `keep_rows` share of a local Parquet source's rows, the store keeps a copy of
         those rows, so traces with rows need not decode the source's pages (0 keeps none).
+        A lineage whose levels the executors built keeps no copies: finding what it
+        reaches would read it whole on the driver. Those levels' parts are linked into
+        the store where it shares their disk, else copied.
         """
         sources = tuple(self._sources.values())
+        keep_rows = 0 if self._index.built_remotely else keep_rows
         reached = self._index.backward(np.arange(self._output.num_rows, dtype=np.int64)) if keep_rows > 0 else {}
         kept = {s.key: rows_to_keep(s, reached.get(s.key, np.empty(0, np.int64)), keep_rows) for s in sources}
         info = {

@@ -27,6 +27,7 @@ from ember import duck
 from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable, Slot
 from ember.plan.ir import Attr
 from ember.store.columns import IntColumn, Plain, encode, expand_ranges
+from ember.store.parts import Parts
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class LineageIndex:
     @property
     def nbytes(self) -> int:
         return sum(c.nbytes for lv in (self.output, *self.tables) for c in lv.columns())
+
+    @property
+    def built_remotely(self) -> bool:
+        """Whether the executors built some level (its parts are read on demand)."""
+        return any(isinstance(c, Parts) for lv in (self.output, *self.tables) for c in lv.columns())
 
     @property
     def raw_nbytes(self) -> int:

@@ -53,12 +53,13 @@ def g_rows() -> list[o.Row]:
     return o.scan("si_g", G)
 
 
-def test_aggregates_under_a_join_and_of_aggregates(views: SparkSession, on_executors: None) -> None:
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_an_aggregate_under_a_join(views: SparkSession, on_executors: None, strategy: str) -> None:
     df = views.sql(
         "SELECT h.name, s.total, s.n FROM si_h h JOIN "
         "(SELECT g, sum(v) AS total, count(*) AS n FROM si_g GROUP BY g) s ON h.g = s.g"
     )
-    lin = ember.capture(df, strategy="inject")
+    lin = ember.capture(df, strategy=strategy)
     groups = o.group(g_rows(), lambda v: (v[0],), lambda vs: (sum(x[2] for x in vs), len(vs)))
     names = o.scan("si_h", H)
     joined = o.join(names, groups, lambda x, y: x[0] is not None and x[0] == y[0])
