@@ -126,3 +126,16 @@ def test_saved_and_traced_on_spark(spark: SparkSession, tpch: Path, tmp_path: Pa
     rids = lin.backward(oids=[0]).ids("lineitem")[:2]
     reached = loaded.forward_distributed(spark, "lineitem", ids=rids)
     assert sorted(r[0] for r in reached.collect()) == lin.forward("lineitem", ids=rids).ids().tolist()
+
+
+def test_a_side_table_holding_lists_is_read_back(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scalar subquery's rows carry its aggregate's lists; written by the executors (as
+    if it could outgrow the driver), it is read back and indexed on the driver."""
+    monkeypatch.setattr(annotate, "bounded", lambda plan: False)
+    lin = ember.capture(views.sql("SELECT k FROM si_g WHERE v > (SELECT avg(v) FROM si_g)"), strategy="inject")
+    rows = g_rows()
+    mean = sum(v[2] for v, _ in rows) / len(rows)
+    everything = frozenset().union(*(lineage for _, lineage in rows))
+    o.assert_same_lineage(lin, [((v[1],), lineage | everything) for v, lineage in rows if v[2] > mean])
+    assert not remote_levels(lin)
+    assert any(t.why == "aggregate groups, listed in the result" for t in lin._index.tables)
