@@ -32,11 +32,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
-from rich.progress import Progress
 
 import ember
 from bench import perm
-from bench.common import input_bytes, parser, timed, tpch_session
+from bench.common import input_bytes, parser, per_query, timed, tpch_session, write_markdown
 from ember import tpch
 
 
@@ -76,13 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     spark, data = tpch_session(console, args.scale)
     perm.register(spark, data)
-    results = []
-    with Progress(console=console) as progress:
-        task = progress.add_task("queries", total=len(args.queries))
-        for n in args.queries:
-            progress.update(task, description=f"Q{n}")
-            results.append(measure(spark, n, args.runs, data))
-            progress.advance(task)
+    results = per_query(console, args.queries, lambda n: measure(spark, n, args.runs, data))
     spark.stop()
     write_report(args, results)
     console.print(f"wrote {args.out / 'capture.md'} and capture.png")
@@ -144,8 +137,6 @@ def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, flo
 
 
 def write_report(args: argparse.Namespace, results: list[dict[str, float]]) -> None:
-    args.out.mkdir(parents=True, exist_ok=True)
-
     def finite(key: str) -> list[float]:
         return [r[key] for r in results if r[key] == r[key]]
 
@@ -179,7 +170,7 @@ def write_report(args: argparse.Namespace, results: list[dict[str, float]]) -> N
             f"{r['defer_build']:.2f} | {perm_cell} | {r['bytes'] / 1e6:.2f} | {r['per_input']:.2%} | "
             f"{r['back']:.1f} | {r['rows']:.0f} | {r['fwd']:.1f} | {r['lazy']:.0f} |"
         )
-    (args.out / "capture.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "capture.md", lines)
     import matplotlib
 
     matplotlib.use("Agg")

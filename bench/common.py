@@ -6,13 +6,16 @@ import argparse
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 from rich.console import Console
+from rich.progress import Progress
 
 from ember import tpch
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
@@ -45,3 +48,25 @@ def tpch_session(console: Console, scale: float) -> tuple[SparkSession, Path]:
     spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
     tpch.register(spark, data)
     return spark, data
+
+
+def per_query(
+    console: Console, queries: list[int], measure: Callable[[int], T], done: Callable[[list[T]], None] | None = None
+) -> list[T]:
+    """`measure(n)` for each query, with a progress bar; `done` sees the results so far
+    after each (a long run can write its report as it goes)."""
+    results: list[T] = []
+    with Progress(console=console) as progress:
+        task = progress.add_task("queries", total=len(queries))
+        for n in queries:
+            progress.update(task, description=f"Q{n}")
+            results.append(measure(n))
+            if done is not None:
+                done(results)
+            progress.advance(task)
+    return results
+
+
+def write_markdown(out: Path, name: str, lines: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text("\n".join(lines) + "\n")

@@ -20,10 +20,9 @@ from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
-from rich.progress import Progress
 
 import ember
-from bench.common import parser, timed, tpch_session
+from bench.common import parser, per_query, timed, tpch_session, write_markdown
 from ember import tpch
 from ember.infer.pushdown import infer as push_down
 from ember.infer.pushdown import lift_limits
@@ -99,15 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
-    results: list[tuple[int, dict[str, object]]] = []
-    with Progress(console=console) as progress:
-        task = progress.add_task("queries", total=len(args.queries))
-        for n in args.queries:
-            progress.update(task, description=f"Q{n}")
-            results.append((n, measure(spark, n, args.runs, args.traces)))
-            write_report(args, results)  # after every query, so a long run shows its progress
-            console.log(f"Q{n} done")
-            progress.advance(task)
+    # The report is written after every query, so a long run shows its progress.
+    per_query(
+        console, args.queries, lambda n: (n, measure(spark, n, args.runs, args.traces)), lambda r: write_report(args, r)
+    )
     spark.stop()
     console.print(f"wrote {args.out / 'lazy.md'}")
     return 0
@@ -155,8 +149,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, ob
     lines += ["", "## What inference pins, per query", ""]
     for n, r in results:
         lines += [f"**Q{n}**", "", "```", str(r["explain"]), "```", ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "lazy.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "lazy.md", lines)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,9 @@ from datetime import date
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
-from rich.progress import Progress
 
 import ember
-from bench.common import parser, timed, tpch_session
+from bench.common import parser, per_query, timed, tpch_session, write_markdown
 from ember import tpch
 from ember.capture import annotate
 from ember.store.parts import Parts
@@ -102,13 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__, runs=3).parse_args(argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
-    results: list[tuple[int, dict[str, float]]] = []
-    with Progress(console=console) as progress:
-        task = progress.add_task("queries", total=len(args.queries))
-        for n in args.queries:
-            progress.update(task, description=f"Q{n}")
-            results.append((n, measure(spark, n, args.runs)))
-            progress.advance(task)
+    results = per_query(console, args.queries, lambda n: (n, measure(spark, n, args.runs)), lambda r: write_report(args, r))
     spark.stop()
     write_report(args, results)
     console.print(f"wrote {args.out / 'remote.md'}")
@@ -142,8 +135,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, fl
             f"{r['remote_over']:+.0%} | {r['driver_rows']:,.0f} / {r['remote_rows']:,.0f} | {r['levels']:.0f} | "
             f"{r['driver_bytes'] / 1e6:.2f} / {r['remote_bytes'] / 1e6:.2f} | {r['first'] * 1000:.1f} | {r['trace'] * 1000:.1f} |"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "remote.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "remote.md", lines)
 
 
 if __name__ == "__main__":

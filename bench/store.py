@@ -31,10 +31,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
-from rich.progress import Progress
 
 import ember
-from bench.common import ROOT, input_bytes, parser, timed, tpch_session
+from bench.common import ROOT, input_bytes, parser, per_query, timed, tpch_session, write_markdown
 from ember import tpch
 from ember.store.columns import IntColumn, Plain
 from ember.store.index import LineageIndex, as_plain, map_columns
@@ -114,14 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     spark, data = tpch_session(console, args.scale)
     stores = ROOT / "data" / "bench-stores"
-    results: list[tuple[int, int, dict[str, float]]] = []
-    with Progress(console=console) as progress:
-        task = progress.add_task("queries", total=len(args.queries))
-        for n in args.queries:
-            progress.update(task, description=f"Q{n}")
-            lin = ember.capture(tpch.query(spark, n))
-            results.append((n, input_bytes(data, lin.sources), measure(lin, stores / f"q{n}")))
-            progress.advance(task)
+    def one(n: int) -> tuple[int, int, dict[str, float]]:
+        lin = ember.capture(tpch.query(spark, n))
+        return n, input_bytes(data, lin.sources), measure(lin, stores / f"q{n}")
+
+    results = per_query(console, args.queries, one)
     spark.stop()
     shutil.rmtree(stores, ignore_errors=True)
     write_report(args, results)
@@ -166,8 +162,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[st
             f"{r['ember'] / inb:.2%} | {r['plain']:.1f} | {r['pq_ms']:.1f} | {r['back']:.1f} | {r['first']:.1f} | "
             f"{r['rows_first']:.1f} | {r['rows']:.1f} | {r['fwd']:.1f} |"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "store.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out, "store.md", lines)
 
 
 if __name__ == "__main__":

@@ -168,3 +168,45 @@ def expand_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     offsets = np.repeat(start - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
     return offsets + np.arange(total, dtype=np.int64)
 
+
+
+class Segmented:
+    """A column kept in consecutive segments (the row groups of a file, the parts of a
+    level), segment `i` holding rows `[bounds[i], bounds[i + 1])`, each read on first use."""
+
+    def __init__(self, bounds: np.ndarray, nbytes: int):
+        self._bounds = bounds
+        self._nbytes = nbytes
+
+    @property
+    def size(self) -> int:
+        return int(self._bounds[-1])
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def _take_in(self, i: int, at: np.ndarray) -> np.ndarray:
+        """Values of segment `i` at rows `at`, counted from its start."""
+        raise NotImplementedError
+
+    def _decoded(self, i: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Each segment is asked once, for its own rows."""
+        at = np.searchsorted(self._bounds, rows, side="right") - 1
+        out = np.empty(rows.size, dtype=np.int64)
+        cuts = np.flatnonzero(np.diff(at)) + 1
+        for lo, hi in zip(np.concatenate(([0], cuts)), np.append(cuts, rows.size), strict=True):
+            if hi > lo:
+                i = int(at[lo])
+                out[lo:hi] = self._take_in(i, rows[lo:hi] - self._bounds[i])
+        return out
+
+    def decode(self) -> np.ndarray:
+        return concatenated([self._decoded(i) for i in range(self._bounds.size - 1)])
+
+
+def concatenated(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from ember.errors import StoreError
 from ember.plan.sources import Source, SourceFile
 from ember.query.grouped import Grouping, shape
-from ember.store.columns import IntColumn, Runs, isin_sorted
+from ember.store.columns import IntColumn, Runs, Segmented, concatenated, isin_sorted
 from ember.store.index import Level, LineageIndex, Ranges
 from ember.store.kept import ROW_GROUP as KEPT_ROW_GROUP
 from ember.store.kept import KeptRows
@@ -377,51 +377,32 @@ class _Reader:
         return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data, kept=kept)
 
 
-class StoredPlain:
+class StoredPlain(Segmented):
     """A plain column in a store, read one row group at a time and only where a trace looks."""
 
     def __init__(self, pf: pq.ParquetFile, nbytes: int, guard: Callable[[], Any]):
-        self._pf, self._nbytes, self._guard = pf, nbytes, guard
         md = pf.metadata
         counts = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
-        self._bounds = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
+        super().__init__(np.concatenate(([0], np.cumsum(counts, dtype=np.int64))), nbytes)
+        self._pf, self._guard = pf, guard
         stats = [md.row_group(g).column(0).statistics for g in range(md.num_row_groups)]
         self._min = np.array([s.min if s is not None and s.has_min_max else -(1 << 62) for s in stats], np.int64)
         self._max = np.array([s.max if s is not None and s.has_min_max else 1 << 62 for s in stats], np.int64)
         self._groups: dict[int, np.ndarray] = {}
 
-    @property
-    def size(self) -> int:
-        return int(self._bounds[-1])
-
-    @property
-    def nbytes(self) -> int:
-        return self._nbytes
-
-    def _group(self, g: int) -> np.ndarray:
+    def _decoded(self, g: int) -> np.ndarray:
         if g not in self._groups:
             with self._guard():
                 self._groups[g] = self._pf.read_row_group(g, columns=["v"]).column(0).to_numpy()
         return self._groups[g]
 
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        group = np.searchsorted(self._bounds, rows, side="right") - 1
-        out = np.empty(rows.size, dtype=np.int64)
-        cuts = np.flatnonzero(np.diff(group)) + 1
-        for lo, hi in zip(np.concatenate(([0], cuts)), np.append(cuts, rows.size), strict=True):
-            if hi > lo:
-                g = int(group[lo])
-                out[lo:hi] = self._group(g)[rows[lo:hi] - self._bounds[g]]
-        return out
+    def _take_in(self, g: int, at: np.ndarray) -> np.ndarray:
+        return self._decoded(g)[at]
 
     def hits(self, values: np.ndarray) -> np.ndarray:
         if values.size == 0:
             return np.empty(0, dtype=np.int64)
         found = np.searchsorted(values, self._max, side="right") > np.searchsorted(values, self._min, side="left")
-        parts = [np.flatnonzero(isin_sorted(self._group(g), values)) + self._bounds[g] for g in np.flatnonzero(found).tolist()]
-        return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
-
-    def decode(self) -> np.ndarray:
-        parts = [self._group(g) for g in range(self._pf.metadata.num_row_groups)]
-        return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
-
+        return concatenated(
+            [np.flatnonzero(isin_sorted(self._decoded(g), values)) + self._bounds[g] for g in np.flatnonzero(found).tolist()]
+        )

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow.fs as pafs
 
-from ember.store.columns import IntColumn
+from ember.store.columns import IntColumn, Segmented, concatenated
 
 
-class Parts:
+class Parts(Segmented):
     """An `IntColumn` over consecutive parts, each opened on first use."""
 
     def __init__(
@@ -29,44 +29,26 @@ class Parts:
         folder: tuple[pafs.FileSystem, str],
         owner: object | None = None,
     ):
+        super().__init__(np.array([m["first"] for m in metas] + [rows], dtype=np.int64), nbytes)
         self.metas = metas  # per part: first (row), and the part's own column entry (file, encoding, rows)
         self.folder = folder  # filesystem and root that part files are named relative to
         self.owner = owner  # keeps a capture's scratch folder alive while the column is
-        self._bounds = np.array([m["first"] for m in metas] + [rows], dtype=np.int64)
         self._opener = opener
-        self._nbytes = nbytes
         self._open: dict[int, IntColumn] = {}
-
-    @property
-    def size(self) -> int:
-        return int(self._bounds[-1])
-
-    @property
-    def nbytes(self) -> int:
-        return self._nbytes
 
     def part(self, i: int) -> IntColumn:
         if i not in self._open:
             self._open[i] = self._opener(self.metas[i])
         return self._open[i]
 
-    def take(self, rows: np.ndarray) -> np.ndarray:
-        at = np.searchsorted(self._bounds, rows, side="right") - 1
-        out = np.empty(rows.size, dtype=np.int64)
-        cuts = np.flatnonzero(np.diff(at)) + 1
-        for lo, hi in zip(np.concatenate(([0], cuts)), np.append(cuts, rows.size), strict=True):
-            if hi > lo:
-                i = int(at[lo])
-                out[lo:hi] = self.part(i).take(rows[lo:hi] - self._bounds[i])
-        return out
+    def _take_in(self, i: int, at: np.ndarray) -> np.ndarray:
+        return self.part(i).take(at)
+
+    def _decoded(self, i: int) -> np.ndarray:
+        return self.part(i).decode()
 
     def hits(self, values: np.ndarray) -> np.ndarray:
-        found = [self.part(i).hits(values) + self._bounds[i] for i in range(len(self.metas))]
-        return np.concatenate(found).astype(np.int64) if found else np.empty(0, dtype=np.int64)
-
-    def decode(self) -> np.ndarray:
-        parts = [self.part(i).decode() for i in range(len(self.metas))]
-        return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+        return concatenated([self.part(i).hits(values) + self._bounds[i] for i in range(len(self.metas))])
 
 
 def tiled(metas: list[dict[str, Any]], rows: int) -> bool:
