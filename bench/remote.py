@@ -9,7 +9,7 @@ channel and is indexed there), and the capture with nothing allowed through the 
 (`INLINE_RIDS = 0`: every side table is written, sorted and indexed by the executors as
 parts, `store.spark_index`). Reports the medians after a warm-up and overheads against
 the plain job, how many side-table rows each capture brought to the driver (rows of
-levels not built as parts), the index bytes, and one-row backward traces (ids) on the
+levels not built as parts), the index bytes of each saved, and one-row backward traces (ids) on the
 parts-built index: the first one (opens the parts it touches) and the median of 20.
 Traces of both captures are compared on those rows (they must be equal).
 Writes docs/benchmarks/remote.md. Machines here are noisy: read ratios, not milliseconds.
@@ -21,8 +21,10 @@ import argparse
 import os
 import platform
 import statistics
+import tempfile
 from collections.abc import Callable
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
@@ -38,6 +40,13 @@ from ember.store.parts import Parts
 def driver_rows(lin: ember.Lineage) -> int:
     """Side-table rows indexed on the driver (every level not built as parts)."""
     return sum(lv.rows for lv in lin._index.tables if not any(isinstance(c, Parts) for c in lv.columns()))
+
+
+def saved_index_bytes(lin: ember.Lineage) -> int:
+    """Bytes of the index files in a saved store (parts included)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        lin.save(f"{tmp}/s", keep_rows=0)
+        return sum(f.stat().st_size for f in Path(tmp, "s", "index").rglob("*") if f.is_file())
 
 
 def remote_levels(lin: ember.Lineage) -> int:
@@ -79,8 +88,8 @@ def measure(spark: SparkSession, n: int, runs: int) -> dict[str, float]:
         "driver_rows": driver_rows(local),
         "remote_rows": driver_rows(remote),
         "levels": remote_levels(remote),
-        "driver_bytes": local.index_bytes,
-        "remote_bytes": remote.index_bytes,
+        "driver_bytes": saved_index_bytes(local),
+        "remote_bytes": saved_index_bytes(remote),
     }
     fresh = capture_remote(job())
     oids = sorted({int(x) for x in np.linspace(0, fresh.output().num_rows - 1, min(20, fresh.output().num_rows))})
@@ -126,7 +135,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, fl
         f"then median {med('trace') * 1000:.1f} ms (worst {max(r['trace'] for _, r in results if r['trace'] == r['trace']) * 1000:.1f} ms).",
         "",
         "| query | plain s | driver s | executors s | driver overhead | executors overhead | rows to driver (driver / executors) "
-        "| levels built as parts | index MB (driver / executors) | first trace ms | trace ms |",
+        "| levels built as parts | index MB saved (driver / executors) | first trace ms | trace ms |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in results:

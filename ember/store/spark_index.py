@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -58,8 +59,6 @@ class Scratch:
 
     def __init__(self, staging: str | None):
         if staging is None:
-            import tempfile
-
             uri = tempfile.mkdtemp(prefix="ember-scratch-")
         else:
             uri = f"{staging.rstrip('/')}/ember-{uuid.uuid4().hex[:12]}"
