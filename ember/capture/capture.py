@@ -65,10 +65,11 @@ def capture(
 
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
-    lineage (`backward(..., through=[...])`). Side tables are written by the executors
-    into `staging` (default: a temporary folder, which suits local mode and one-machine
-    clusters; give a path every executor and the driver can reach on a multi-machine
-    cluster) and read back from there to build the index.
+    lineage (`backward(..., through=[...])`). Side tables too big for the driver's
+    result channel are written and indexed by the executors in `staging` (default: a
+    temporary folder, which suits local mode and one-machine clusters; give a path every
+    executor and the driver can reach on a multi-machine cluster); the lineage reads
+    their index parts from there while it lives, and `save` links or copies them.
 
     `workload` (`ember.Workload`) declares which sources traces will name and which
     source rows matter; everything else is left out of the capture.
