@@ -92,3 +92,7 @@ def part_folders(lin: ember.Lineage) -> list[dict[str, list[str]]]:
             named = sorted(Path(m["file"]).name for c in parts for m in c.metas)
             found.append({"files": sorted(p.name for p in folder.iterdir()), "named": named})
     return found
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))

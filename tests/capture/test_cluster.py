@@ -96,6 +96,7 @@ def stores(cluster: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-4000:]
+    assert (out / "parts.json").exists(), f"the cluster job ended without writing its stores:\n{done.stderr[-4000:]}"
     return out
 
 
