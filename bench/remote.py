@@ -6,7 +6,7 @@
 Per query, alternating in one process: the plain job, ember's capture as it ships
 (lineage under `annotate.INLINE_RIDS` rids comes back through the driver's result
 channel and is indexed there), and the capture with nothing allowed through the driver
-(`INLINE_RIDS = 0`: every side table is written, sorted and indexed by the executors as
+(`spark.ember.driverRids` = 0: every side table is written, sorted and indexed by the executors as
 parts, `store.spark_index`). Reports the medians after a warm-up and overheads against
 the plain job, how many side-table rows each capture brought to the driver (rows of
 levels not built as parts), the index bytes of each saved, and one-row backward traces (ids) on the
@@ -33,7 +33,7 @@ from rich.console import Console
 import ember
 from bench.common import parser, per_query, timed, tpch_session, write_markdown
 from ember import tpch
-from ember.capture import annotate
+from ember.capture.capture import DRIVER_RIDS
 from ember.store.parts import Parts
 
 
@@ -54,12 +54,11 @@ def remote_levels(lin: ember.Lineage) -> int:
 
 
 def capture_remote(df: DataFrame) -> ember.Lineage:
-    saved = annotate.INLINE_RIDS
-    annotate.INLINE_RIDS = 0
+    df.sparkSession.conf.set(DRIVER_RIDS, "0")
     try:
         return ember.capture(df, strategy="inject")
     finally:
-        annotate.INLINE_RIDS = saved
+        df.sparkSession.conf.unset(DRIVER_RIDS)
 
 
 def measure(spark: SparkSession, n: int, runs: int) -> dict[str, float]:
@@ -127,7 +126,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, fl
         f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"local[2]; `python -m bench.remote --scale {args.scale:g} --runs {args.runs}` (medians of {args.runs} "
         "alternating runs after a warm-up). *driver*: ember as it ships (lineage under 32 M rids indexed on the "
-        "driver); *executors*: nothing through the driver (`INLINE_RIDS = 0`), every side table indexed by the "
+        "driver); *executors*: nothing through the driver (`spark.ember.driverRids` = 0), every side table indexed by the "
         "executors as parts. Rows to driver = side-table rows indexed on the driver.",
         "",
         f"Median overhead: driver {med('driver_over'):+.0%}, executors {med('remote_over'):+.0%}. "

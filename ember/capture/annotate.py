@@ -108,6 +108,7 @@ class SideTable:
     order: tuple[ir.Attr, ...] = ()  # within a group (window position)
     inline: bool = False  # its rows ride in the job's result as a list slot; `plan` is not run
     local: bool = False  # read by DuckDB (unless its files or SQL turn out not to allow it)
+    bounded: bool = True  # its rows may come back through the driver (else the executors index them)
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ class _Rewriter:
         inline: bool = False,
         local: bool = False,
     ) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local)
+        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan))
         self.tables.append(t)
         return t.id
 
@@ -206,10 +207,15 @@ class _Rewriter:
             return plan
         if ir.repeatable(plan) and (
             not any(isinstance(n, ir.Aggregate) for n in walk(plan))
-            or (self.local is not None and bounded(plan) and self.local(plan))
+            or (self.local is not None and self.bounded(plan) and self.local(plan))
         ):
             return plan
         return ir.Shared(plan, key=next(self.ids))
+
+    def bounded(self, plan: ir.Node) -> bool:
+        """Whether rows made from `plan` can come back through the driver's result channel
+        (else Spark writes them to files and the executors index them: `capture.sides`)."""
+        return self.inline_rids > 0 and input_rows(plan) <= self.inline_rids
 
     @staticmethod
     def job_input(original: ir.Node, side: ir.Node) -> ir.Node:
@@ -403,7 +409,7 @@ class _Rewriter:
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         after = self.at_result and self._read_after(node)
-        inline = self.at_result and not after and self.inline_rids > 0 and input_rows(node.child) <= self.inline_rids
+        inline = self.at_result and not after and self.bounded(node.child)
         self.reaches_result = inline  # each input row lands in one group's list
         nested, self.nested = self.nested, inline
         read_after, self.read_after = self.read_after, after
@@ -611,12 +617,6 @@ def input_rows(plan: ir.Node) -> int:
         if isinstance(n, ir.Scan):
             total += max(n.source.rows, 0) or sum(f.size for f in n.source.files) // 8
     return total
-
-
-def bounded(plan: ir.Node) -> bool:
-    """Whether rows made from `plan` can come back through the driver's result channel
-    (else Spark writes them to files: `capture.sides`)."""
-    return INLINE_RIDS > 0 and input_rows(plan) <= INLINE_RIDS
 
 
 def _one_group(plan: ir.Node) -> bool:

@@ -36,6 +36,9 @@ WRITTEN_FILE = "part-00000.parquet"
 
 
 STRATEGIES = ("auto", "inject", "defer")
+# Spark setting: how many rids of lineage may come back through the driver (default
+# `annotate.INLINE_RIDS`); past it, or everywhere with 0, the executors write and index it.
+DRIVER_RIDS = "spark.ember.driverRids"
 _DEFERRED = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-defer")
 _IMPORTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-import")
 
@@ -66,7 +69,8 @@ def capture(
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
     lineage (`backward(..., through=[...])`). Side tables too big for the driver's
-    result channel are written and indexed by the executors in `staging` (default: a
+    result channel (over 32 M rids, or the session's `spark.ember.driverRids`; with 0,
+    every side table and aggregate group) are written and indexed by the executors in `staging` (default: a
     temporary folder, which suits local mode and one-machine clusters; give a path every
     executor and the driver can reach on a multi-machine cluster); the lineage reads
     their index parts from there while it lives, and `save` links or copies them.
@@ -90,10 +94,10 @@ def capture(
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
     if strategy == "defer":
-        annotated = annotate(plan, workload)  # Defer annotates again, fully, in its background capture
+        annotated = annotate(plan, workload, inline_rids=driver_rids(jvm))  # Defer annotates again, fully, in its background capture
         translations = local_sides.Translations()
     else:
-        annotated, translations = _annotated(plan, workload, sources)
+        annotated, translations = _annotated(jvm, plan, workload, sources)
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline or t.local for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
@@ -225,7 +229,7 @@ def _deferred(
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    annotated, translations = _annotated(plan, workload, sources)
+    annotated, translations = _annotated(jvm, plan, workload, sources)
     result, side_data = _run(jvm, annotated, numbered, staging, translations=translations)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = _indexed(result, annotated, side_data)
@@ -233,13 +237,28 @@ def _deferred(
 
 
 def _annotated(
-    plan: ir.Node, workload: Workload, sources: dict[str, Source]
+    jvm: Jvm, plan: ir.Node, workload: Workload, sources: dict[str, Source]
 ) -> tuple[Annotated, local_sides.Translations]:
     """The capture rewrite with join keys checked and DuckDB's reach known, and the
     translations that check made (used again to read the side tables)."""
     translations = local_sides.Translations()
     local = functools.partial(local_sides.readable, sources=sources, translations=translations)
-    return annotate(plan, workload, keyed=unique_keys(plan), local=local), translations
+    annotated = annotate(plan, workload, inline_rids=driver_rids(jvm), keyed=unique_keys(plan), local=local)
+    return annotated, translations
+
+
+def driver_rids(jvm: Jvm) -> int | None:
+    """The session's `spark.ember.driverRids`, if set (None: ember's default)."""
+    value = jvm.spark.conf.get(DRIVER_RIDS, None)
+    if value is None:
+        return None
+    try:
+        rids = int(value)
+    except ValueError:
+        rids = -1
+    if rids < 0:
+        raise EmberError(f"{DRIVER_RIDS} must be a count of rids (0 or more), not {value!r}")
+    return rids
 
 
 def _check_target(path: str, format: str) -> None:

@@ -11,7 +11,8 @@ the tables already fetched. A semi join's witnesses are computed from those keys
 is never computed again. Lineage is then as big as what it traces, not as the job.
 
 Rows come back through the driver's result channel when the table cannot outgrow it
-(`annotate.INLINE_RIDS`), else the executors write them into the capture's scratch
+(`SideTable.bounded`: `annotate.INLINE_RIDS` rids, or the session's
+`spark.ember.driverRids`), else the executors write them into the capture's scratch
 folder and build the table's level there (`store.spark_index`); the groups such a table
 needs from the tables below it stay on the cluster too. Either way only successful task
 attempts count: the scheduler keeps one result per task, and Spark's output committer
@@ -29,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ember.capture import annotate, local_sides
+from ember.capture import local_sides
 from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot
 from ember.capture.spark_build import Builder
 from ember.plan import ir
@@ -101,7 +102,7 @@ def start(
         if not t.inline
         and not t.keys
         and not referrers[t.id]
-        and (small or annotate.bounded(t.plan))
+        and (small or t.bounded)
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
     started: dict[int, Future[pa.Table | None]] = {}
@@ -152,7 +153,7 @@ def fetch(
     note_lists()
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)
-    scratch = Scratch(staging) if not small and any(not annotate.bounded(t.plan) for t in jobs) else None
+    scratch = Scratch(staging) if not small and any(not t.bounded for t in jobs) else None
     with ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
@@ -197,7 +198,7 @@ def _job(
     """The side table built (on this thread: the builder is not shared) as a job to run;
     one DuckDB can answer in-process is read here and now. A table that could outgrow the
     driver is written by the executors and, unless lists ride in its rows, stays there."""
-    bounded = small or annotate.bounded(table.plan)
+    bounded = small or table.bounded
     if bounded and not isinstance(keys, DataFrame):
         local = local_sides.side_table(table, keys, builder.sources, translations)
         if local is not None:

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 import ember
 from ember import tpch
-from ember.capture import annotate
+from ember.capture.capture import DRIVER_RIDS
 from ember.store import spark_index
 from ember.store.parts import Parts
 
@@ -57,7 +57,7 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     traced = {s: sorted(r[0] for r in trace.ids(s).collect()) for s in trace.sources}
     reached = {s: sorted(r[0] for r in lin.forward_distributed(spark, s, ids=[0, 1, 2]).collect()) for s in lin.sources}
     (out / "distributed.json").write_text(json.dumps({"backward": traced, "forward": reached}))
-    annotate.INLINE_RIDS = 0
+    spark.conf.set(DRIVER_RIDS, "0")
     ember.capture(tpch.query(spark, retried)).save(str(out / "clean-retried"))
 
     markers = out / "failed"

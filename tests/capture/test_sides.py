@@ -8,7 +8,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from ember.capture import annotate
+from ember.capture.capture import DRIVER_RIDS
+from ember.errors import EmberError
+from ember.store.parts import Parts
 from tests.oracle import rows as o
 
 # 40 groups of 5 rows; the probe table names two of them and one key with no group.
@@ -55,14 +57,13 @@ def test_an_aggregate_at_the_top_needs_no_side_table_job(views: SparkSession) ->
 
 
 @pytest.fixture(params=["lists", "staged"])
-def carried(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Lineage through the result (as lists), or none there: every side table written by
-    the executors."""
-    saved = annotate.INLINE_RIDS
+def carried(request: pytest.FixtureRequest, views: SparkSession) -> Iterator[str]:
+    """Lineage through the result (as lists), or none through the driver (the session's
+    `spark.ember.driverRids` at 0): every side table written and indexed by the executors."""
     if request.param == "staged":
-        annotate.INLINE_RIDS = 0
+        views.conf.set(DRIVER_RIDS, "0")
     yield request.param
-    annotate.INLINE_RIDS = saved
+    views.conf.unset(DRIVER_RIDS)
 
 
 def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: SparkSession, carried: str) -> None:
@@ -70,8 +71,20 @@ def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: Sp
     lin = ember.capture(df, strategy="inject")
     listed = "aggregate groups, listed in the result"
     assert [t.why for t in lin._index.tables] == [listed if carried == "lists" else "aggregate groups"] * 2
+    parts = [isinstance(c, Parts) for t in lin._index.tables for c in t.columns()]
+    assert parts and all(parts) == (carried == "staged")
     outer = o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),))
     o.assert_same_lineage(lin, outer)
+
+
+@pytest.mark.parametrize("value", ["-1", "many"])
+def test_a_driver_rids_setting_that_is_no_count_is_refused(views: SparkSession, value: str) -> None:
+    views.conf.set(DRIVER_RIDS, value)
+    try:
+        with pytest.raises(EmberError, match="driverRids must be a count"):
+            ember.capture(views.sql("SELECT k, sum(v) FROM side_t GROUP BY k"))
+    finally:
+        views.conf.unset(DRIVER_RIDS)
 
 
 @pytest.mark.parametrize("bound", [150, 250])
