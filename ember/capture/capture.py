@@ -70,10 +70,11 @@ def capture(
     written file being output row `i`; a later job reading the folder links to this
     lineage (`backward(..., through=[...])`). Side tables too big for the driver's
     result channel (over 32 M rids, or the session's `spark.ember.driverRids`; with 0,
-    every side table and aggregate group) are written and indexed by the executors in `staging` (default: a
-    temporary folder, which suits local mode and one-machine clusters; give a path every
-    executor and the driver can reach on a multi-machine cluster); the lineage reads
-    their index parts from there while it lives, and `save` links or copies them.
+    every side table and aggregate group) are written and indexed by the executors in
+    `staging` (default: a temporary folder, which suits local mode and one-machine
+    clusters; give a path every executor and the driver can reach on a multi-machine
+    cluster); the lineage reads their index parts from there while it lives, and `save`
+    links or copies them.
 
     `workload` (`ember.Workload`) declares which sources traces will name and which
     source rows matter; everything else is left out of the capture.
