@@ -15,6 +15,7 @@ lazily read from a store (`store.files`).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -169,8 +170,7 @@ def expand_ranges(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return offsets + np.arange(total, dtype=np.int64)
 
 
-
-class Segmented:
+class Segmented(ABC):
     """A column kept in consecutive segments (the row groups of a file, the parts of a
     level), segment `i` holding rows `[bounds[i], bounds[i + 1])`, each read on first use."""
 
@@ -186,12 +186,13 @@ class Segmented:
     def nbytes(self) -> int:
         return self._nbytes
 
+    @abstractmethod
     def _take_in(self, i: int, at: np.ndarray) -> np.ndarray:
         """Values of segment `i` at rows `at`, counted from its start."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _decoded(self, i: int) -> np.ndarray:
-        raise NotImplementedError
+        """Segment `i`'s values, whole."""
 
     def take(self, rows: np.ndarray) -> np.ndarray:
         """Each segment is asked once, for its own rows."""

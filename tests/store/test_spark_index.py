@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -131,7 +133,14 @@ def test_saved_and_traced_on_spark(spark: SparkSession, tpch: Path, tmp_path: Pa
 def test_a_side_table_holding_lists_is_read_back(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """A scalar subquery's rows carry its aggregate's lists; written by the executors (as
     if it could outgrow the driver), it is read back and indexed on the driver."""
-    monkeypatch.setattr(annotate, "bounded", lambda plan: False)
+    table = annotate._Rewriter.table
+
+    def unbounded(rw: annotate._Rewriter, *args: Any, **kwargs: Any) -> int:
+        tid = table(rw, *args, **kwargs)
+        rw.tables[tid] = replace(rw.tables[tid], bounded=rw.tables[tid].inline)
+        return tid
+
+    monkeypatch.setattr(annotate._Rewriter, "table", unbounded)
     lin = ember.capture(views.sql("SELECT k FROM si_g WHERE v > (SELECT avg(v) FROM si_g)"), strategy="inject")
     rows = g_rows()
     mean = sum(v[2] for v, _ in rows) / len(rows)
