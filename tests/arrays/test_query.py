@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ember import arrays
@@ -51,6 +51,9 @@ def test_pipelines_equal_end_to_end_perturbation(
         return x
 
     x = np.random.default_rng(0).random((n, m)) + 0.5
+    # The oracle perturbs an input cell to NaN and looks for outputs that change: one that
+    # is NaN already (exp overflowed to inf, then inf - inf) can show no change.
+    assume(not np.isnan(pipeline(x)).any())
     wf = arrays.Workflow(forward_tables=data.draw(st.booleans()))
     a = wf.track(x, name="a")
     b = pipeline(a)
