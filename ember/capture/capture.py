@@ -84,6 +84,7 @@ def capture(
     if write_to is not None:
         _check_target(write_to, format)
     jvm = Jvm(df.sparkSession)
+    bound = driver_rids(jvm)
     user: pa.Table | None = None
     if strategy == "defer":
         user, (plan, sources) = _overlapped(jvm, df)
@@ -95,10 +96,10 @@ def capture(
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
     if strategy == "defer":
-        annotated = annotate(plan, workload, inline_rids=driver_rids(jvm))  # Defer annotates again, fully, in its background capture
+        annotated = annotate(plan, workload, inline_rids=bound)  # Defer annotates again, fully, in its background capture
         translations = local_sides.Translations()
     else:
-        annotated, translations = _annotated(jvm, plan, workload, sources)
+        annotated, translations = _annotated(plan, workload, sources, bound)
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline or t.local for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
@@ -109,7 +110,7 @@ def capture(
         )
     else:
         user = df.toArrow() if user is None else user
-        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload)
+        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound)
         lineage = Lineage(user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan))
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
@@ -224,13 +225,19 @@ def _run(
 
 
 def _deferred(
-    jvm: Jvm, plan: ir.Node, sources: dict[str, Source], staging: str | None, user: pa.Table, workload: Workload
+    jvm: Jvm,
+    plan: ir.Node,
+    sources: dict[str, Source],
+    staging: str | None,
+    user: pa.Table,
+    workload: Workload,
+    bound: int | None,
 ) -> tuple[LineageIndex, list[Source], tuple[Grouping, ...]]:
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    annotated, translations = _annotated(jvm, plan, workload, sources)
+    annotated, translations = _annotated(plan, workload, sources, bound)
     result, side_data = _run(jvm, annotated, numbered, staging, translations=translations)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = _indexed(result, annotated, side_data)
@@ -238,18 +245,19 @@ def _deferred(
 
 
 def _annotated(
-    jvm: Jvm, plan: ir.Node, workload: Workload, sources: dict[str, Source]
+    plan: ir.Node, workload: Workload, sources: dict[str, Source], bound: int | None
 ) -> tuple[Annotated, local_sides.Translations]:
     """The capture rewrite with join keys checked and DuckDB's reach known, and the
     translations that check made (used again to read the side tables)."""
     translations = local_sides.Translations()
     local = functools.partial(local_sides.readable, sources=sources, translations=translations)
-    annotated = annotate(plan, workload, inline_rids=driver_rids(jvm), keyed=unique_keys(plan), local=local)
+    annotated = annotate(plan, workload, inline_rids=bound, keyed=unique_keys(plan), local=local)
     return annotated, translations
 
 
 def driver_rids(jvm: Jvm) -> int | None:
-    """The session's `spark.ember.driverRids`, if set (None: ember's default)."""
+    """The session's `spark.ember.driverRids`, if set (None: ember's default); read once
+    per capture, as Defer's background capture may run after the session changed it."""
     value = jvm.spark.conf.get(DRIVER_RIDS, None)
     if value is None:
         return None

@@ -206,9 +206,8 @@ def test_witnesses_over_a_correlated_aggregate(views: SparkSession, answered: li
     passed = o.where(o.join(items(), sums, lambda i, g: i[1] == g[0]), lambda v: v[2] > 0.9 * v[5])
     check(df, o.select(o.semi(orders(), passed, lambda r, v: v[1] == r[0]), lambda v: (v[0], v[2])))
     assert "semi join witnesses" in answered
-    jvm = Jvm(views)
-    plan, sources = import_plan(jvm, df)
-    annotated, _ = _capture._annotated(jvm, plan, Workload(), sources)
+    plan, sources = import_plan(Jvm(views), df)
+    annotated, _ = _capture._annotated(plan, Workload(), sources, None)
     assert not any(isinstance(n, ir.Shared) for p in (annotated.plan, *(t.plan for t in annotated.tables)) for n in ir.walk(p))
 
 

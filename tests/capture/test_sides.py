@@ -77,6 +77,19 @@ def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: Sp
     o.assert_same_lineage(lin, outer)
 
 
+def test_defer_keeps_the_driver_rids_the_session_had_at_capture(views: SparkSession) -> None:
+    """Its lineage is built in the background, after the session may have changed."""
+    df = views.sql("SELECT s % 3 AS m, count(*) AS n FROM (SELECT k, sum(v) AS s FROM side_t GROUP BY k) GROUP BY s % 3")
+    views.conf.set(DRIVER_RIDS, "0")
+    try:
+        lin = ember.capture(df, strategy="defer")
+    finally:
+        views.conf.unset(DRIVER_RIDS)
+    o.assert_same_lineage(lin, o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),)))
+    parts = [isinstance(c, Parts) for t in lin._index.tables for c in t.columns()]
+    assert parts and all(parts)
+
+
 @pytest.mark.parametrize("value", ["-1", "many"])
 def test_a_driver_rids_setting_that_is_no_count_is_refused(views: SparkSession, value: str) -> None:
     views.conf.set(DRIVER_RIDS, value)
