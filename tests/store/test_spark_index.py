@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember.capture import annotate
+from ember.capture import annotate, sides
 from ember.store import spark_index
 from ember.store.parts import Parts
 from tests.oracle import rows as o
@@ -141,7 +141,15 @@ def test_a_side_table_holding_lists_is_read_back(views: SparkSession, monkeypatc
         return tid
 
     monkeypatch.setattr(annotate._Rewriter, "table", unbounded)
+    staged: list[bool] = []
+
+    def spied(*args: Any, keep: bool = True) -> spark_index.Staged:
+        staged.append(keep)
+        return spark_index.stage(*args, keep=keep)
+
+    monkeypatch.setattr(sides, "stage", spied)
     lin = ember.capture(views.sql("SELECT k FROM si_g WHERE v > (SELECT avg(v) FROM si_g)"), strategy="inject")
+    assert staged == [False]  # written by the executors, read back: its rows hold lists
     rows = g_rows()
     mean = sum(v[2] for v, _ in rows) / len(rows)
     everything = frozenset().union(*(lineage for _, lineage in rows))
