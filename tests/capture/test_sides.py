@@ -56,6 +56,11 @@ def test_an_aggregate_at_the_top_needs_no_side_table_job(views: SparkSession) ->
     o.assert_same_lineage(lin, kept)
 
 
+def in_parts(lin: ember.Lineage) -> list[bool]:
+    """Per index column of every side table: whether the executors wrote it (as parts)."""
+    return [isinstance(c, Parts) for t in lin._index.tables for c in t.columns()]
+
+
 @pytest.fixture(params=["lists", "staged"])
 def carried(request: pytest.FixtureRequest, views: SparkSession) -> Iterator[str]:
     """Lineage through the result (as lists), or none through the driver (the session's
@@ -71,7 +76,7 @@ def test_an_aggregate_of_an_aggregate_traces_the_same_listed_or_staged(views: Sp
     lin = ember.capture(df, strategy="inject")
     listed = "aggregate groups, listed in the result"
     assert [t.why for t in lin._index.tables] == [listed if carried == "lists" else "aggregate groups"] * 2
-    parts = [isinstance(c, Parts) for t in lin._index.tables for c in t.columns()]
+    parts = in_parts(lin)
     assert parts and all(parts) == (carried == "staged")
     outer = o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),))
     o.assert_same_lineage(lin, outer)
@@ -86,7 +91,7 @@ def test_defer_keeps_the_driver_rids_the_session_had_at_capture(views: SparkSess
     finally:
         views.conf.unset(DRIVER_RIDS)
     o.assert_same_lineage(lin, o.group(sums(), lambda v: (v[1] % 3,), lambda vs: (len(vs),)))
-    parts = [isinstance(c, Parts) for t in lin._index.tables for c in t.columns()]
+    parts = in_parts(lin)
     assert parts and all(parts)
 
 
