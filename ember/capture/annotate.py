@@ -31,7 +31,9 @@ Q21), a global aggregate gathers one list of all its input on one task (Q6, Q14,
 and an aggregate under a listing one has its lists nested in the outer lists (Q13). Where
 DuckDB can read such an aggregate's input (`capture.local_sides`), its groups become a
 side table DuckDB reads (`local`): after the job, only the groups that reach the
-result, or beside it for a global aggregate's one group.
+result; or beside the job, whole, where every group reaches it (`whole`: a global
+aggregate's one group, a distinct count's groups with no filter or limit above, an
+inner aggregate's groups in the lists of one whose groups all reach it).
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ class SideTable:
     inline: bool = False  # its rows ride in the job's result as a list slot; `plan` is not run
     local: bool = False  # read by DuckDB (unless its files or SQL turn out not to allow it)
     bounded: bool = True  # its rows may come back through the driver (else the executors index them)
+    whole: bool = False  # every group reaches the result: worth reading whole, beside the job
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,10 @@ class _Rewriter:
     # whether its children's rows will (they do if it passes them on one for one).
     at_result: bool = True
     reaches_result: bool = True
+    # Whether every row of the node being rewritten reaches the result (none dropped above
+    # it), and whether its children's rows all will.
+    every_row: bool = True
+    keeps_every_row: bool = True
     nested: bool = False  # rewriting the input of an aggregate that lists its groups
     # Rewriting the input of one DuckDB reads after the job: a rid costs DuckDB nothing, and
     # a scan named by key would cost turning the keys into rids afterwards.
@@ -192,8 +199,9 @@ class _Rewriter:
         order: tuple[ir.Attr, ...] = (),
         inline: bool = False,
         local: bool = False,
+        whole: bool = False,
     ) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan))
+        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole)
         self.tables.append(t)
         return t.id
 
@@ -230,14 +238,16 @@ class _Rewriter:
         """`node` rewritten so its output is its own columns followed by its slots."""
         method = getattr(self, f"_{type(node).__name__}")
         here = self.at_result = self.reaches_result
+        every = self.every_row = self.keeps_every_row
         self.reaches_result = here and isinstance(node, _ONE_FOR_ONE)
+        self.keeps_every_row = every and _keeps_every_row(node)
         try:
             new, slots = method(node)
             # A subquery's rows are its side table's: they reach that job's result one for one.
-            self.reaches_result = True
+            self.reaches_result, self.keeps_every_row = True, False
             new, slots = self._with_subqueries(node, new, slots)
         finally:
-            self.reaches_result = here
+            self.reaches_result, self.keeps_every_row = here, every
         return self._normalized(node.output, new, slots), slots
 
     def _normalized(self, output: tuple[ir.Attr, ...], new: ir.Node, slots: tuple[Slot, ...]) -> ir.Node:
@@ -410,7 +420,9 @@ class _Rewriter:
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         after = self.at_result and self._read_after(node)
         inline = self.at_result and not after and self.bounded(node.child)
+        whole = after and self.every_row
         self.reaches_result = inline  # each input row lands in one group's list
+        self.keeps_every_row = inline and self.every_row
         nested, self.nested = self.nested, inline
         read_after, self.read_after = self.read_after, after
         try:
@@ -436,7 +448,7 @@ class _Rewriter:
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
         )
-        tid = self.table(side, side_keys, slots, "aggregate groups", local=after)
+        tid = self.table(side, side_keys, slots, "aggregate groups", local=after, whole=whole)
         out_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (
@@ -640,6 +652,13 @@ def _limited(plan: ir.Node) -> frozenset[int]:
             limited = limited or (isinstance(node, ir.Limit) and node.kind != "Offset") or isinstance(node, ir.Filter)
             todo += [(c, limited) for c in node.children]
     return frozenset(found)
+
+
+def _keeps_every_row(node: ir.Node) -> bool:
+    """Whether `node` passes every input row on to its output (no filter, limit, join or sample)."""
+    if isinstance(node, ir.Passthrough):
+        return node.kind != "sample"
+    return isinstance(node, ir.Project | ir.Union)
 
 
 def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:

@@ -201,13 +201,14 @@ class _Query:
 
     def text(self, table: SideTable, wanted: pa.Table | None) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it.
-        A keyless table (a global aggregate's one group) is read whole if `wanted` is None,
-        else not at all (no row holds its ref)."""
+        The table is read whole if `wanted` is None (a keyless one, a global aggregate's one
+        group, is read not at all if it is not None: no row holds its ref)."""
         plan = table.plan
-        if not isinstance(plan, ir.Project) or not self.read(plan.child):
+        if not isinstance(plan, ir.Project) or not self.read(plan.child) or (self.keyed and wanted is None):
             return None
         outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
-        if not self.keyed:  # restricted to the wanted groups here, null-safely as refs match
+        restricted = bool(table.keys) and wanted is not None and not self.keyed
+        if restricted:  # to the wanted groups, null-safely as refs match
             for i, k in enumerate(table.keys):
                 if outputs.get(k.id) is None:
                     return None
@@ -215,11 +216,11 @@ class _Query:
                 outputs[k.id] = f"w.k{i}"  # the key values exactly as the lineage holds them
         if not table.keys and wanted is not None:
             self.conditions.append("FALSE")
-        if any(v is None for v in outputs.values()) or (table.keys and (wanted is None or wanted.num_columns != len(table.keys))):
+        if any(v is None for v in outputs.values()) or (table.keys and wanted is not None and wanted.num_columns != len(table.keys)):
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         where = " AND ".join(self.conditions) or "TRUE"
-        if table.keys:
+        if table.keys and wanted is not None:
             self.scans.insert(0, "wanted w")
         order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
         return f"SELECT {select} FROM {self.joined()} WHERE {where}" + (f" ORDER BY {order}" if order else "")
@@ -234,14 +235,14 @@ def readable(plan: ir.Node, sources: dict[str, Source], translations: Translatio
 def side_table(
     table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], translations: Translations
 ) -> pa.Table | None:
-    """The table's rows for the `wanted` keys (columns k0..kn; None: a keyless table's
-    every row), read by DuckDB; None where Spark must compute it."""
+    """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
+    DuckDB; None where Spark must compute it."""
     query = _Query(sources, translations).text(table, wanted)
     if query is None:
         return None
     con = duck.connect()
     try:
-        if table.keys:
+        if wanted is not None and table.keys:
             con.register("wanted", wanted)
         return con.sql(query).to_arrow_table().replace_schema_metadata(SORTED)  # sorted in parallel here
     except duckdb.Error:  # e.g. an overflow in translated arithmetic: Spark's semantics decide

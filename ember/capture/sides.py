@@ -89,7 +89,8 @@ def start(
     builder: Builder, annotated: Annotated, small: bool, translations: local_sides.Translations
 ) -> dict[int, Future[pa.Table | None]]:
     """Side tables that can run beside the job, started: those the job's result alone points
-    at without keys (scalar subqueries, global aggregates: nothing to cut them to), whose
+    at without keys (scalar subqueries, global aggregates: nothing to cut them to) or at
+    every group of (`SideTable.whole`, read by DuckDB: nothing cut either), whose
     rows come back through the result channel and that share no cached subplan with the
     job (the job fills the cache; run beside it, the table would compute the subplan
     again, and a nondeterministic one could give other rows). A `local` one is read by
@@ -100,7 +101,7 @@ def start(
         t
         for t in annotated.tables
         if not t.inline
-        and not t.keys
+        and (not t.keys or (t.whole and t.local))
         and not referrers[t.id]
         and (small or t.bounded)
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
@@ -148,7 +149,7 @@ def fetch(
         rows = run.result()
         if rows is None:
             continue
-        data[tid] = rows if wanted[tid].whole else rows.slice(0, 0)
+        data[tid] = rows if tables[tid].keys or wanted[tid].whole else rows.slice(0, 0)
         _note(wanted, data[tid], tables[tid].slots)
     note_lists()
     jobs = [t for t in tables if not t.inline]

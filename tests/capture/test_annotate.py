@@ -91,6 +91,25 @@ def test_groups_a_limit_or_a_distinct_count_would_list_are_read_after_the_job() 
     assert annotate(counted, local=lambda _: False).tables[0].inline
 
 
+def test_groups_read_after_the_job_are_read_whole_where_every_group_reaches_the_result() -> None:
+    distinct = ir.Expr("count(distinct b#2)", frozenset({B.id}), dtype="bigint")
+    counted = ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A), ir.Named(distinct, C)))
+    nested = group_by_a(group_by_a(scan("t", A, B)))
+    dropping = group_by_a(ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A)))
+    sampled = ir.Passthrough(counted, kind="sample")
+    whole = {
+        "distinct count": (counted, True),
+        "sorted": (ir.Passthrough(counted, kind="sort"), True),
+        "under a listing aggregate": (nested, True),
+        "under a limit": (ir.Limit(group_by_a(scan("t", A, B)), kind="GlobalLimit"), False),
+        "under a filter, under a listing aggregate": (dropping, False),
+        "sampled": (sampled, False),
+    }
+    for why, (plan, expected) in whole.items():
+        read_after = [t for t in annotate(plan, local=lambda _: True).tables if t.local and t.keys]
+        assert [t.whole for t in read_after] == [expected], why
+
+
 def test_union_of_aggregates_gives_each_its_own_list() -> None:
     union = ir.Union((group_by_a(scan("l", A)), group_by_a(scan("r", A))), (A,))
     out = annotate(union)

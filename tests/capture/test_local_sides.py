@@ -51,14 +51,15 @@ def views(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Spar
 
 @pytest.fixture
 def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Why each side table DuckDB answered was made."""
+    """Why each side table DuckDB answered was made ("..., whole": a keyed table read whole,
+    not for the groups the job's result names)."""
     found: list[str] = []
     read = local_sides.side_table
 
-    def counted(table: local_sides.SideTable, *args: object) -> pa.Table | None:
-        rows = read(table, *args)  # type: ignore[arg-type]
+    def counted(table: local_sides.SideTable, wanted: pa.Table | None, *args: object) -> pa.Table | None:
+        rows = read(table, wanted, *args)  # type: ignore[arg-type]
         if rows is not None:
-            found.append(table.why)
+            found.append(table.why + (", whole" if table.keys and wanted is None else ""))
         return rows
 
     monkeypatch.setattr(local_sides, "side_table", counted)
@@ -149,11 +150,12 @@ def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, ans
     assert answered.count("aggregate groups") == 2
 
 
-def test_groups_of_a_distinct_count_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
+def test_groups_of_a_distinct_count_are_read_whole_beside_the_job(views: SparkSession, answered: list[str]) -> None:
+    # Every group reaches the result, so none needs to be named by the job first.
     df = views.sql("SELECT flag, count(DISTINCT okey) AS n FROM ls_items WHERE qty > 1 GROUP BY flag")
     kept = o.where(items(), lambda i: i[2] > 1)
     check(df, o.group(kept, lambda v: (v[3],), lambda vs: (len({v[1] for v in vs}),)))
-    assert answered.count("aggregate groups") == 2
+    assert answered.count("aggregate groups, whole") == 2
 
 
 def test_a_global_aggregate_is_read_beside_the_job(views: SparkSession, answered: list[str]) -> None:
@@ -191,6 +193,18 @@ def test_groups_under_a_listing_aggregate_through_a_left_join(views: SparkSessio
     joined = o.join(orders(), items(), lambda r, i: r[0] == i[1] and i[3] == "a" and r[2] == "hi", kind="left", rw=4)
     per_order = o.group(joined, lambda v: (v[0],), lambda vs: (sum(v[3] is not None for v in vs),))
     check(df, o.group(per_order, lambda v: (v[1],), lambda vs: (len(vs),)))
+    assert answered.count("aggregate groups, whole") == 2  # each reaches an outer list
+
+
+def test_groups_under_a_listing_aggregate_past_a_filter_are_read_after_the_job(
+    views: SparkSession, answered: list[str]
+) -> None:
+    # The filter between the aggregates drops inner groups: only those the lists name are read.
+    df = views.sql(
+        "SELECT n, count(*) AS c FROM (SELECT okey, count(ikey) AS n FROM ls_items GROUP BY okey) WHERE n > 1 GROUP BY n"
+    )
+    per_order = o.group(items(), lambda v: (v[1],), lambda vs: (len(vs),))
+    check(df, o.group(o.where(per_order, lambda g: g[1] > 1), lambda v: (v[1],), lambda vs: (len(vs),)))
     assert answered.count("aggregate groups") == 2
 
 
