@@ -655,9 +655,10 @@ def _limited(plan: ir.Node) -> frozenset[int]:
 
 
 def _keeps_every_row(node: ir.Node) -> bool:
-    """Whether `node` passes every input row on to its output (no filter, limit, join or sample)."""
+    """Whether `node` passes every input row on to its output (a filter, limit, join, sample
+    or UDTF may drop some)."""
     if isinstance(node, ir.Passthrough):
-        return node.kind != "sample"
+        return node.kind in ("sort", "repartition", "python udf", "pandas udf")
     return isinstance(node, ir.Project | ir.Union)
 
 

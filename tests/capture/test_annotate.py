@@ -69,6 +69,11 @@ def test_lists_stop_where_a_row_could_be_copied_or_the_groups_are_too_big() -> N
     assert isinstance(big.slots[0], RefSlot) and not big.tables[0].inline
 
 
+def distinct_count_by_a() -> ir.Aggregate:
+    distinct = ir.Expr("count(distinct b#2)", frozenset({B.id}), dtype="bigint")
+    return ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A), ir.Named(distinct, C)))
+
+
 def test_groups_a_limit_or_a_distinct_count_would_list_are_read_after_the_job() -> None:
     readable: list[ir.Node] = []
 
@@ -76,8 +81,7 @@ def test_groups_a_limit_or_a_distinct_count_would_list_are_read_after_the_job() 
         readable.append(child)
         return True
 
-    distinct = ir.Expr("count(distinct b#2)", frozenset({B.id}), dtype="bigint")
-    counted = ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A), ir.Named(distinct, C)))
+    counted = distinct_count_by_a()
     limited = ir.Limit(group_by_a(scan("t", A, B)), kind="GlobalLimit")
     having = ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A))
     for plan in (counted, limited, having):
@@ -92,18 +96,17 @@ def test_groups_a_limit_or_a_distinct_count_would_list_are_read_after_the_job() 
 
 
 def test_groups_read_after_the_job_are_read_whole_where_every_group_reaches_the_result() -> None:
-    distinct = ir.Expr("count(distinct b#2)", frozenset({B.id}), dtype="bigint")
-    counted = ir.Aggregate(scan("t", A, B), keys=(ref(A),), columns=(ir.Named(ref(A), A), ir.Named(distinct, C)))
+    counted = distinct_count_by_a()
     nested = group_by_a(group_by_a(scan("t", A, B)))
     dropping = group_by_a(ir.Filter(group_by_a(scan("t", A, B)), cond=ref(A)))
-    sampled = ir.Passthrough(counted, kind="sample")
     whole = {
         "distinct count": (counted, True),
         "sorted": (ir.Passthrough(counted, kind="sort"), True),
         "under a listing aggregate": (nested, True),
         "under a limit": (ir.Limit(group_by_a(scan("t", A, B)), kind="GlobalLimit"), False),
         "under a filter, under a listing aggregate": (dropping, False),
-        "sampled": (sampled, False),
+        "sampled": (ir.Passthrough(counted, kind="sample"), False),
+        "under a UDTF, which may drop rows": (ir.Passthrough(counted, kind="python udtf"), False),
     }
     for why, (plan, expected) in whole.items():
         read_after = [t for t in annotate(plan, local=lambda _: True).tables if t.local and t.keys]
