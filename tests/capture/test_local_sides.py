@@ -196,6 +196,18 @@ def test_groups_under_a_listing_aggregate_through_a_left_join(views: SparkSessio
     assert answered.count("aggregate groups, whole") == 2  # each reaches an outer list
 
 
+def test_groups_read_whole_keep_a_null_key(views: SparkSession, answered: list[str]) -> None:
+    # Items of orders the join's condition leaves out group under a null `prio`: the refs
+    # in the result find that group, as DuckDB computed its key, null-safely.
+    df = views.sql(
+        "SELECT o.prio, count(DISTINCT i.flag) AS n FROM ls_items i LEFT JOIN ls_orders o"
+        " ON i.okey = o.okey AND o.total > 25 GROUP BY o.prio"
+    )
+    joined = o.join(items(), orders(), lambda i, r: i[1] == r[0] and r[1] > 25, kind="left", rw=3)
+    check(df, o.group(joined, lambda v: (v[6],), lambda vs: (len({v[3] for v in vs}),)))
+    assert answered.count("aggregate groups, whole") == 2
+
+
 def test_groups_under_a_listing_aggregate_past_a_filter_are_read_after_the_job(
     views: SparkSession, answered: list[str]
 ) -> None:
