@@ -206,9 +206,11 @@ class _Query:
         plan = table.plan
         if not isinstance(plan, ir.Project) or not self.read(plan.child) or (self.keyed and wanted is None):
             return None
+        joined = bool(table.keys) and wanted is not None  # the wanted keys are a FROM item `w`
+        if joined and wanted is not None and wanted.num_columns != len(table.keys):
+            return None
         outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
-        restricted = bool(table.keys) and wanted is not None and not self.keyed
-        if restricted:  # to the wanted groups, null-safely as refs match
+        if joined and not self.keyed:  # restricted to the wanted groups, null-safely as refs match
             for i, k in enumerate(table.keys):
                 if outputs.get(k.id) is None:
                     return None
@@ -216,11 +218,11 @@ class _Query:
                 outputs[k.id] = f"w.k{i}"  # the key values exactly as the lineage holds them
         if not table.keys and wanted is not None:
             self.conditions.append("FALSE")
-        if any(v is None for v in outputs.values()) or (table.keys and wanted is not None and wanted.num_columns != len(table.keys)):
+        if any(v is None for v in outputs.values()):
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         where = " AND ".join(self.conditions) or "TRUE"
-        if table.keys and wanted is not None:
+        if joined:
             self.scans.insert(0, "wanted w")
         order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
         return f"SELECT {select} FROM {self.joined()} WHERE {where}" + (f" ORDER BY {order}" if order else "")
