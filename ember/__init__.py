@@ -47,7 +47,7 @@ from ember.infer import InferredLineage, infer
 from ember.lineage import Lineage, load
 from ember.modes import lineage
 from ember.plan.jvm import Jvm
-from ember.plan.spark_import import SOURCE_NAMES, leaves, source_key
+from ember.plan.spark_import import SOURCE_NAMES, source_keys
 from ember.query.trace import ForwardTrace, Trace
 from ember.rdd import LineageContext
 
@@ -57,8 +57,7 @@ __version__ = "0.1.0"
 def source(df: DataFrame, name: str) -> DataFrame:
     """Names the single source `df` reads; lineage then reports it as `name`."""
     jvm = Jvm(df.sparkSession)
-    keys = {source_key(jvm, leaf) for leaf in leaves(jvm.analyzed(df))}
-    keys.discard(None)
+    keys = source_keys(jvm, df)
     if len(keys) != 1:
         raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")
     SOURCE_NAMES[str(keys.pop())] = name

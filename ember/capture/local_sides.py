@@ -26,8 +26,8 @@ import pyarrow as pa
 from ember import duck
 from ember.capture.annotate import SideTable
 from ember.plan import ir
+from ember.plan.catalyst import Tree
 from ember.plan.duck_sql import numbered_parquet, quoted, sql
-from ember.plan.jvm import JObj
 from ember.plan.sources import Source
 from ember.store.index import SORTED, order_by
 
@@ -53,11 +53,12 @@ class Translations:
 def _template(e: ir.Expr, grouped: bool) -> str | None:
     made: list[int] = []
 
-    def placeholder(a: JObj) -> str:
-        made.append(int(a.exprId().id()))
+    def placeholder(a: Tree) -> str:
+        assert a.id is not None
+        made.append(a.id)
         return f"{_MARK}{made[-1]}{_MARK}"
 
-    text = sql(e.handle, placeholder, grouped=grouped)
+    text = None if e.tree is None else sql(e.tree, placeholder, grouped=grouped)
     if text is None or text.count(_MARK) != 2 * len(made):  # a literal holding the mark
         return None
     return text
@@ -184,7 +185,7 @@ class _Query:
             return self.columns.get(e.attr.id)
         if isinstance(e, ir.Constant):  # a ref's `present` flag
             return "TRUE" if e.value else None
-        if not isinstance(e, ir.Expr) or e.handle is None or any(self.columns.get(r) is None for r in e.refs):
+        if not isinstance(e, ir.Expr) or e.tree is None or any(self.columns.get(r) is None for r in e.refs):
             return None
         if e.column is not None:
             return self.columns[e.column]

@@ -32,8 +32,8 @@ from ember.infer.exact import block_root, key_columns, over_scan, reaching
 from ember.infer.ids import distinct
 from ember.infer.spark import RID
 from ember.plan import ir
+from ember.plan.catalyst import Tree
 from ember.plan.duck_sql import python_literal, sql
-from ember.plan.jvm import JObj
 
 _KEEP_ROWS = ("sort", "repartition")
 
@@ -86,7 +86,7 @@ def windowed(agg: ir.Aggregate) -> bool:
     passed = {ir.column_of(k) for k in agg.keys}
     return all(
         ir.column_of(c.expr) in passed
-        or (isinstance(c.expr, ir.Expr) and c.expr.handle is not None and sql(c.expr.handle, _named, window) is not None)
+        or (isinstance(c.expr, ir.Expr) and c.expr.tree is not None and sql(c.expr.tree, _named, window) is not None)
         for c in agg.columns
     )
 
@@ -130,8 +130,8 @@ def _expression(e: ir.AnyExpr) -> str | None:
         return f"a{e.attr.id}"
     if isinstance(e, ir.Expr) and e.column is not None:
         return f"a{e.column}"
-    if isinstance(e, ir.Expr) and e.handle is not None:
-        return sql(e.handle, _named)
+    if isinstance(e, ir.Expr) and e.tree is not None:
+        return sql(e.tree, _named)
     return None
 
 
@@ -139,8 +139,8 @@ def _keeps_rows(node: ir.Node) -> bool:
     return isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS
 
 
-def _named(attr: JObj) -> str:
-    return f"a{int(attr.exprId().id())}"
+def _named(attr: Tree) -> str:
+    return f"a{attr.id}"
 
 
 class _Query:
@@ -187,7 +187,7 @@ class _Query:
             if name in child[1]:
                 out.append((name, name))  # a grouping column passed through
                 continue
-            text = _expression(c.expr) if not isinstance(c.expr, ir.Expr) or c.expr.handle is None else sql(c.expr.handle, _named, window)
+            text = _expression(c.expr) if not isinstance(c.expr, ir.Expr) or c.expr.tree is None else sql(c.expr.tree, _named, window)
             if text is not None:  # one nothing above reads may not translate
                 out.append((f"{text} AS {name}", name))
         return f"SELECT {', '.join(t for t, _ in out)} FROM ({child[0]})", [n for _, n in out]
@@ -229,4 +229,4 @@ class _Query:
 
 
 def _condition(cond: ir.Expr) -> str | None:
-    return None if cond.handle is None else sql(cond.handle, _named)
+    return None if cond.tree is None else sql(cond.tree, _named)

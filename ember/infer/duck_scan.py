@@ -43,7 +43,7 @@ def candidates(
     saved = source.kind == SAVED
     if not saved and (source.kind != "parquet" or not source.files):
         return None
-    conds = [sql(f.handle) for f in plan.filters]
+    conds = [None if f.tree is None else sql(f.tree) for f in plan.filters]
     if tuples is not None:
         terms = [_term(b) for b in plan.bindings]
         conds.append(_match_any(terms, tuples))
@@ -79,7 +79,7 @@ def _term(b: Binding) -> str | None:
     """The scan-side SQL a binding compares: a column, or a computed column re-evaluated."""
     if b.attr is not None:
         return quoted(b.attr.name)
-    return None if b.expr is None or b.expr.handle is None else sql(b.expr.handle)
+    return None if b.expr is None or b.expr.tree is None else sql(b.expr.tree)
 
 
 def _match_any(terms: list[str | None], tuples: list[tuple[tuple[int, Any], ...]]) -> str | None:

@@ -19,7 +19,8 @@ from ember.capture.annotate import FRESH_IDS_FROM
 from ember.capture.spark_build import Builder
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.plan import ir
-from ember.plan.jvm import Jvm, class_name, iterate, output_ids
+from ember.plan.catalyst import expression
+from ember.plan.jvm import Jvm, class_name, iterate
 from ember.plan.sources import Source
 
 RID = "__ember_rid"
@@ -115,9 +116,8 @@ def _any(conds: Iterable[Column]) -> Column:
 def catalyst(jvm: Jvm, scan: ir.Scan, cond: Column) -> ir.Expr:
     """`cond` resolved over the scan's own attributes, as an IR expression."""
     analyzed = jvm.analyzed(jvm.dataframe(scan.handle).filter(cond))
-    handle = analyzed.condition()
-    refs = frozenset(output_ids(handle.references()))
-    return ir.Expr(str(handle.toString()), refs, handle)
+    tree = expression(jvm, analyzed.condition())
+    return ir.Expr(tree.text, tree.refs, tree.handle, tree=tree)
 
 
 def restricted(plan: ir.Node, conds: dict[int, ir.Expr]) -> ir.Node:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ember.plan.jvm import JObj, class_name, iterate
+from ember.plan.catalyst import OPAQUE, Tree
 from ember.plan.sources import Source, local_path
 
 _COMPARE = {
@@ -34,26 +35,23 @@ _COMPARE = {
     "Multiply": "*",
 }
 _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
-_INTEGERS = {"IntegerType", "LongType", "ShortType", "ByteType"}
 
 
-def sql(
-    e: JObj, named: Callable[[JObj], str] | None = None, window: str | None = None, grouped: bool = False
-) -> str | None:
+def sql(e: Tree, named: Callable[[Tree], str] | None = None, window: str | None = None, grouped: bool = False) -> str | None:
     """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
     spelled by their names, or by `named` (given the attribute). With `window` (an OVER
     clause's body), min, max, sum and count are window functions over it; `grouped` (an
     aggregate's own column, read under a GROUP BY), they are plain aggregates."""
-    kind = class_name(e).rstrip("$")
+    kind = e.kind
     if kind == "AggregateExpression":
         return _aggregate(e, named, window, grouped)
-    args = [sql(c, named, window, grouped) for c in iterate(e.children())]
+    args = [sql(c, named, window, grouped) for c in e.children]
     if any(a is None for a in args):
         return None
     if kind == "AttributeReference":
-        return quoted(str(e.name())) if named is None else named(e)
+        return quoted(str(e.name)) if named is None else named(e)
     if kind == "Literal":
-        return _literal(e)
+        return "NULL" if e.value is None else _value(e.value, e.dtype)
     if kind in _COMPARE and len(args) == 2:
         return f"({args[0]} {_COMPARE[kind]} {args[1]})"
     if kind in _CALLS:
@@ -65,7 +63,7 @@ def sql(
     if kind == "In":
         return f"({args[0]} IN ({', '.join(a for a in args[1:] if a is not None)}))" if len(args) > 1 else None
     if kind == "InSet":
-        values = [_value(v, e.child().dataType()) for v in iterate(e.hset().toSeq())]
+        values = [_value(v, e.children[0].dtype) for v in e.values]
         if not values or any(v is None for v in values):
             return None
         return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"
@@ -73,27 +71,25 @@ def sql(
         return args[0]
     if kind == "Substring":
         return _substring(e, args[0])
-    if kind == "Like" and len(args) == 2 and class_name(e.right()) == "Literal" and "\\" not in str(e.right()):
+    pattern = e.children[-1] if e.children else None
+    if kind == "Like" and len(args) == 2 and pattern is not None and pattern.kind == "Literal" and "\\" not in pattern.text:
         return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
-    if kind == "Cast" and _widens(e.child().dataType(), e.dataType()):
-        target = e.dataType()
-        kind = class_name(target).rstrip("$")
-        if kind in _SQL_TYPES:
-            return f"CAST({args[0]} AS {_SQL_TYPES[kind]})"
-        return f"CAST({args[0]} AS DECIMAL({target.precision()}, {target.scale()}))"
+    if kind == "Cast" and e.dtype is not None and _widens(e.children[0].dtype, e.dtype):
+        into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
+        return None if into is None else f"CAST({args[0]} AS {into})"
     return None
 
 
-def _substring(e: JObj, text: str | None) -> str | None:
+def _substring(e: Tree, text: str | None) -> str | None:
     """Positions from 1 and a length that is not negative mean the same characters in both
     engines (a position of 0 or from the end, a negative length, bytes: not so)."""
-    bounds = [e.pos(), e.len()]
-    if class_name(e.str().dataType()).rstrip("$") != "StringType" or any(class_name(b) != "Literal" for b in bounds):
+    string, *bounds = e.children
+    if string.dtype != "string" or any(b.kind != "Literal" or not isinstance(b.value, int) for b in bounds):
         return None
-    pos, length = (b.value() for b in bounds)
-    if pos is None or length is None or int(pos) < 1 or int(length) < 0:
+    pos, length = (int(b.value) for b in bounds)
+    if pos < 1 or length < 0:
         return None
-    return f"substring({text}, {int(pos)}, {int(length)})"
+    return f"substring({text}, {pos}, {length})"
 
 
 # avg differs (a double in DuckDB). A sum is exact in both, but its type is wider in DuckDB
@@ -101,66 +97,75 @@ def _substring(e: JObj, text: str | None) -> str | None:
 _AGGREGATES = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}
 
 
-def _aggregate(e: JObj, named: Callable[[JObj], str] | None, window: str | None, grouped: bool) -> str | None:
-    function = e.aggregateFunction()
-    name = _AGGREGATES.get(class_name(function).rstrip("$"))
-    if name is None or e.filter().isDefined() or (window is None and not grouped):
+def _aggregate(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
+    function = e.children[0]
+    name = _AGGREGATES.get(function.kind)
+    if name is None or e.filtered or (window is None and not grouped):
         return None
-    args = [sql(c, named) for c in iterate(function.children())]
+    args = [sql(c, named) for c in function.children]
     if len(args) != 1 or args[0] is None:  # count(a, b) counts rows where none is null: not DuckDB's
         return None
     if window is not None:
-        return None if e.isDistinct() else f"{name}({args[0]}) OVER ({window})"
-    return f"{name}({'DISTINCT ' if e.isDistinct() else ''}{args[0]})"
+        return None if e.distinct else f"{name}({args[0]}) OVER ({window})"
+    return f"{name}({'DISTINCT ' if e.distinct else ''}{args[0]})"
 
 
-_DIGITS = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}
-_SQL_TYPES = {"DoubleType": "DOUBLE", "LongType": "BIGINT", "IntegerType": "INTEGER", "ShortType": "SMALLINT"}
+# Integer types by Spark's simpleString, with the decimal digits each holds.
+_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+_SQL_TYPES = {"double": "DOUBLE", "bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT"}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 
 
-def _widens(source: JObj, target: JObj) -> bool:
+def _decimal(dtype: str | None) -> str | None:
+    found = _DECIMAL.fullmatch(dtype or "")
+    return f"DECIMAL({found.group(1)}, {found.group(2)})" if found else None
+
+
+def _precision(dtype: str | None) -> tuple[int, int] | None:
+    found = _DECIMAL.fullmatch(dtype or "")
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def _widens(source: str | None, target: str) -> bool:
     """Whether a cast to a decimal or a wider integer keeps every value exactly (no rounding,
     no overflow: `sum(n)` of an int reads it as a bigint), or is an integer's or float's to
     a double (IEEE rounding in both), so it means the same in both engines; other casts do
     not translate."""
-    kind, into = class_name(source).rstrip("$"), class_name(target).rstrip("$")
-    if into == "DoubleType":
-        return kind in {*_DIGITS, "FloatType"}
-    if into in _DIGITS:
-        return kind in _DIGITS and _DIGITS[kind] < _DIGITS[into]
-    if into != "DecimalType":
+    if target == "double":
+        return source in {*_DIGITS, "float"}
+    if target in _DIGITS:
+        return source in _DIGITS and _DIGITS[source] < _DIGITS[target]
+    into = _precision(target)
+    if into is None:
         return False
-    room, scale = target.precision() - target.scale(), target.scale()
-    if kind in _DIGITS:
-        return room >= _DIGITS[kind]
-    return kind == "DecimalType" and room >= source.precision() - source.scale() and scale >= source.scale()
+    room, scale = into[0] - into[1], into[1]
+    if source in _DIGITS:
+        return room >= _DIGITS[source]
+    was = _precision(source)
+    return was is not None and room >= was[0] - was[1] and scale >= was[1]
 
 
 def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _literal(e: JObj) -> str | None:
-    value = e.value()
-    return "NULL" if value is None else _value(value, e.dataType())
-
-
-def _value(value: Any, dtype: JObj) -> str | None:
+def _value(value: Any, dtype: str | None) -> str | None:
     """A Catalyst literal value of a plain type as SQL; None for anything else."""
-    kind = class_name(dtype).rstrip("$")
-    if kind in _INTEGERS:
-        return str(int(value))
-    if kind == "BooleanType":
+    if value is OPAQUE or value is None:
+        return None
+    if dtype in _DIGITS and isinstance(value, int):
+        return str(value)
+    if dtype == "boolean":
         return "TRUE" if value else "FALSE"
-    if kind == "StringType":
-        return "'" + str(value.toString() if hasattr(value, "toString") else value).replace("'", "''") + "'"
-    if kind == "DateType":
-        return f"DATE '{datetime.date(1970, 1, 1) + datetime.timedelta(days=int(value))}'"
-    if kind == "DecimalType":
-        return f"CAST('{value.toString()}' AS DECIMAL({dtype.precision()}, {dtype.scale()}))"
-    if kind == "DoubleType":
-        number = float(value)
-        return None if number != number or number in (float("inf"), float("-inf")) else repr(number)
+    if dtype == "string":
+        return "'" + str(value).replace("'", "''") + "'"
+    if dtype == "date" and isinstance(value, int):
+        return f"DATE '{datetime.date(1970, 1, 1) + datetime.timedelta(days=value)}'"
+    into = _decimal(dtype)
+    if into is not None and isinstance(value, decimal.Decimal):
+        return f"CAST('{value}' AS {into})"
+    if dtype == "double" and isinstance(value, int | float):
+        return repr(float(value))
     return None
 
 

@@ -40,6 +40,7 @@ class Expr:
     dtype: str = ""
     column: int | None = None  # the attribute id, when the expression only reads (or renames) one column
     names: int | None = None  # the attribute id the expression itself stands for (an alias, or a column as is)
+    tree: Any = field(default=None, compare=False, hash=False, repr=False)  # the engine's tree, as plain data
 
 
 @dataclass(frozen=True)

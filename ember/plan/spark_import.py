@@ -11,7 +11,6 @@ any job runs.
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,18 +19,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from ember.errors import UnsupportedOperatorError
-from ember.plan import ir
-from ember.plan.jvm import (
-    CATALYST,
-    EXPRESSIONS,
-    JObj,
-    Jvm,
-    class_name,
-    iterate,
-    option,
-    output_ids,
-    texts,
-)
+from ember.plan import catalyst, ir
+from ember.plan.catalyst import PlanTree, Tree
+from ember.plan.jvm import EXPRESSIONS, JObj, Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
@@ -125,80 +115,39 @@ class Importer:
     sources: dict[str, Source] = field(default_factory=dict)
 
     # --- expressions -----------------------------------------------------
-    def attr(self, a: JObj) -> ir.Attr:
-        return ir.Attr(int(a.exprId().id()), str(a.name()), str(a.dataType().simpleString()), bool(a.nullable()))
-
-    def attrs(self, seq: JObj) -> tuple[ir.Attr, ...]:
-        """A Seq of attributes in a few round trips (ids, then names, types and nullability
-        from the schema they make), instead of six per attribute."""
-        ids = output_ids(seq)
-        schema = self.jvm.name(CATALYST + ".types.DataTypeUtils.fromAttributes")(seq)
-        fields = json.loads(str(schema.json()))["fields"]
-        out = []
-        for i, (expr_id, f) in enumerate(zip(ids, fields, strict=True)):
-            dtype = _simple_type(f["type"])
-            if dtype is None:
-                dtype = str(seq.apply(i).dataType().simpleString())
-            out.append(ir.Attr(expr_id, str(f["name"]), dtype, bool(f["nullable"])))
-        return tuple(out)
-
-    def expr(self, e: JObj, named: ir.Attr | None = None) -> ir.Expr:
-        """`named`: the attribute a named expression (an alias) makes, whose id and type
-        then need no round trips to learn."""
-        text = str(e.toString())
-        refs = frozenset(output_ids(e.references()))
-        subqueries: tuple[ir.Node, ...] = ()
-        if "scalar-subquery#" in text:
-            subqueries = tuple(self.node(s.plan()) for s in self._scalar_subqueries(e, text))
-        if any(m in text for m in ("exists#", "list#", "lateral-subquery#")):
-            left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
-            if left:
-                raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0]} left in {text}")
-        dtype = named.dtype if named is not None else _dtype(e)
+    def expr(self, e: Tree, named: ir.Attr | None = None) -> ir.Expr:
+        """`named`: the attribute a named expression (an alias) makes."""
+        subqueries = tuple(self.node(s.plan) for s in _scalar_subqueries(e) if s.plan is not None)
+        left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
+        if left:
+            raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0].text} left in {e.text}")
+        dtype = named.dtype if named is not None else e.dtype or ""
         names = named.id if named is not None else None
-        return ir.Expr(text, refs, e, subqueries, bool(e.deterministic()), dtype, _column(e), names)
+        return ir.Expr(e.text, e.refs, e.handle, subqueries, e.deterministic, dtype, _column(e), names, tree=e)
 
-    def _scalar_subqueries(self, e: JObj, text: str) -> list[JObj]:
-        """The scalar subqueries in `e` (which prints as `text`). An uncorrelated one is a leaf (its children are its
-        outer references), so the leaves' texts name them in two round trips; a count that
-        differs from the text's means a correlated one, found (and refused) by walking."""
-        leaves = e.collectLeaves()
-        found = [leaves.apply(i) for i, t in enumerate(texts(leaves)) if t.startswith("scalar-subquery#")]
-        if len(found) == text.count("scalar-subquery#"):
-            return found
-        return self._walked_subqueries(e)
-
-    def _walked_subqueries(self, e: JObj) -> list[JObj]:
-        if class_name(e) == "ScalarSubquery":
-            if e.outerAttrs().nonEmpty():
-                raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {e}")
-            return [e]
-        return [s for c in iterate(e.children()) for s in self._walked_subqueries(c)]
-
-    def named(self, e: JObj) -> ir.Named:
-        attr = self.attr(e.toAttribute())
+    def named(self, e: Tree) -> ir.Named:
+        if e.id is None or e.name is None or e.dtype is None:
+            raise UnsupportedOperatorError(f"ember cannot read the column {e.text}")
+        attr = ir.Attr(e.id, e.name, e.dtype, e.nullable)
         return ir.Named(self.expr(e, attr), attr)
 
-    def named_list(self, seq: JObj, output: JObj) -> tuple[ir.Named, ...]:
-        """Named expressions with the output attributes they make. A bare column prints
-        as its output attribute does and is read without asking about it (most of a
-        projection's columns are bare)."""
-        attrs = self.attrs(output)
+    def named_list(self, seq: tuple[Tree, ...], output: tuple[ir.Attr, ...]) -> tuple[ir.Named, ...]:
+        """Named expressions with the output attributes they make (a bare column makes itself)."""
         out = []
-        for i, (text, made, attr) in enumerate(zip(texts(seq), texts(output), attrs, strict=True)):
-            if text == made:
-                bare = ir.Expr(text, frozenset({attr.id}), seq.apply(i), dtype=attr.dtype, column=attr.id, names=attr.id)
+        for e, attr in zip(seq, output, strict=True):
+            if e.kind == "AttributeReference":
+                bare = ir.Expr(e.text, frozenset({attr.id}), e.handle, dtype=attr.dtype, column=attr.id, names=attr.id, tree=e)
                 out.append(ir.Named(bare, attr))
             else:
-                out.append(ir.Named(self.expr(seq.apply(i), attr), attr))
+                out.append(ir.Named(self.expr(e, attr), attr))
         return tuple(out)
 
-    def exprs(self, seq: JObj) -> tuple[ir.Expr, ...]:
-        return tuple(self.expr(e) for e in iterate(seq))
+    def exprs(self, seq: tuple[Tree, ...]) -> tuple[ir.Expr, ...]:
+        return tuple(self.expr(e) for e in seq)
 
     # --- plans -------------------------------------------------------------
-    def node(self, p: JObj) -> ir.Node:
-        kind = class_name(p)
+    def node(self, p: PlanTree) -> ir.Node:
+        kind = p.kind
         if kind in _UNSUPPORTED:
             raise UnsupportedOperatorError(
                 f"ember cannot trace {kind} ({_UNSUPPORTED[kind]}): its output rows have no known input rows"
@@ -208,107 +157,110 @@ class Importer:
             node: ir.Node = method(p)
             return node
         if kind in _LIMITS:
-            return ir.Limit(self.node(p.child()), kind=kind, handle=p)
+            return ir.Limit(self.node(p.child), kind=kind, handle=p.handle)
         if kind in _PASSTHROUGH:
-            child = self.node(p.child())
-            added = tuple(a for a in self.attrs(p.output()) if a not in child.output)
-            exprs = tuple(self.expr(e) for e in iterate(p.expressions()))
-            return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p)
-        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {p.simpleString(200)!s}")
+            child = self.node(p.child)
+            added = tuple(a for a in p.output if a not in child.output)
+            exprs = self.exprs(p.exprs.get("exprs", ()))
+            return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p.handle)
+        shown = p.handle.simpleString(200) if p.handle is not None else kind
+        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {shown!s}")
 
-    def _Project(self, p: JObj) -> ir.Node:
-        return ir.Project(self.node(p.child()), columns=self.named_list(p.projectList(), p.output()))
+    def _Project(self, p: PlanTree) -> ir.Node:
+        return ir.Project(self.node(p.child), columns=self.named_list(p.exprs["list"], p.output))
 
-    def _Filter(self, p: JObj) -> ir.Node:
-        child = self.node(p.child())
-        kept = [c for c in _conjuncts(p.condition()) if not _is_runtime_filter(c)]
+    def _Filter(self, p: PlanTree) -> ir.Node:
+        child = self.node(p.child)
+        cond = p.expr("cond")
+        assert cond is not None
+        conjuncts = _conjuncts(cond)
+        kept = [c for c in conjuncts if not _is_runtime_filter(c)]
         if not kept:
             return child
-        cond = kept[0]
-        for c in kept[1:]:
-            cond = self.jvm.name(EXPRESSIONS + ".And")(cond, c)
+        if len(kept) < len(conjuncts):
+            cond = self._conjunction(cond, kept)
         return ir.Filter(child, cond=self.expr(cond))
 
-    def _Join(self, p: JObj) -> ir.Node:
-        jt = p.joinType()
-        name = class_name(jt).rstrip("$")
-        cond = option(p.condition())
-        left, right = self.node(p.left()), self.node(p.right())
+    def _conjunction(self, cond: Tree, kept: list[Tree]) -> Tree:
+        """The conjunction of some of `cond`'s conjuncts, built in the JVM."""
+        handles = [h for c, h in _conjunct_handles(cond, cond.handle) if any(c is k for k in kept)]
+        made = handles[0]
+        for h in handles[1:]:
+            made = self.jvm.name(EXPRESSIONS + ".And")(made, h)
+        return catalyst.expression(self.jvm, made)
+
+    def _Join(self, p: PlanTree) -> ir.Node:
+        name = p.facts["type"]
+        cond = p.expr("cond")
+        left, right = self.node(p.children[0]), self.node(p.children[1])
         expr = self.expr(cond) if cond is not None else None
         equi, theta = _equi(cond, left, right) if cond is not None else ((), False)
         if name == "ExistenceJoin":
-            exists = self.attr(jt.exists())
-            return ir.Join("existence", left, right, expr, handle=p, exists_attr=exists, equi=equi, theta=theta)
+            exists = p.attrs["exists"][0]
+            return ir.Join("existence", left, right, expr, handle=p.handle, exists_attr=exists, equi=equi, theta=theta)
         if name not in _JOIN_KINDS:
             raise UnsupportedOperatorError(f"ember cannot trace join type {name}")
-        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p, equi=equi, theta=theta)
+        return ir.Join(_JOIN_KINDS[name], left, right, expr, handle=p.handle, equi=equi, theta=theta)
 
-    def _Aggregate(self, p: JObj) -> ir.Node:
+    def _Aggregate(self, p: PlanTree) -> ir.Node:
         return ir.Aggregate(
-            self.node(p.child()),
-            keys=self.exprs(p.groupingExpressions()),
-            columns=self.named_list(p.aggregateExpressions(), p.output()),
-            handle=p,
+            self.node(p.child),
+            keys=self.exprs(p.exprs["keys"]),
+            columns=self.named_list(p.exprs["list"], p.output),
+            handle=p.handle,
         )
 
-    def _Union(self, p: JObj) -> ir.Node:
-        children = list(iterate(p.children()))
-        blind = frozenset(i for i, c in enumerate(children) if _is_except_all_right(c))
-        return ir.Union(
-            tuple(self.node(c) for c in children),
-            self.attrs(p.output()),
-            blind=blind,
-            handle=p,
-        )
+    def _Union(self, p: PlanTree) -> ir.Node:
+        blind = frozenset(i for i, c in enumerate(p.children) if _is_except_all_right(c))
+        return ir.Union(tuple(self.node(c) for c in p.children), p.output, blind=blind, handle=p.handle)
 
-    def _Window(self, p: JObj) -> ir.Node:
-        columns = tuple(self.named(e) for e in iterate(p.windowExpressions()))
-        frames = tuple(_frame(e) for e in iterate(p.windowExpressions()))
+    def _Window(self, p: PlanTree) -> ir.Node:
         return ir.Window(
-            self.node(p.child()),
-            columns=columns,
-            frames=frames,
-            partition=self.exprs(p.partitionSpec()),
-            order=self.exprs(p.orderSpec()),
-            handle=p,
+            self.node(p.child),
+            columns=tuple(self.named(e) for e in p.exprs["list"]),
+            frames=tuple(_frame(e) for e in p.exprs["list"]),
+            partition=self.exprs(p.exprs["partition"]),
+            order=self.exprs(p.exprs["order"]),
+            handle=p.handle,
         )
 
-    def _Generate(self, p: JObj) -> ir.Node:
+    def _Generate(self, p: PlanTree) -> ir.Node:
+        generator = p.expr("gen")
+        assert generator is not None
         return ir.Generate(
-            self.node(p.child()),
-            generator=self.expr(p.generator()),
-            generated=self.attrs(p.generatorOutput()),
-            kept=self.attrs(p.requiredChildOutput()),
-            handle=p,
+            self.node(p.child),
+            generator=self.expr(generator),
+            generated=p.attrs["generated"],
+            kept=p.attrs["kept"],
+            handle=p.handle,
         )
 
-    def _Expand(self, p: JObj) -> ir.Node:
+    def _Expand(self, p: PlanTree) -> ir.Node:
         return ir.Expand(
-            self.node(p.child()),
-            projections=tuple(self.exprs(proj) for proj in iterate(p.projections())),
-            attrs=self.attrs(p.output()),
-            handle=p,
+            self.node(p.child),
+            projections=tuple(self.exprs(row) for row in p.projections),
+            attrs=p.output,
+            handle=p.handle,
         )
 
     # --- leaves --------------------------------------------------------------
-    def _scan(self, p: JObj, source: Source) -> ir.Node:
+    def _scan(self, p: PlanTree, source: Source) -> ir.Node:
         source = self.sources.setdefault(source.key, source)
-        return ir.Scan(source=source, attrs=self.attrs(p.output()), handle=p)
+        return ir.Scan(source=source, attrs=p.output, handle=p.handle)
 
-    def _LogicalRelation(self, p: JObj) -> ir.Node:
-        rel = p.relation()
-        if class_name(rel) != "HadoopFsRelation":
-            raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {class_name(rel)}")
-        fmt = class_name(rel.fileFormat()).replace("FileFormat", "").lower()
+    def _LogicalRelation(self, p: PlanTree) -> ir.Node:
+        if p.facts["rel"] != "HadoopFsRelation":
+            raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {p.facts['rel']}")
+        key = source_key(p)
+        assert key is not None
+        fmt = key.split(":", 1)[0]
         if fmt not in ("parquet", "csv", "json"):
             raise UnsupportedOperatorError(
                 f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON and in-memory sources are)"
             )
-        roots = sorted(str(r.toString()) for r in iterate(rel.location().rootPaths()))
-        key = f"{fmt}:{','.join(roots)}"
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        uris = sorted(spark_uri(str(f)) for f in rel.location().inputFiles())
+        uris = sorted(spark_uri(f) for f in p.facts["files"])
         files, offset = [], 0
         for uri in uris:
             size, mtime = file_facts(uri)
@@ -316,29 +268,29 @@ class Importer:
             rows = pq.ParquetFile(local_path(uri)).metadata.num_rows if fmt == "parquet" else 0
             files.append(SourceFile(uri, size, mtime, rows, offset))
             offset += rows
+        roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        return self._scan(p, Source(key, name, fmt, offset, tuple(files), data=p if fmt != "parquet" else None))
+        return self._scan(p, Source(key, name, fmt, offset, tuple(files), data=p.handle if fmt != "parquet" else None))
 
-    def _LocalRelation(self, p: JObj) -> ir.Node:
-        key = f"memory:{self.jvm.jvm.System.identityHashCode(p.data())}"
+    def _LocalRelation(self, p: PlanTree) -> ir.Node:
+        return self._memory(p)
+
+    def _LogicalRDD(self, p: PlanTree) -> ir.Node:
+        return self._memory(p)
+
+    def _memory(self, p: PlanTree) -> ir.Node:
+        key = source_key(p)
+        assert key is not None
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        return self._scan(p, Source(key, self._name(key, "memory"), "memory", -1, data=p))
+        return self._scan(p, Source(key, self._name(key, "memory"), "memory", -1, data=p.handle))
 
-    def _LogicalRDD(self, p: JObj) -> ir.Node:
-        key = f"memory:rdd{p.rdd().id()}"
-        if key in self.sources:
-            return self._scan(p, self.sources[key])
-        return self._scan(p, Source(key, self._name(key, "memory"), "memory", -1, data=p))
+    def _Range(self, p: PlanTree) -> ir.Node:
+        key = source_key(p)
+        assert key is not None
+        return self._scan(p, Source(key, self._name(key, "range"), "range", int(p.facts["count"])))
 
-    def _Range(self, p: JObj) -> ir.Node:
-        step = int(p.step())
-        key = f"range:{p.start()}:{p.end()}:{step}"
-        count = p.numElements()
-        rows = int(count if isinstance(count, int) else count.longValue())
-        return self._scan(p, Source(key, self._name(key, "range"), "range", rows))
-
-    def _OneRowRelation(self, p: JObj) -> ir.Node:
+    def _OneRowRelation(self, p: PlanTree) -> ir.Node:
         return self._scan(p, Source("none", "none", "none", 1))
 
     def _name(self, key: str, default: str) -> str:
@@ -351,113 +303,67 @@ class Importer:
         raise AssertionError("unreachable")
 
 
-def source_key(jvm: Jvm, leaf: JObj) -> str | None:
-    """The key `Importer` gives a leaf, computed from the analyzed plan (for naming)."""
-    kind = class_name(leaf)
-    if kind == "LogicalRelation" and class_name(leaf.relation()) == "HadoopFsRelation":
-        rel = leaf.relation()
-        fmt = class_name(rel.fileFormat()).replace("FileFormat", "").lower()
-        roots = sorted(str(r.toString()) for r in iterate(rel.location().rootPaths()))
-        return f"{fmt}:{','.join(roots)}"
-    if kind == "LocalRelation":
-        return f"memory:{jvm.jvm.System.identityHashCode(leaf.data())}"
-    if kind == "LogicalRDD":
-        return f"memory:rdd{leaf.rdd().id()}"
-    if kind == "Range":
-        return f"range:{leaf.start()}:{leaf.end()}:{leaf.step()}"
+def source_key(leaf: PlanTree) -> str | None:
+    """The key of the source a leaf reads (None: it reads none ember numbers)."""
+    f = leaf.facts
+    if leaf.kind == "LogicalRelation" and f["rel"] == "HadoopFsRelation":
+        fmt = f["fmt"].replace("FileFormat", "").lower()
+        return f"{fmt}:{','.join(sorted(f['roots']))}"
+    if leaf.kind == "LocalRelation":
+        return f"memory:{f['data']}"
+    if leaf.kind == "LogicalRDD":
+        return f"memory:rdd{f['rdd']}"
+    if leaf.kind == "Range":
+        return f"range:{f['start']}:{f['end']}:{f['step']}"
     return None
 
 
-def leaves(p: JObj) -> list[JObj]:
-    """Every leaf of a plan."""
-    kids = list(iterate(p.children()))
-    if not kids:
-        return [p]
-    return [leaf for k in kids for leaf in leaves(k)]
+def source_keys(jvm: Jvm, df: DataFrame) -> set[str]:
+    """The keys of the sources `df` reads."""
+    return {k for k in (source_key(leaf) for leaf in catalyst.leaves(jvm, jvm.analyzed(df))) if k is not None}
 
 
 def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
     """Source key → temp-view or table name, for views and tables that *are* one source
     (a view defined by a query over a table, such as TPC-H Q15's revenue0, names nothing)."""
     names: dict[str, str] = {}
-
-    def visit(p: JObj) -> None:
-        kind = class_name(p)
-        name = None
-        if kind == "View":
-            name = str(p.desc().identifier().table())
-        elif kind == "SubqueryAlias" and p.identifier().qualifier().nonEmpty():
-            name = str(p.identifier().name())
-        leaf = _bare_leaf(p.child()) if name is not None else None
-        key = source_key(jvm, leaf) if leaf is not None else None
-        if name is not None and key is not None:
+    for name, leaf in catalyst.views(jvm, analyzed):
+        key = source_key(leaf)
+        if key is not None:
             names.setdefault(key, name)
-        for k in iterate(p.children()):
-            visit(k)
-        for sub in iterate(p.subqueries()):
-            visit(sub)
-
-    visit(analyzed)
     return names
-
-
-def _bare_leaf(p: JObj) -> JObj | None:
-    """The leaf under a chain of aliases, views and plain column selections, if that is all."""
-    kind = class_name(p)
-    if kind in ("SubqueryAlias", "View"):
-        return _bare_leaf(p.child())
-    if kind == "Project" and all(class_name(e) == "AttributeReference" for e in iterate(p.projectList())):
-        return _bare_leaf(p.child())
-    return p if p.children().isEmpty() else None
 
 
 def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
     """The IR of `df`'s optimized plan and the sources it reads, by key."""
     analyzed = jvm.analyzed(df)
     importer = Importer(jvm, view_names(jvm, analyzed))
-    root = importer.node(optimized_plan(jvm, df))
+    root = importer.node(catalyst.plan(jvm, optimized_plan(jvm, df)))
     return root, importer.sources
 
 
-# Spark's JSON names of atomic types → their simpleString (what Attr.dtype holds).
-_SIMPLE_TYPES = {
-    "long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint", "string": "string",
-    "double": "double", "float": "float", "boolean": "boolean", "date": "date", "timestamp": "timestamp",
-    "timestamp_ntz": "timestamp_ntz", "binary": "binary", "null": "void",
-}  # fmt: skip
-
-
-def _simple_type(json_type: object) -> str | None:
-    """The simpleString of a type given as Spark's schema JSON, where that is plain to see."""
-    if not isinstance(json_type, str):
-        return None
-    if json_type.startswith("decimal("):
-        return json_type
-    return _SIMPLE_TYPES.get(json_type)
-
-
-def _dtype(e: JObj) -> str:
-    try:
-        return str(e.dataType().simpleString())
-    except Exception:  # unresolved or dataType-less expressions (sort orders have one; generators may not)
-        return ""
-
-
-def _find(e: JObj, kinds: set[str]) -> list[JObj]:
-    if class_name(e) in kinds:
+def _scalar_subqueries(e: Tree) -> list[Tree]:
+    if e.kind == "ScalarSubquery":
+        if e.outer:
+            raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {e.text}")
         return [e]
-    return [x for c in iterate(e.children()) for x in _find(c, kinds)]
+    return [s for c in e.children for s in _scalar_subqueries(c)]
 
 
-def _column(e: JObj) -> int | None:
+def _find(e: Tree, kinds: set[str]) -> list[Tree]:
+    if e.kind in kinds:
+        return [e]
+    return [x for c in e.children for x in _find(c, kinds)]
+
+
+def _column(e: Tree) -> int | None:
     """The exprId of the column `e` reads, when `e` is a column or an alias of one."""
-    kind = class_name(e)
-    if kind == "Alias":
-        e, kind = e.child(), class_name(e.child())
-    return int(e.exprId().id()) if kind == "AttributeReference" else None
+    if e.kind == "Alias":
+        e = e.children[0]
+    return e.id if e.kind == "AttributeReference" else None
 
 
-def _equi(cond: JObj, left: ir.Node, right: ir.Node) -> tuple[tuple[tuple[int, int], ...], bool]:
+def _equi(cond: Tree, left: ir.Node, right: ir.Node) -> tuple[tuple[tuple[int, int], ...], bool]:
     """The (left, right) column pairs a join condition's conjuncts declare equal, and whether
     it holds anything else (other conjuncts, or null-safe equalities, which pair nulls)."""
     lids, rids = {a.id for a in left.output}, {a.id for a in right.output}
@@ -465,61 +371,63 @@ def _equi(cond: JObj, left: ir.Node, right: ir.Node) -> tuple[tuple[tuple[int, i
     conjuncts = _conjuncts(cond)
     plain = 0
     for c in conjuncts:
-        if class_name(c) not in ("EqualTo", "EqualNullSafe"):
+        if c.kind not in ("EqualTo", "EqualNullSafe"):
             continue
-        a, b = _column(c.left()), _column(c.right())
+        a, b = _column(c.children[0]), _column(c.children[1])
         if a in rids and b in lids:
             a, b = b, a
         if a in lids and b in rids:
             pairs.append((a, b))
-            plain += class_name(c) == "EqualTo"
+            plain += c.kind == "EqualTo"
     return tuple(pairs), plain < len(conjuncts)
 
 
-def _conjuncts(e: JObj) -> list[JObj]:
-    if class_name(e) == "And":
-        return _conjuncts(e.left()) + _conjuncts(e.right())
+def _conjuncts(e: Tree) -> list[Tree]:
+    if e.kind == "And":
+        return _conjuncts(e.children[0]) + _conjuncts(e.children[1])
     return [e]
 
 
-def _is_runtime_filter(e: JObj) -> bool:
+def _conjunct_handles(e: Tree, handle: JObj) -> list[tuple[Tree, JObj]]:
+    """`_conjuncts` with a handle to each (a conjunct's own is fetched from its And's)."""
+    if e.kind == "And":
+        return _conjunct_handles(e.children[0], handle.left()) + _conjunct_handles(e.children[1], handle.right())
+    return [(e, handle)]
+
+
+def _is_runtime_filter(e: Tree) -> bool:
     """Bloom-filter and dynamic-pruning filters the optimizer adds: redundant for lineage."""
-    text = str(e.toString())
-    return text.startswith("might_contain(scalar-subquery#") or "dynamicpruning#" in text
+    return e.text.startswith("might_contain(scalar-subquery#") or "dynamicpruning#" in e.text
 
 
-def _is_except_all_right(p: JObj) -> bool:
+def _is_except_all_right(p: PlanTree) -> bool:
     """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol`."""
-    if class_name(p) != "Project":
-        return False
-    for e in iterate(p.projectList()):
-        if class_name(e) == "Alias" and str(e.name()) == "vcol" and str(e.child().toString()) == "-1":
-            return True
-    return False
+    return p.kind == "Project" and any(
+        e.kind == "Alias" and e.name == "vcol" and e.children[0].text == "-1" for e in p.exprs["list"]
+    )
 
 
-def _frame(named: JObj) -> ir.Frame:
+def _frame(named: Tree) -> ir.Frame:
     """The frame of a window column `Alias(WindowExpression(fn, spec))`."""
-    we = named.child() if class_name(named) == "Alias" else named
-    if class_name(we) != "WindowExpression":
-        raise UnsupportedOperatorError(f"ember cannot read the window column {named}")
-    fn = we.windowFunction()
-    frame = we.windowSpec().frameSpecification()
-    ranking = class_name(fn) in {
+    we = named.children[0] if named.kind == "Alias" else named
+    if we.kind != "WindowExpression":
+        raise UnsupportedOperatorError(f"ember cannot read the window column {named.text}")
+    fn, spec = we.children
+    frame = spec.children[-1]
+    ranking = fn.kind in {
         "RowNumber", "Rank", "DenseRank", "PercentRank", "NTile", "CumeDist",
     }
-    if class_name(frame) != "SpecifiedWindowFrame":
-        raise UnsupportedOperatorError(f"ember cannot read the window frame {frame}")
-    kind = "rows" if class_name(frame.frameType()).startswith("RowFrame") else "range"
-    return ir.Frame(kind, _bound(frame.lower()), _bound(frame.upper()), whole=ranking)
+    if frame.kind != "SpecifiedWindowFrame":
+        raise UnsupportedOperatorError(f"ember cannot read the window frame {frame.text}")
+    kind = "rows" if (frame.frame or "").startswith("RowFrame") else "range"
+    return ir.Frame(kind, _bound(frame.children[0]), _bound(frame.children[1]), whole=ranking)
 
 
-def _bound(e: JObj) -> str:
-    kind = class_name(e).rstrip("$")
-    if kind in ("UnboundedPreceding", "UnboundedFollowing"):
+def _bound(e: Tree) -> str:
+    if e.kind in ("UnboundedPreceding", "UnboundedFollowing"):
         return "unbounded"
-    if kind == "CurrentRow":
+    if e.kind == "CurrentRow":
         return "current"
-    if kind == "Literal" and str(e.value()).lstrip("-").isdigit():
-        return str(int(str(e.value())))
-    raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e}")
+    if e.kind == "Literal" and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return str(e.value)
+    raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e.text}")

@@ -14,8 +14,10 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ember.plan import catalyst
+from ember.plan.catalyst import PlanTree, Tree
 from ember.plan.duck_sql import python_literal, sql
-from ember.plan.jvm import Jvm, iterate
+from ember.plan.jvm import Jvm
 
 ROWS = 60
 
@@ -40,12 +42,19 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def condition(df: DataFrame, where: str) -> object:
+def optimized(df: DataFrame, kind: str) -> PlanTree:
+    """The first node of `kind` in the optimized plan Spark runs for `df`."""
+    plan = catalyst.plan(Jvm(df.sparkSession), Jvm.optimized(df))
+    while plan.kind != kind:
+        plan = plan.child
+    return plan
+
+
+def condition(df: DataFrame, where: str) -> Tree:
     """The optimized Catalyst condition Spark applies for `where` (InSet appears there)."""
-    plan = Jvm.optimized(df.filter(where))
-    while plan.getClass().getSimpleName() != "Filter":
-        plan = plan.child()
-    return plan.condition()
+    cond = optimized(df.filter(where), "Filter").expr("cond")
+    assert cond is not None
+    return cond
 
 
 TRANSLATED = [
@@ -94,23 +103,15 @@ def test_anything_else_stays_on_spark(spark: SparkSession, table: Path, where: s
     assert sql(condition(spark.read.parquet(str(table)), where)) is None
 
 
-def aggregate(df: DataFrame) -> object:
-    """The optimized Catalyst aggregate Spark runs for `df`."""
-    plan = Jvm.optimized(df)
-    while plan.getClass().getSimpleName() != "Aggregate":
-        plan = plan.child()
-    return plan
-
-
 GROUPED = ["sum(n)", "count(s)", "count(*)", "min(price)", "max(day)", "max(s)", "count(DISTINCT s)", "sum(price) * 0.5 + 1"]
 
 
 @pytest.mark.parametrize("column", GROUPED)
 def test_aggregate_columns_compute_what_spark_computes(spark: SparkSession, table: Path, column: str) -> None:
     df = spark.read.parquet(str(table)).groupBy("g").agg(F.expr(column).alias("v"))
-    node = aggregate(df)
-    keys = [sql(k) for k in iterate(node.groupingExpressions())]
-    values = [sql(c, grouped=True) for c in iterate(node.aggregateExpressions())]
+    node = optimized(df, "Aggregate")
+    keys = [sql(k) for k in node.exprs["keys"]]
+    values = [sql(c, grouped=True) for c in node.exprs["list"]]
     assert None not in keys and None not in values and len(values) == 2, (column, keys, values)
     got = duckdb.sql(f"SELECT {', '.join(map(str, values))} FROM read_parquet('{table}') GROUP BY {', '.join(map(str, keys))}")
     assert sorted(got.fetchall(), key=repr) == sorted((tuple(r) for r in df.collect()), key=repr), (column, values)
@@ -118,13 +119,13 @@ def test_aggregate_columns_compute_what_spark_computes(spark: SparkSession, tabl
 
 @pytest.mark.parametrize("column", ["avg(n)", "sum(n) FILTER (WHERE n > 3)", "collect_list(n)", "first(n)", "count(n, s)"])
 def test_other_aggregates_stay_on_spark(spark: SparkSession, table: Path, column: str) -> None:
-    node = aggregate(spark.read.parquet(str(table)).groupBy("s").agg(F.expr(column)))
-    assert any(sql(c, grouped=True) is None for c in iterate(node.aggregateExpressions()))
+    node = optimized(spark.read.parquet(str(table)).groupBy("s").agg(F.expr(column)), "Aggregate")
+    assert any(sql(c, grouped=True) is None for c in node.exprs["list"])
 
 
 def test_an_aggregate_translates_only_where_it_is_computed(spark: SparkSession, table: Path) -> None:
-    node = aggregate(spark.read.parquet(str(table)).groupBy("s").agg(F.sum("price")))
-    column = next(c for c in iterate(node.aggregateExpressions()) if "sum" in str(c))
+    node = optimized(spark.read.parquet(str(table)).groupBy("s").agg(F.sum("price")), "Aggregate")
+    column = next(c for c in node.exprs["list"] if "sum" in c.text)
     assert sql(column) is None and sql(column, window="PARTITION BY s") is not None and sql(column, grouped=True) is not None
 
 

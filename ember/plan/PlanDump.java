@@ -1,0 +1,388 @@
+package ember.jvm;
+
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.InSet;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.ScalarSubquery;
+import org.apache.spark.sql.catalyst.expressions.SpecifiedWindowFrame;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
+import org.apache.spark.sql.catalyst.plans.ExistenceJoin;
+import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
+import org.apache.spark.sql.catalyst.plans.logical.Expand;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.Generate;
+import org.apache.spark.sql.catalyst.plans.logical.Join;
+import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.Range;
+import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
+import org.apache.spark.sql.catalyst.plans.logical.View;
+import org.apache.spark.sql.catalyst.plans.logical.Window;
+import org.apache.spark.sql.execution.LogicalRDD;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/**
+ * A Catalyst plan as one JSON string, so ember's plan import costs one py4j round trip
+ * instead of one per node, expression and field. Nodes and the expressions they hold
+ * directly are registered with the py4j gateway; their ids ("h") let Python make handles
+ * to them without asking. Only what ember's import reads is written; ember decides.
+ */
+public final class PlanDump {
+    private py4j.Gateway gateway;
+    private StringBuilder out;
+
+    /** The plan, with handles registered through `gateway` (null: no handles). */
+    public synchronized String plan(py4j.Gateway gateway, LogicalPlan plan) {
+        start(gateway);
+        node(plan);
+        return out.toString();
+    }
+
+    /** One expression (with a handle), as `plan` writes the ones a node holds. */
+    public synchronized String expression(py4j.Gateway gateway, Expression e) {
+        start(gateway);
+        top(e);
+        return out.toString();
+    }
+
+    /** [[name, leaf], ...]: the views and catalog tables of an analyzed plan that are one leaf. */
+    public synchronized String views(LogicalPlan plan) {
+        start(null);
+        out.append('[');
+        views(plan, new boolean[] {true});
+        return out.append(']').toString();
+    }
+
+    /** Every leaf of a plan, without handles. */
+    public synchronized String leaves(LogicalPlan plan) {
+        start(null);
+        out.append('[');
+        leaves(plan, new boolean[] {true});
+        return out.append(']').toString();
+    }
+
+    private void start(py4j.Gateway gateway) {
+        this.gateway = gateway;
+        this.out = new StringBuilder(4096);
+    }
+
+    // --- plans -------------------------------------------------------------------
+    private void node(LogicalPlan p) {
+        out.append("{\"k\":");
+        string(kind(p));
+        handle(p);
+        out.append(",\"out\":");
+        attributes(p.output());
+        out.append(",\"kids\":[");
+        boolean first = true;
+        for (scala.collection.Iterator<?> it = p.children().iterator(); it.hasNext(); ) {
+            first = comma(first);
+            node((LogicalPlan) it.next());
+        }
+        out.append(']');
+        if (p instanceof Project x) {
+            tops("list", x.projectList());
+        } else if (p instanceof Filter x) {
+            field("cond");
+            top(x.condition());
+        } else if (p instanceof Join x) {
+            field("type");
+            string(kind(x.joinType()));
+            if (x.joinType() instanceof ExistenceJoin j) {
+                field("exists");
+                attribute(j.exists());
+            }
+            if (x.condition().isDefined()) {
+                field("cond");
+                top(x.condition().get());
+            }
+        } else if (p instanceof Aggregate x) {
+            tops("keys", x.groupingExpressions());
+            tops("list", x.aggregateExpressions());
+        } else if (p instanceof Window x) {
+            tops("list", x.windowExpressions());
+            tops("partition", x.partitionSpec());
+            tops("order", x.orderSpec());
+        } else if (p instanceof Generate x) {
+            field("gen");
+            top((Expression) x.generator());
+            field("generated");
+            attributes(x.generatorOutput());
+            field("kept");
+            attributes(x.requiredChildOutput());
+        } else if (p instanceof Expand x) {
+            field("projections");
+            out.append('[');
+            boolean firstRow = true;
+            for (scala.collection.Iterator<?> it = x.projections().iterator(); it.hasNext(); ) {
+                firstRow = comma(firstRow);
+                list((scala.collection.Seq<?>) it.next(), true);
+            }
+            out.append(']');
+        } else if (p.children().isEmpty()) {
+            leaf(p);
+        } else {
+            tops("exprs", p.expressions());
+        }
+        out.append('}');
+    }
+
+    private void leaf(LogicalPlan p) {
+        if (p instanceof LogicalRelation x) {
+            field("rel");
+            string(kind(x.relation()));
+            if (x.relation() instanceof HadoopFsRelation r) {
+                field("fmt");
+                string(kind(r.fileFormat()));
+                field("roots");
+                out.append('[');
+                boolean first = true;
+                for (scala.collection.Iterator<?> it = r.location().rootPaths().iterator(); it.hasNext(); ) {
+                    first = comma(first);
+                    string(it.next().toString());
+                }
+                out.append("],\"files\":[");
+                first = true;
+                for (String f : r.location().inputFiles()) {
+                    first = comma(first);
+                    string(f);
+                }
+                out.append(']');
+            }
+        } else if (p instanceof LocalRelation x) {
+            field("data");
+            out.append(System.identityHashCode(x.data()));
+        } else if (p instanceof LogicalRDD x) {
+            field("rdd");
+            out.append(x.rdd().id());
+        } else if (p instanceof Range x) {
+            out.append(",\"start\":").append(x.start());
+            out.append(",\"end\":").append(x.end());
+            out.append(",\"step\":").append(x.step());
+            out.append(",\"count\":").append(x.numElements().toString());
+        }
+    }
+
+    private void views(LogicalPlan p, boolean[] first) {
+        String name = null;
+        if (p instanceof View x) {
+            name = x.desc().identifier().table();
+        } else if (p instanceof SubqueryAlias x && x.identifier().qualifier().nonEmpty()) {
+            name = x.identifier().name();
+        }
+        LogicalPlan leaf = name == null ? null : bareLeaf(p.children().apply(0));
+        if (leaf != null) {
+            first[0] = comma(first[0]);
+            out.append('[');
+            string(name);
+            out.append(',');
+            node(leaf);
+            out.append(']');
+        }
+        for (scala.collection.Iterator<?> it = p.children().iterator(); it.hasNext(); ) {
+            views((LogicalPlan) it.next(), first);
+        }
+        for (scala.collection.Iterator<?> it = p.subqueries().iterator(); it.hasNext(); ) {
+            views((LogicalPlan) it.next(), first);
+        }
+    }
+
+    /** The leaf under a chain of aliases, views and plain column selections, if that is all. */
+    private static LogicalPlan bareLeaf(LogicalPlan p) {
+        if (p instanceof SubqueryAlias || p instanceof View) {
+            return bareLeaf(p.children().apply(0));
+        }
+        if (p instanceof Project x) {
+            for (scala.collection.Iterator<?> it = x.projectList().iterator(); it.hasNext(); ) {
+                if (!(it.next() instanceof AttributeReference)) {
+                    return null;
+                }
+            }
+            return bareLeaf(x.child());
+        }
+        return p.children().isEmpty() ? p : null;
+    }
+
+    private void leaves(LogicalPlan p, boolean[] first) {
+        if (p.children().isEmpty()) {
+            first[0] = comma(first[0]);
+            node(p);
+        }
+        for (scala.collection.Iterator<?> it = p.children().iterator(); it.hasNext(); ) {
+            leaves((LogicalPlan) it.next(), first);
+        }
+    }
+
+    // --- expressions -------------------------------------------------------------
+    private void tops(String name, scala.collection.Seq<?> seq) {
+        field(name);
+        list(seq, true);
+    }
+
+    private void list(scala.collection.Seq<?> seq, boolean handles) {
+        out.append('[');
+        boolean first = true;
+        for (scala.collection.Iterator<?> it = seq.iterator(); it.hasNext(); ) {
+            first = comma(first);
+            Expression e = (Expression) it.next();
+            if (handles) {
+                top(e);
+            } else {
+                expr(e, false);
+            }
+        }
+        out.append(']');
+    }
+
+    private void top(Expression e) {
+        expr(e, true);
+    }
+
+    private void expr(Expression e, boolean withHandle) {
+        out.append("{\"k\":");
+        string(kind(e));
+        if (withHandle) {
+            handle(e);
+        }
+        field("t");
+        string(e.toString());
+        try {
+            field("dt");
+            string(e.dataType().simpleString());
+        } catch (Exception none) {  // window specs, some generators and unresolved expressions have none
+            out.append("null");
+        }
+        out.append(",\"det\":").append(e.deterministic());
+        out.append(",\"refs\":[");
+        boolean first = true;
+        for (scala.collection.Iterator<?> it = e.references().iterator(); it.hasNext(); ) {
+            first = comma(first);
+            out.append(((Attribute) it.next()).exprId().id());
+        }
+        out.append("],\"c\":");
+        list(e.children(), false);
+        if (e instanceof NamedExpression n && e.resolved()) {
+            out.append(",\"id\":").append(n.exprId().id());
+            field("n");
+            string(n.name());
+            out.append(",\"nullable\":").append(e.nullable());
+        }
+        if (e instanceof Literal x) {
+            field("v");
+            value(x.value());
+        } else if (e instanceof InSet x) {
+            field("set");
+            out.append('[');
+            boolean firstValue = true;
+            for (scala.collection.Iterator<?> it = x.hset().iterator(); it.hasNext(); ) {
+                firstValue = comma(firstValue);
+                value(it.next());
+            }
+            out.append(']');
+        } else if (e instanceof AggregateExpression x) {
+            out.append(",\"distinct\":").append(x.isDistinct());
+            out.append(",\"filtered\":").append(x.filter().isDefined());
+        } else if (e instanceof ScalarSubquery x) {
+            out.append(",\"outer\":").append(x.outerAttrs().nonEmpty());
+            field("plan");
+            node(x.plan());
+        } else if (e instanceof SpecifiedWindowFrame x) {
+            field("frame");
+            string(kind(x.frameType()));
+        }
+        out.append('}');
+    }
+
+    private void attributes(scala.collection.Seq<?> seq) {
+        out.append('[');
+        boolean first = true;
+        for (scala.collection.Iterator<?> it = seq.iterator(); it.hasNext(); ) {
+            first = comma(first);
+            attribute((Attribute) it.next());
+        }
+        out.append(']');
+    }
+
+    private void attribute(Attribute a) {
+        out.append('[').append(a.exprId().id()).append(',');
+        string(a.name());
+        out.append(',');
+        string(a.dataType().simpleString());
+        out.append(',').append(a.nullable()).append(']');
+    }
+
+    /** A literal's value as JSON: numbers, booleans and text as such (dates are day numbers,
+     * decimals their exact text); anything else as {"opaque": class}. */
+    private void value(Object v) {
+        if (v == null) {
+            out.append("null");
+        } else if (v instanceof Boolean || v instanceof Integer || v instanceof Long
+                || v instanceof Short || v instanceof Byte) {
+            out.append(v);
+        } else if (v instanceof Double || v instanceof Float) {
+            double d = ((Number) v).doubleValue();
+            if (Double.isNaN(d) || Double.isInfinite(d)) {
+                out.append("{\"opaque\":\"nonfinite\"}");
+            } else {
+                out.append(d);
+            }
+        } else if (v instanceof UTF8String || v instanceof String) {
+            string(v.toString());
+        } else if (v instanceof Decimal x) {
+            out.append("{\"decimal\":");
+            string(x.toString());
+            out.append('}');
+        } else {
+            out.append("{\"opaque\":");
+            string(v.getClass().getSimpleName());
+            out.append('}');
+        }
+    }
+
+    // --- JSON --------------------------------------------------------------------
+    private void handle(Object o) {
+        if (gateway != null) {
+            field("h");
+            string(gateway.putNewObject(o));
+        }
+    }
+
+    private static String kind(Object o) {
+        String name = o.getClass().getSimpleName();
+        return name.endsWith("$") ? name.substring(0, name.length() - 1) : name;
+    }
+
+    private void field(String name) {
+        out.append(",\"").append(name).append("\":");
+    }
+
+    private boolean comma(boolean first) {
+        if (!first) {
+            out.append(',');
+        }
+        return false;
+    }
+
+    private void string(String s) {
+        out.append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '"' || c == '\\') {
+                out.append('\\').append(c);
+            } else if (c < 0x20) {
+                out.append(String.format("\\u%04x", (int) c));
+            } else {
+                out.append(c);
+            }
+        }
+        out.append('"');
+    }
+}
