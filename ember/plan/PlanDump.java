@@ -1,5 +1,10 @@
 package ember.jvm;
 
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
@@ -30,7 +35,7 @@ import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * A Catalyst plan as one JSON string, so ember's plan import costs one py4j round trip
+ * A Catalyst plan as one JSON document, so ember's plan import costs one py4j round trip
  * instead of one per node, expression and field. Nodes and the expressions they hold
  * directly are registered with the py4j gateway; their ids ("h") let Python make handles
  * to them without asking. Only what ember's import reads is written; ember decides.
@@ -40,38 +45,48 @@ public final class PlanDump {
     private StringBuilder out;
 
     /** The plan, with handles registered through `gateway` (null: no handles). */
-    public synchronized String plan(py4j.Gateway gateway, LogicalPlan plan) {
+    public synchronized void plan(py4j.Gateway gateway, LogicalPlan plan, String path) throws IOException {
         start(gateway);
         node(plan);
-        return out.toString();
+        write(path);
     }
 
     /** One expression (with a handle), as `plan` writes the ones a node holds. */
-    public synchronized String expression(py4j.Gateway gateway, Expression e) {
+    public synchronized void expression(py4j.Gateway gateway, Expression e, String path) throws IOException {
         start(gateway);
         top(e);
-        return out.toString();
+        write(path);
     }
 
     /** [[name, leaf], ...]: the views and catalog tables of an analyzed plan that are one leaf. */
-    public synchronized String views(LogicalPlan plan) {
+    public synchronized void views(LogicalPlan plan, String path) throws IOException {
         start(null);
         out.append('[');
         views(plan, new boolean[] {true});
-        return out.append(']').toString();
+        out.append(']');
+        write(path);
     }
 
     /** Every leaf of a plan, without handles. */
-    public synchronized String leaves(LogicalPlan plan) {
+    public synchronized void leaves(LogicalPlan plan, String path) throws IOException {
         start(null);
         out.append('[');
         leaves(plan, new boolean[] {true});
-        return out.append(']').toString();
+        out.append(']');
+        write(path);
     }
 
     private void start(py4j.Gateway gateway) {
         this.gateway = gateway;
         this.out = new StringBuilder(4096);
+    }
+
+    /** The JSON goes through a file beside the JVM: a py4j answer past 8 KB stalls ~40 ms
+     * (its socket writes 8 KB at a time; Nagle's algorithm waits for an ACK the Python
+     * side delays), where a file costs a fraction of a millisecond. */
+    private void write(String path) throws IOException {
+        Files.writeString(Path.of(path), out, StandardCharsets.UTF_8);
+        out = null;
     }
 
     // --- plans -------------------------------------------------------------------

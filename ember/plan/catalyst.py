@@ -3,9 +3,10 @@
 Walking a plan over py4j costs a round trip (~50 µs) per node, expression and field:
 10-76 ms per TPC-H query, the largest fixed cost of a capture. ember's small Java class
 (`PlanDump.java`, compiled on first use against the running JVM's own classpath and
-loaded in a class loader of its own) writes the plan as JSON inside the JVM instead, and
-registers each node and each expression a node holds with the py4j gateway, so Python
-gets handles to them without asking.
+loaded in a class loader of its own) writes the plan as JSON inside the JVM instead, to a
+file (a py4j answer past 8 KB stalls ~40 ms), and registers each node and each
+expression a node holds with the py4j gateway, so Python gets handles to them without
+asking.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,24 +91,35 @@ class PlanTree:
 
 def plan(jvm: Jvm, p: JObj) -> PlanTree:
     """`p` with handles to its nodes and the expressions they hold."""
-    return _Reader(p._gateway_client).plan(json.loads(_dumper(jvm).plan(_gateway(p), p)))
+    return _Reader(p._gateway_client).plan(_dumped(lambda path: _dumper(jvm).plan(_gateway(p), p, path)))
 
 
 def expression(jvm: Jvm, e: JObj) -> Tree:
     """One expression, with a handle, as `plan` reads those a node holds."""
-    return _Reader(e._gateway_client).tree(json.loads(_dumper(jvm).expression(_gateway(e), e)))
+    return _Reader(e._gateway_client).tree(_dumped(lambda path: _dumper(jvm).expression(_gateway(e), e, path)))
 
 
 def views(jvm: Jvm, analyzed: JObj) -> list[tuple[str, PlanTree]]:
     """The temp views and catalog tables of an analyzed plan that are one leaf (no handles)."""
     reader = _Reader(analyzed._gateway_client)
-    return [(name, reader.plan(leaf)) for name, leaf in json.loads(_dumper(jvm).views(analyzed))]
+    return [(name, reader.plan(leaf)) for name, leaf in _dumped(lambda path: _dumper(jvm).views(analyzed, path))]
 
 
 def leaves(jvm: Jvm, p: JObj) -> list[PlanTree]:
     """Every leaf of a plan (no handles)."""
     reader = _Reader(p._gateway_client)
-    return [reader.plan(leaf) for leaf in json.loads(_dumper(jvm).leaves(p))]
+    return [reader.plan(leaf) for leaf in _dumped(lambda path: _dumper(jvm).leaves(p, path))]
+
+
+def _dumped(dump: Callable[[str], None]) -> Any:
+    """What `dump` writes as JSON to a file (the driver's JVM runs beside this process)."""
+    fd, path = tempfile.mkstemp(prefix="ember-plan-", suffix=".json")
+    os.close(fd)
+    try:
+        dump(path)
+        return json.loads(Path(path).read_bytes())
+    finally:
+        os.unlink(path)
 
 
 _EXPR_FIELDS = ("list", "keys", "partition", "order", "exprs")
