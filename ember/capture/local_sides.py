@@ -38,7 +38,7 @@ _MARK = "\x00"  # around an attribute id in a translated template
 class Translations:
     """One capture's expressions already in SQL, attributes left as placeholders: an
     aggregate's input is checked readable before the rewrite and read after the job, the
-    same expressions both times, and each translation is a walk over py4j."""
+    same expressions both times (translated once, in time the job is not yet running)."""
 
     def __init__(self) -> None:
         self._done: dict[tuple[int, bool], tuple[ir.Expr, str | None]] = {}
