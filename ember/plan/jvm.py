@@ -1,8 +1,8 @@
 """Thin helpers over py4j for the Catalyst objects ember reads and builds.
 
 Everything that touches Spark's internal (non-public) JVM API goes through here or
-through the two edge modules (`plan.spark_import`, `capture.spark_build`), so a
-Spark upgrade has few places to check.
+through the edge modules (`plan.catalyst` with its `PlanDump.java`, `plan.spark_import`,
+`capture.spark_build`), so a Spark upgrade has few places to check.
 """
 
 from __future__ import annotations
@@ -164,10 +164,6 @@ def class_name(obj: JObj) -> str:
     client = obj._gateway_client
     root = JVMView(client, proto.DEFAULT_JVM_NAME, id=proto.DEFAULT_JVM_ID)
     return str(_resolved(_names(client), root, "org.apache.commons.lang3.ClassUtils.getSimpleName")(obj))
-
-
-def option(opt: JObj) -> JObj | None:
-    return opt.get() if opt.isDefined() else None
 
 
 _ATTRIBUTE_ID = re.compile(r"#(\d+)L?(?:-T\d+ms)?$")
