@@ -60,18 +60,19 @@ public final class PlanDump {
 
     /** [[name, leaf], ...]: the views and catalog tables of an analyzed plan that are one leaf. */
     public synchronized void views(LogicalPlan plan, String path) throws IOException {
-        start(null);
-        out.append('[');
-        views(plan, new boolean[] {true});
-        out.append(']');
-        write(path);
+        array(first -> views(plan, first), path);
     }
 
     /** Every leaf of a plan, without handles. */
     public synchronized void leaves(LogicalPlan plan, String path) throws IOException {
+        array(first -> leaves(plan, first), path);
+    }
+
+    /** A JSON array of what `walk` writes (it puts commas between items, told by `first`). */
+    private void array(java.util.function.Consumer<boolean[]> walk, String path) throws IOException {
         start(null);
         out.append('[');
-        leaves(plan, new boolean[] {true});
+        walk.accept(new boolean[] {true});
         out.append(']');
         write(path);
     }

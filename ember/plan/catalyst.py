@@ -220,7 +220,10 @@ def compiled(classpath: str, spark_version: str) -> Path:
             "ember reads Spark plans with a small Java class it compiles on first use, and no javac "
             "was found: install a JDK 17 (e.g. 'apt-get install openjdk-17-jdk-headless')"
         )
-    jar.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        jar.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise EmberError(f"ember keeps its compiled plan reader in {jar.parent} and cannot write there ({e}): set EMBER_CACHE to a writable directory") from e
     with tempfile.TemporaryDirectory(dir=jar.parent) as work:
         built = subprocess.run(
             [javac, "-nowarn", "-cp", classpath, "-d", work, str(_SOURCE)], capture_output=True, text=True

@@ -117,3 +117,11 @@ def test_the_class_is_compiled_once_per_source_and_spark(
     assert catalyst.compiled(classpath, spark.version) == jar  # cached: javac not needed again
     with pytest.raises(EmberError, match="javac"):
         catalyst.compiled(classpath, "another spark")
+
+
+def test_an_unwritable_cache_is_named(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    monkeypatch.setenv("EMBER_CACHE", str(blocked))
+    with pytest.raises(EmberError, match="EMBER_CACHE"):
+        catalyst.compiled("", spark.version)
