@@ -97,13 +97,12 @@ def capture(
     # in its background capture, off the user's path.
     if strategy == "defer":
         annotated = annotate(plan, workload, inline_rids=bound)  # Defer annotates again, fully, in its background capture
-        translations = local_sides.Translations()
     else:
-        annotated, translations = _annotated(plan, workload, sources, bound)
+        annotated = _annotated(plan, workload, sources, bound)
     names = [a.name for a in plan.output]
     if strategy == "inject" or (strategy == "auto" and all(t.inline or t.local for t in annotated.tables)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-        user, index = run_annotated(jvm, annotated, names, numbered, staging, translations=translations)
+        user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
             user, index, numbered.values(), "inject", outline(plan), groupings=groups, columns=column_lineage(plan)
@@ -172,15 +171,13 @@ def run_annotated(
     sources: dict[str, Source],
     staging: str | None = None,
     small: bool = False,
-    translations: local_sides.Translations | None = None,
 ) -> tuple[pa.Table, LineageIndex]:
     """Runs an annotated plan over numbered sources: its output rows and their lineage index.
 
     `small` side tables (a re-run over a few rows) come back through the driver, which
     costs less than a committed Parquet write when they hold a handful of rows.
-    `translations`: those made while annotating (`local`), used again to read side tables.
     """
-    result, side_data = _run(jvm, annotated, sources, None if small else staging, small, translations)
+    result, side_data = _run(jvm, annotated, sources, None if small else staging, small)
     user = pa.table(result.columns[: len(names)], names=names)
     return user, _indexed(result, annotated, side_data)
 
@@ -202,7 +199,6 @@ def _run(
     sources: dict[str, Source],
     staging: str | None,
     small: bool = False,
-    translations: local_sides.Translations | None = None,
 ) -> tuple[pa.Table, list[SideRows]]:
     """The rewritten job's rows (its columns, then the slots) and each side table's rows
     (None for a table whose rows ride in the job's result, `Staged` for one the executors
@@ -213,10 +209,9 @@ def _run(
     builder = Builder(jvm, sources)
     try:
         job = builder.dataframe(annotated.plan)
-        translations = translations or local_sides.Translations()
-        started = sides.start(builder, annotated, small, translations)
+        started = sides.start(builder, annotated, small)
         result = job.toArrow()
-        data = sides.fetch(builder, annotated, result, staging, small, translations, started)
+        data = sides.fetch(builder, annotated, result, staging, small, started)
     finally:
         builder.release()
     for s in sources.values():
@@ -237,22 +232,17 @@ def _deferred(
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    annotated, translations = _annotated(plan, workload, sources, bound)
-    result, side_data = _run(jvm, annotated, numbered, staging, translations=translations)
+    annotated = _annotated(plan, workload, sources, bound)
+    result, side_data = _run(jvm, annotated, numbered, staging)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = _indexed(result, annotated, side_data)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 
-def _annotated(
-    plan: ir.Node, workload: Workload, sources: dict[str, Source], bound: int | None
-) -> tuple[Annotated, local_sides.Translations]:
-    """The capture rewrite with join keys checked and DuckDB's reach known, and the
-    translations that check made (used again to read the side tables)."""
-    translations = local_sides.Translations()
-    local = functools.partial(local_sides.readable, sources=sources, translations=translations)
-    annotated = annotate(plan, workload, inline_rids=bound, keyed=unique_keys(plan), local=local)
-    return annotated, translations
+def _annotated(plan: ir.Node, workload: Workload, sources: dict[str, Source], bound: int | None) -> Annotated:
+    """The capture rewrite with join keys checked and DuckDB's reach known."""
+    local = functools.partial(local_sides.readable, sources=sources)
+    return annotate(plan, workload, inline_rids=bound, keyed=unique_keys(plan), local=local)
 
 
 def driver_rids(jvm: Jvm) -> int | None:

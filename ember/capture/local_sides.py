@@ -35,22 +35,8 @@ _RID = "__ember_rid"
 _MARK = "\x00"  # around an attribute id in a translated template
 
 
-class Translations:
-    """One capture's expressions already in SQL, attributes left as placeholders: an
-    aggregate's input is checked readable before the rewrite and read after the job, the
-    same expressions both times (translated once, in time the job is not yet running)."""
-
-    def __init__(self) -> None:
-        self._done: dict[tuple[int, bool], tuple[ir.Expr, str | None]] = {}
-
-    def template(self, e: ir.Expr, grouped: bool = False) -> str | None:
-        done = self._done.get((id(e), grouped))
-        if done is None or done[0] is not e:  # the entry holds `e`, so its id is not reused
-            done = self._done[id(e), grouped] = (e, _template(e, grouped))
-        return done[1]
-
-
 def _template(e: ir.Expr, grouped: bool) -> str | None:
+    """`e` in SQL with its attributes as placeholders, filled in by each query that reads it."""
     made: list[int] = []
 
     def placeholder(a: Tree) -> str:
@@ -70,7 +56,6 @@ class _Query:
     (`s0`, `s1`, ...) and the wanted keys (`w`), with the conditions met on the way."""
 
     sources: dict[str, Source]
-    translations: Translations
     columns: dict[int, str | None] = field(default_factory=dict)  # None: made, but not translatable
     conditions: list[str] = field(default_factory=list)
     scans: list[str] = field(default_factory=list)  # FROM items: scans, or scans left joined
@@ -110,7 +95,7 @@ class _Query:
     def grouped(self, node: ir.Aggregate) -> bool:
         """An aggregate as a derived table of its groups (Q20's correlated `sum(l_quantity)`,
         Q15's revenue view). Floating keys are not grouped alike (Spark folds -0.0 and NaNs)."""
-        inner = _Query(self.sources, self.translations, aliases=self.aliases)
+        inner = _Query(self.sources, aliases=self.aliases)
         if not inner.read(node.child) or inner.keyed or any(ir.dtype_of(k) in ("float", "double") for k in node.keys):
             return False
         keys = [inner.expr(k) for k in node.keys]
@@ -129,7 +114,7 @@ class _Query:
         """A semi (anti) join's condition as (NOT) EXISTS over its right side. Spark's anti
         join keeps a row no right row makes the condition true for, as NOT EXISTS does (a
         NOT IN arrives with its null test spelled out in the condition)."""
-        inner = _Query(self.sources, self.translations, columns=dict(self.columns), aliases=self.aliases)
+        inner = _Query(self.sources, columns=dict(self.columns), aliases=self.aliases)
         if not inner.read(right) or inner.keyed or not inner.condition(cond):
             return False
         test = f"EXISTS (SELECT 1 FROM {inner.joined()} WHERE {' AND '.join(inner.conditions)})"
@@ -140,7 +125,7 @@ class _Query:
         """A left join: its right side as a derived table (whose own conditions stay inside
         it, so they do not drop padded rows) joined on the join's condition with all that
         is read so far (a cross join of it: the condition reads only the join's sides)."""
-        inner = _Query(self.sources, self.translations, aliases=self.aliases)
+        inner = _Query(self.sources, aliases=self.aliases)
         if not inner.read(right) or inner.keyed:
             return False
         alias = f"r{next(self.aliases)}"
@@ -189,7 +174,7 @@ class _Query:
             return None
         if e.column is not None:
             return self.columns[e.column]
-        template = self.translations.template(e, grouped)
+        template = _template(e, grouped)
         if template is None:
             return None
         parts = template.split(_MARK)
@@ -229,18 +214,18 @@ class _Query:
         return f"SELECT {select} FROM {self.joined()} WHERE {where}" + (f" ORDER BY {order}" if order else "")
 
 
-def readable(plan: ir.Node, sources: dict[str, Source], translations: Translations) -> bool:
+def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
     """Whether DuckDB could read `plan`'s rows (checked before the capture rewrite, on the
     plan an aggregate's groups would come from)."""
-    return _Query(sources, translations).read(plan)
+    return _Query(sources).read(plan)
 
 
 def side_table(
-    table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], translations: Translations
+    table: SideTable, wanted: pa.Table | None, sources: dict[str, Source]
 ) -> pa.Table | None:
     """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
     DuckDB; None where Spark must compute it."""
-    query = _Query(sources, translations).text(table, wanted)
+    query = _Query(sources).text(table, wanted)
     if query is None:
         return None
     con = duck.connect()

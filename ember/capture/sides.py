@@ -85,9 +85,7 @@ class _Wanted:
         return keys.group_by(keys.column_names, use_threads=False).aggregate([])
 
 
-def start(
-    builder: Builder, annotated: Annotated, small: bool, translations: local_sides.Translations
-) -> dict[int, Future[pa.Table | None]]:
+def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Future[pa.Table | None]]:
     """Side tables that can run beside the job, started: those the job's result alone points
     at without keys (scalar subqueries, global aggregates: nothing to cut them to) or at
     every group of (`SideTable.whole`, read by DuckDB: nothing cut either), whose
@@ -109,7 +107,7 @@ def start(
     started: dict[int, Future[pa.Table | None]] = {}
     for t in early:
         if t.local:
-            started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources, translations)
+            started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
         else:
             started[t.id] = _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow))
     return started
@@ -121,7 +119,6 @@ def fetch(
     result: pa.Table,
     staging: str | None,
     small: bool,
-    translations: local_sides.Translations,
     started: dict[int, Future[pa.Table | None]] | None = None,
 ) -> list[SideRows]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
@@ -159,7 +156,7 @@ def fetch(
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
             runs = [
-                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, translations)))
+                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch)))
                 for t in wave
             ]
             for table, run in zip(wave, runs, strict=True):
@@ -194,14 +191,13 @@ def _job(
     keys: Keys,
     small: bool,
     scratch: Scratch | None,
-    translations: local_sides.Translations,
 ) -> Callable[[], pa.Table | Staged]:
     """The side table built (on this thread: the builder is not shared) as a job to run;
     one DuckDB can answer in-process is read here and now. A table that could outgrow the
     driver is written by the executors and, unless lists ride in its rows, stays there."""
     bounded = small or table.bounded
     if bounded and not isinstance(keys, DataFrame):
-        local = local_sides.side_table(table, keys, builder.sources, translations)
+        local = local_sides.side_table(table, keys, builder.sources)
         if local is not None:
             return lambda: local
     builder.keys = keys
