@@ -233,7 +233,7 @@ def test_witnesses_over_a_correlated_aggregate(views: SparkSession, answered: li
     check(df, o.select(o.semi(orders(), passed, lambda r, v: v[1] == r[0]), lambda v: (v[0], v[2])))
     assert "semi join witnesses" in answered
     plan, sources = import_plan(Jvm(views), df)
-    annotated, _ = _capture._annotated(plan, Workload(), sources, None)
+    annotated = _capture._annotated(plan, Workload(), sources, None)
     assert not any(isinstance(n, ir.Shared) for p in (annotated.plan, *(t.plan for t in annotated.tables)) for n in ir.walk(p))
 
 
