@@ -4,6 +4,8 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.function.Consumer;
 
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -33,6 +35,7 @@ import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.unsafe.types.UTF8String;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * A Catalyst plan as one JSON document, so ember's plan import costs one py4j round trip
@@ -60,16 +63,16 @@ public final class PlanDump {
 
     /** [[name, leaf], ...]: the views and catalog tables of an analyzed plan that are one leaf. */
     public synchronized void views(LogicalPlan plan, String path) throws IOException {
-        array(first -> views(plan, first), path);
+        walked(first -> views(plan, first), path);
     }
 
     /** Every leaf of a plan, without handles. */
     public synchronized void leaves(LogicalPlan plan, String path) throws IOException {
-        array(first -> leaves(plan, first), path);
+        walked(first -> leaves(plan, first), path);
     }
 
     /** A JSON array of what `walk` writes (it puts commas between items, told by `first`). */
-    private void array(java.util.function.Consumer<boolean[]> walk, String path) throws IOException {
+    private void walked(Consumer<boolean[]> walk, String path) throws IOException {
         start(null);
         out.append('[');
         walk.accept(new boolean[] {true});
@@ -97,13 +100,8 @@ public final class PlanDump {
         handle(p);
         out.append(",\"out\":");
         attributes(p.output());
-        out.append(",\"kids\":[");
-        boolean first = true;
-        for (scala.collection.Iterator<?> it = p.children().iterator(); it.hasNext(); ) {
-            first = comma(first);
-            node((LogicalPlan) it.next());
-        }
-        out.append(']');
+        out.append(",\"kids\":");
+        array(p.children(), c -> node((LogicalPlan) c));
         if (p instanceof Project x) {
             tops("list", x.projectList());
         } else if (p instanceof Filter x) {
@@ -136,13 +134,7 @@ public final class PlanDump {
             attributes(x.requiredChildOutput());
         } else if (p instanceof Expand x) {
             field("projections");
-            out.append('[');
-            boolean firstRow = true;
-            for (scala.collection.Iterator<?> it = x.projections().iterator(); it.hasNext(); ) {
-                firstRow = comma(firstRow);
-                list((scala.collection.Seq<?>) it.next(), true);
-            }
-            out.append(']');
+            array(x.projections(), row -> list((scala.collection.Seq<?>) row, true));
         } else if (p.children().isEmpty()) {
             leaf(p);
         } else {
@@ -159,19 +151,9 @@ public final class PlanDump {
                 field("fmt");
                 string(kind(r.fileFormat()));
                 field("roots");
-                out.append('[');
-                boolean first = true;
-                for (scala.collection.Iterator<?> it = r.location().rootPaths().iterator(); it.hasNext(); ) {
-                    first = comma(first);
-                    string(it.next().toString());
-                }
-                out.append("],\"files\":[");
-                first = true;
-                for (String f : r.location().inputFiles()) {
-                    first = comma(first);
-                    string(f);
-                }
-                out.append(']');
+                array(r.location().rootPaths(), path -> string(path.toString()));
+                field("files");
+                array(CollectionConverters.asScala(Arrays.asList(r.location().inputFiles())), f -> string((String) f));
             }
         } else if (p instanceof LocalRelation x) {
             field("data");
@@ -244,18 +226,7 @@ public final class PlanDump {
     }
 
     private void list(scala.collection.Seq<?> seq, boolean handles) {
-        out.append('[');
-        boolean first = true;
-        for (scala.collection.Iterator<?> it = seq.iterator(); it.hasNext(); ) {
-            first = comma(first);
-            Expression e = (Expression) it.next();
-            if (handles) {
-                top(e);
-            } else {
-                expr(e, false);
-            }
-        }
-        out.append(']');
+        array(seq, e -> expr((Expression) e, handles));
     }
 
     private void top(Expression e) {
@@ -277,13 +248,9 @@ public final class PlanDump {
             out.append("null");
         }
         out.append(",\"det\":").append(e.deterministic());
-        out.append(",\"refs\":[");
-        boolean first = true;
-        for (scala.collection.Iterator<?> it = e.references().iterator(); it.hasNext(); ) {
-            first = comma(first);
-            out.append(((Attribute) it.next()).exprId().id());
-        }
-        out.append("],\"c\":");
+        out.append(",\"refs\":");
+        array(e.references(), a -> out.append(((Attribute) a).exprId().id()));
+        out.append(",\"c\":");
         list(e.children(), false);
         if (e instanceof NamedExpression n && e.resolved()) {
             out.append(",\"id\":").append(n.exprId().id());
@@ -296,13 +263,7 @@ public final class PlanDump {
             value(x.value());
         } else if (e instanceof InSet x) {
             field("set");
-            out.append('[');
-            boolean firstValue = true;
-            for (scala.collection.Iterator<?> it = x.hset().iterator(); it.hasNext(); ) {
-                firstValue = comma(firstValue);
-                value(it.next());
-            }
-            out.append(']');
+            array(x.hset(), this::value);
         } else if (e instanceof AggregateExpression x) {
             out.append(",\"distinct\":").append(x.isDistinct());
             out.append(",\"filtered\":").append(x.filter().isDefined());
@@ -318,13 +279,7 @@ public final class PlanDump {
     }
 
     private void attributes(scala.collection.Seq<?> seq) {
-        out.append('[');
-        boolean first = true;
-        for (scala.collection.Iterator<?> it = seq.iterator(); it.hasNext(); ) {
-            first = comma(first);
-            attribute((Attribute) it.next());
-        }
-        out.append(']');
+        array(seq, a -> attribute((Attribute) a));
     }
 
     private void attribute(Attribute a) {
@@ -374,6 +329,17 @@ public final class PlanDump {
     private static String kind(Object o) {
         String name = o.getClass().getSimpleName();
         return name.endsWith("$") ? name.substring(0, name.length() - 1) : name;
+    }
+
+    /** A JSON array: `write` for each item, commas between. */
+    private void array(scala.collection.Iterable<?> items, Consumer<Object> write) {
+        out.append('[');
+        boolean first = true;
+        for (scala.collection.Iterator<?> it = items.iterator(); it.hasNext(); ) {
+            first = comma(first);
+            write.accept(it.next());
+        }
+        out.append(']');
     }
 
     private void field(String name) {
