@@ -19,7 +19,7 @@ from pyspark.sql.window import Window as W
 
 from ember.capture.numbering import TextNumbering
 from ember.errors import UnsupportedOperatorError
-from ember.plan import ir
+from ember.plan import ir, javac
 from ember.plan.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.plan.sources import Source
 
@@ -51,7 +51,10 @@ class Builder:
         return self.jvm.name(f"{LOGICAL}.{name}")
 
     def dataframe(self, node: ir.Node) -> DataFrame:
-        return self.jvm.dataframe(self.build(node))
+        """The built plan as a DataFrame Spark does not optimize again (`Prepared.java`): it is
+        made of pieces Spark optimized for the import."""
+        jdf = javac.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, self.build(node))
+        return DataFrame(jdf, self.jvm.spark)
 
     def build(self, node: ir.Node) -> JObj:
         plan: JObj = getattr(self, f"_{type(node).__name__}")(node)

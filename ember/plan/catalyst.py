@@ -2,21 +2,17 @@
 
 Walking a plan over py4j costs a round trip (~50 µs) per node, expression and field:
 10-76 ms per TPC-H query, the largest fixed cost of a capture. ember's small Java class
-(`PlanDump.java`, compiled on first use against the running JVM's own classpath and
-loaded in a class loader of its own) writes the plan as JSON inside the JVM instead, to a
-file (a py4j answer past 8 KB stalls ~40 ms), and registers each node and each
-expression a node holds with the py4j gateway, so Python gets handles to them without
-asking.
+(`PlanDump.java`, compiled on first use by `plan.javac`) writes the plan as JSON inside
+the JVM instead, to a file (a py4j answer past 8 KB stalls ~40 ms), and registers each
+node and each expression a node holds with the py4j gateway, so Python gets handles to
+them without asking.
 """
 
 from __future__ import annotations
 
 import decimal
-import hashlib
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,12 +22,8 @@ from typing import Any
 from py4j import protocol as proto
 from py4j.java_gateway import JavaObject
 
-from ember.errors import EmberError
-from ember.plan import ir
+from ember.plan import ir, javac
 from ember.plan.jvm import JObj, Jvm
-
-_SOURCE = Path(__file__).with_name("PlanDump.java")
-_CLASS = "ember.jvm.PlanDump"
 
 
 class Opaque:
@@ -185,58 +177,9 @@ def _value(v: Any) -> Any:
 
 
 # --- the Java side ---------------------------------------------------------------
-# One loaded PlanDump per gateway client (a JVM), by the client's id.
-_DUMPERS: dict[int, tuple[Any, JObj]] = {}
-
-
 def _gateway(obj: JObj) -> JObj:
     return JavaObject(proto.GATEWAY_SERVER_OBJECT_ID, obj._gateway_client).getGateway()
 
 
 def _dumper(jvm: Jvm) -> JObj:
-    client = jvm.jsession._gateway_client
-    known = _DUMPERS.get(id(client))
-    if known is None or known[0] is not client:
-        classpath = str(jvm.name("java.lang.System.getProperty")("java.class.path"))
-        jar = compiled(classpath, str(jvm.spark.version))
-        urls = jvm.spark._sc._gateway.new_array(jvm.name("java.net.URL"), 1)  # type: ignore[union-attr]
-        urls[0] = jvm.name("java.io.File")(str(jar)).toURI().toURL()
-        loader = jvm.name("java.net.URLClassLoader")(urls, jvm.jsession.getClass().getClassLoader())
-        known = _DUMPERS[id(client)] = (client, loader.loadClass(_CLASS).newInstance())
-    return known[1]
-
-
-def compiled(classpath: str, spark_version: str) -> Path:
-    """PlanDump's jar, compiled once per source and Spark version into ember's cache."""
-    source = _SOURCE.read_bytes()
-    digest = hashlib.sha256(source + spark_version.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("EMBER_CACHE") or Path.home() / ".cache" / "ember")
-    jar = cache / "jvm" / f"plandump-{digest}.jar"
-    if jar.exists():
-        return jar
-    javac = shutil.which("javac", path=_java_path())
-    if javac is None:
-        raise EmberError(
-            "ember reads Spark plans with a small Java class it compiles on first use, and no javac "
-            "was found: install a JDK 17 (e.g. 'apt-get install openjdk-17-jdk-headless')"
-        )
-    try:
-        jar.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise EmberError(f"ember keeps its compiled plan reader in {jar.parent} and cannot write there ({e}): set EMBER_CACHE to a writable directory") from e
-    with tempfile.TemporaryDirectory(dir=jar.parent) as work:
-        built = subprocess.run(
-            [javac, "-nowarn", "-cp", classpath, "-d", work, str(_SOURCE)], capture_output=True, text=True
-        )
-        if built.returncode != 0:
-            raise EmberError(f"ember could not compile {_SOURCE.name} against this Spark: {built.stderr[-2000:]}")
-        archive = shutil.make_archive(str(Path(work) / "plandump"), "zip", work, "ember")
-        os.replace(archive, jar)  # atomic: a concurrent first use sees the jar whole or not at all
-    return jar
-
-
-def _java_path() -> str:
-    """PATH with $JAVA_HOME/bin first, where Spark's own launcher looks for Java."""
-    home = os.environ.get("JAVA_HOME")
-    path = os.environ.get("PATH", "")
-    return f"{home}/bin{os.pathsep}{path}" if home else path
+    return javac.helper(jvm, "PlanDump")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from ember.errors import EmberError
 from ember.plan import catalyst
 from ember.plan.catalyst import OPAQUE, PlanTree, Tree
 from ember.plan.jvm import Jvm, class_name, iterate
@@ -103,25 +102,3 @@ def test_views_and_leaves(spark: SparkSession, tmp_path: Path) -> None:
     assert [(name, leaf.kind) for name, leaf in views] == [("catalyst_t", "LogicalRelation")]
     assert views[0][1].facts["fmt"] == "ParquetFileFormat" and views[0][1].handle is None
     assert sorted(leaf.kind for leaf in catalyst.leaves(jvm, Jvm.analyzed(df))) == ["LogicalRelation", "Range"]
-
-
-def test_the_class_is_compiled_once_per_source_and_spark(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("EMBER_CACHE", str(tmp_path))
-    classpath = str(spark._jvm.java.lang.System.getProperty("java.class.path"))  # type: ignore[union-attr]
-    jar = catalyst.compiled(classpath, spark.version)
-    assert jar.is_relative_to(tmp_path) and jar.stat().st_size > 0
-    monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.delenv("JAVA_HOME", raising=False)
-    assert catalyst.compiled(classpath, spark.version) == jar  # cached: javac not needed again
-    with pytest.raises(EmberError, match="javac"):
-        catalyst.compiled(classpath, "another spark")
-
-
-def test_an_unwritable_cache_is_named(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocked = tmp_path / "file"
-    blocked.write_text("not a directory")
-    monkeypatch.setenv("EMBER_CACHE", str(blocked))
-    with pytest.raises(EmberError, match="EMBER_CACHE"):
-        catalyst.compiled("", spark.version)
