@@ -35,16 +35,31 @@ from ember.store.index import SideRows
 
 MAX_ROWS = 16_000_000  # larger sources keep their rids (a key map costs 16 bytes a row)
 _KEPT = 32  # key maps kept for later captures
+_SPREAD = 4  # value slots per row a key map's lookup table may take (TPC-H's order keys: 4)
 
 _MAPS: OrderedDict[tuple[object, ...], KeyMap | None] = OrderedDict()
 
 
 @dataclass(frozen=True)
 class KeyMap:
-    """A unique column's values, sorted, and the rid of the row holding each."""
+    """A unique column's values, sorted, and the rid of the row holding each; where the
+    values are dense enough (at most `_SPREAD` slots per row), also a table from value to
+    rid: a binary search per value missed the cache at every step (TPC-H Q12's 30 K order
+    keys among 1.5 M took 15 ms, the table 0.1 ms)."""
 
     keys: np.ndarray
     rids: np.ndarray
+    low: int = 0
+    table: np.ndarray | None = None  # position in `keys` of value `low + i` at i (any where absent)
+
+    @staticmethod
+    def of(keys: np.ndarray, rids: np.ndarray) -> KeyMap:
+        if keys.size == 0 or int(keys[-1]) - int(keys[0]) + 1 > _SPREAD * keys.size:
+            return KeyMap(keys, rids)
+        low = int(keys[0])
+        table = np.zeros(int(keys[-1]) - low + 1, dtype=np.int32)  # positions < MAX_ROWS
+        table[keys - low] = np.arange(keys.size, dtype=np.int32)
+        return KeyMap(keys, rids, low, table)
 
     def rids_of(self, values: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The rid of each value's row (null stays null)."""
@@ -52,10 +67,19 @@ class KeyMap:
         v = pc.fill_null(values, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         if not valid.any():
             return pa.nulls(len(values), pa.int64())
-        at = np.minimum(np.searchsorted(self.keys, v), max(self.keys.size - 1, 0))
-        if self.keys.size == 0 or not np.all(self.keys[at][valid] == v[valid]):
-            raise StaleSourceError("a joined key is missing from its source: the files changed during capture")
+        if self.keys.size == 0:
+            raise _missing()
+        if self.table is not None:
+            at = self.table[np.clip(v, self.low, self.low + self.table.size - 1) - self.low]
+        else:
+            at = np.minimum(np.searchsorted(self.keys, v), self.keys.size - 1)
+        if not np.all(self.keys[at][valid] == v[valid]):
+            raise _missing()
         return pa.array(self.rids[at], type=pa.int64(), mask=~valid)
+
+
+def _missing() -> StaleSourceError:
+    return StaleSourceError("a joined key is missing from its source: the files changed during capture")
 
 
 def key_map(source: Source, column: str) -> KeyMap | None:
@@ -107,7 +131,7 @@ def _unique(readers: list[pq.ParquetFile], column: str, files: tuple[SourceFile,
         keys, at = keys[order], at[order]
         if np.any(keys[1:] == keys[:-1]):
             return None
-    return KeyMap(keys, at)
+    return KeyMap.of(keys, at)
 
 
 def _repeats(columns: list[tuple[pq.ParquetFile, str]]) -> bool:

@@ -9,14 +9,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.capture.annotate import RidSlot, Workload, annotate
-from ember.capture.keys import key_map, unique_keys
+from ember.capture.keys import KeyMap, key_map, unique_keys
+from ember.errors import StaleSourceError
 from ember.plan import ir
 from ember.plan.jvm import Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
@@ -183,3 +187,23 @@ def test_key_maps_rule_out_repeats(tmp_path: Path, values: list[int], group: int
     assert (found is not None) == unique
     if found is not None:
         assert found.rids_of(pa.array(values)).to_pylist() == list(range(len(values)))
+
+
+@given(
+    st.lists(st.integers(-60, 60), min_size=1, max_size=40, unique=True),
+    st.lists(st.integers(-70, 70) | st.integers(-(2**63), 2**63 - 1) | st.none(), max_size=20),
+    st.booleans(),
+)
+def test_key_maps_answer_as_a_dict(keys: list[int], asked: list[int | None], far: bool) -> None:
+    """Values spread thin (`far`) go through a binary search, dense ones through a lookup
+    table; both name each value's row and refuse a value no row holds."""
+    values = [*keys, 2**62] if far else keys
+    rows = {v: i for i, v in enumerate(values)}
+    order = np.argsort(values, kind="stable")
+    found = KeyMap.of(np.array(values, dtype=np.int64)[order], order.astype(np.int64))
+    assert (found.table is not None) == (max(values) - min(values) < 4 * len(values))  # at most 4 slots a row
+    held = [v if v is None or v in rows else values[0] for v in asked]
+    assert found.rids_of(pa.array(held, type=pa.int64())).to_pylist() == [None if v is None else rows[v] for v in held]
+    if any(v is not None and v not in rows for v in asked):
+        with pytest.raises(StaleSourceError):
+            found.rids_of(pa.array(asked, type=pa.int64()))
