@@ -268,8 +268,15 @@ class Builder:
         assert isinstance(scan, ir.Scan)
         source = self.sources.get(scan.source.key, scan.source)
         if source.kind == "parquet":
+            # Made resolved by `RowIndex.java`: a DataFrame resolving `_metadata.row_index`
+            # cost an analysis (~12 ms) per scan; one is left only for a workload's `only`.
+            many = len(source.files) > 1
+            files = ([f.uri for f in source.files], [f.offset for f in source.files]) if many else ([], [])
+            made = javac.helper(self.jvm, "RowIndex")
+            if node.only is None:
+                return made.numbered(scan.handle, *files, node.rid.name, self.jvm.expr_id(node.rid.id))
             df = self.jvm.dataframe(scan.handle)
-            rid = parquet_rid(source)
+            rid = self.jvm.column(made.rid(scan.handle, *files))
         elif isinstance(source.data, TextNumbering):
             df = self.jvm.dataframe(scan.handle)
             rid = source.data.rid()
