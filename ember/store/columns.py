@@ -114,6 +114,13 @@ class Runs:
 def encode(values: np.ndarray) -> IntColumn:
     """Runs when the column has arithmetic structure, else the plain array."""
     values = np.ascontiguousarray(values, dtype=np.int64)
+    if values.size > 2:
+        # Each change of step starts a run, and absorbing one-row runs at most halves them:
+        # past this many changes runs cannot win, told without building them (TPC-H Q13's
+        # 1.5 M scattered order rids: 45 ms a column to build runs that lost).
+        d = np.diff(values)
+        if np.count_nonzero(d[1:] != d[:-1]) * RUNS_WORTH_IT > 2 * values.size:
+            return Plain(values)
     runs = to_runs(values)
     if runs.start.size * RUNS_WORTH_IT <= values.size:
         return runs

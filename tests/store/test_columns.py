@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.store.columns import Plain, Runs, encode, to_runs
+from ember.store.columns import RUNS_WORTH_IT, Plain, Runs, encode, to_runs
 
 
 @st.composite
@@ -27,6 +27,8 @@ def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject)
     runs, plain = to_runs(values), Plain(values)
     assert runs.decode().tolist() == values.tolist()
     assert encode(values).decode().tolist() == values.tolist()
+    # encode's shortcut past too many step changes chooses as building the runs would
+    assert isinstance(encode(values), Runs) == (runs.start.size * RUNS_WORTH_IT <= values.size)
     rows = np.array(sorted(data.draw(st.sets(st.integers(0, max(values.size - 1, 0)))) if values.size else []))
     rows = rows.astype(np.int64)
     assert runs.take(rows).tolist() == plain.take(rows).tolist() == values[rows].tolist()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ember.store.columns import Plain, encode, expand_ranges, to_runs
-from ember.store.index import Level, LineageIndex, Ranges
+from ember.store.index import Level, LineageIndex, Ranges, _groups
 
 PACKINGS = {"plain": Plain, "runs": to_runs, "auto": encode}
 
@@ -62,3 +64,24 @@ def test_backward_and_forward_agree_with_sets(case: tuple[LineageIndex, list[set
     rids = data.draw(st.lists(st.integers(0, 9), max_size=3))
     reached = index.forward(SRC, np.array(rids, dtype=np.int64)).tolist()
     assert reached == [o for o, lin in enumerate(truth) if lin & set(rids)]
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(st.tuples(st.none() | st.integers(-3, 3), st.none() | st.sampled_from(["a", "b", "é"])), max_size=30),
+    st.booleans(),
+)
+def test_groups_of_a_sorted_table_are_its_runs_of_equal_keys(rows: list[tuple[int | None, str | None]], floating: bool) -> None:
+    """Each distinct key (nulls equal) → [first row, last row + 1), the ranges refs resolve to;
+    floating keys take DuckDB's path."""
+    rows.sort(key=lambda r: tuple((v is not None, v) for v in r))  # NULLS FIRST, as side tables arrive
+    table = pa.table({"k": pa.array([r[0] for r in rows], pa.float64() if floating else pa.int64()),
+                      "s": pa.array([r[1] for r in rows], pa.string())})  # fmt: skip
+    con = duckdb.connect()
+    found = _groups(con, table, ["k", "s"]).to_pylist()
+    expected: dict[tuple[object, ...], list[int]] = {}
+    for i, r in enumerate(rows):
+        key = (None if r[0] is None else float(r[0]) if floating else r[0], r[1])
+        expected.setdefault(key, [i, i])[1] = i + 1
+    assert len(found) == len(expected)
+    assert {(g["k"], g["s"]): [g["__s"], g["__e"]] for g in found} == expected
