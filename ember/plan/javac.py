@@ -22,30 +22,32 @@ from ember.plan.jvm import JObj, Jvm
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "ember.jvm"
 
-# One instance of each helper per gateway client (a JVM), by the client's id.
-_LOADED: dict[tuple[int, str], tuple[Any, JObj]] = {}
+# Per gateway client (a JVM), by the client's id: the helpers' class loader, and one
+# instance of each helper by name. The client is kept to tell a new one at a reused id.
+_LOADERS: dict[int, tuple[Any, JObj]] = {}
+_HELPERS: dict[tuple[int, str], tuple[Any, JObj]] = {}
 
 
 def helper(jvm: Jvm, name: str) -> JObj:
     """An instance of helper class `name` (`ember/plan/<name>.java`) in `jvm`'s JVM."""
     client = jvm.jsession._gateway_client
-    known = _LOADED.get((id(client), name))
+    known = _HELPERS.get((id(client), name))
     if known is None or known[0] is not client:
-        loader = _loader(jvm)
-        known = _LOADED[(id(client), name)] = (client, loader.loadClass(f"{_PACKAGE}.{name}").newInstance())
+        made = _loader(jvm).loadClass(f"{_PACKAGE}.{name}").newInstance()
+        known = _HELPERS[(id(client), name)] = (client, made)
     return known[1]
 
 
 def _loader(jvm: Jvm) -> JObj:
     client = jvm.jsession._gateway_client
-    known = _LOADED.get((id(client), ""))
+    known = _LOADERS.get(id(client))
     if known is None or known[0] is not client:
         classpath = str(jvm.name("java.lang.System.getProperty")("java.class.path"))
         jar = compiled(classpath, str(jvm.spark.version))
         urls = jvm.spark._sc._gateway.new_array(jvm.name("java.net.URL"), 1)  # type: ignore[union-attr]
         urls[0] = jvm.name("java.io.File")(str(jar)).toURI().toURL()
         loader = jvm.name("java.net.URLClassLoader")(urls, jvm.jsession.getClass().getClassLoader())
-        known = _LOADED[(id(client), "")] = (client, loader)
+        known = _LOADERS[id(client)] = (client, loader)
     return known[1]
 
 

@@ -337,28 +337,28 @@ def _sorted(con: duckdb.DuckDBPyConnection, arrow: pa.Table, keys: list[str]) ->
 
 
 def _groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str]) -> pa.Table:
-    """Key values → [start, end) row range of each group in a sorted side table: where a key
-    changes from the row before (nulls equal, as refs match). Floating keys (DuckDB groups
-    NaNs as one) and nested ones go through DuckDB. Grouping the rows again cost 29 ms on TPC-H Q13's
-    1.5 M rows, the changes 2 ms."""
+    """Key values → [start, end) row range of each group in a sorted side table: where a
+    key changes from the row before (nulls equal, as refs match). Floating keys (DuckDB
+    groups NaNs as one) and nested ones are grouped by DuckDB. Grouping the rows again cost
+    29 ms on TPC-H Q13's 1.5 M rows, finding the changes 2 ms."""
+    n = ordered.num_rows
     if not keys:
-        return pa.table({"__s": [0], "__e": [ordered.num_rows]})
+        return pa.table({"__s": [0], "__e": [n]})
     cols = [ordered.column(k) for k in keys]
     if not all(_plain(c.type) for c in cols):
-        t = ordered.select(keys).append_column("__rn", pa.array(np.arange(ordered.num_rows, dtype=np.int64)))
+        t = ordered.select(keys).append_column("__rn", pa.array(np.arange(n, dtype=np.int64)))
         con.register("t", t)
         names = ", ".join(_quote(k) for k in keys)
         result = con.sql(f"SELECT {names}, min(__rn) AS __s, max(__rn) + 1 AS __e FROM t GROUP BY ALL").to_arrow_table()
         con.unregister("t")
         return result
-    n = ordered.num_rows
     changed = np.zeros(max(n - 1, 0), dtype=bool)
-    for c in cols:
+    for c in cols if n else ():
         before, after = c.slice(0, n - 1), c.slice(1)
         nulls = pc.not_equal(pc.is_null(before), pc.is_null(after))
         changed |= pc.or_(pc.fill_null(pc.not_equal(before, after), False), nulls).to_numpy(zero_copy_only=False)
-    starts = np.concatenate(([0], np.flatnonzero(changed) + 1)) if n else np.zeros(0, np.int64)
-    ends = np.append(starts[1:], n) if n else starts
+    starts = np.flatnonzero(np.concatenate(([n > 0], changed))).astype(np.int64)
+    ends = np.append(starts[1:], n).astype(np.int64) if n else starts
     return ordered.select(keys).take(starts).append_column("__s", pa.array(starts)).append_column("__e", pa.array(ends))
 
 
