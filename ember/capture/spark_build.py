@@ -51,8 +51,8 @@ class Builder:
         return self.jvm.name(f"{LOGICAL}.{name}")
 
     def dataframe(self, node: ir.Node) -> DataFrame:
-        """The built plan as a DataFrame Spark does not optimize again (`Prepared.java`): it is
-        made of pieces Spark optimized for the import."""
+        """The built plan as a DataFrame Spark neither analyzes nor optimizes again
+        (`Prepared.java`): it is built resolved, of pieces Spark optimized for the import."""
         jdf = javac.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, self.build(node))
         return DataFrame(jdf, self.jvm.spark)
 
@@ -270,13 +270,11 @@ class Builder:
         if source.kind == "parquet":
             # Made resolved by `RowIndex.java`: a DataFrame resolving `_metadata.row_index`
             # cost an analysis (~12 ms) per scan; one is left only for a workload's `only`.
-            many = len(source.files) > 1
-            files = ([f.uri for f in source.files], [f.offset for f in source.files]) if many else ([], [])
-            made = javac.helper(self.jvm, "RowIndex")
             if node.only is None:
-                return made.numbered(scan.handle, *files, node.rid.name, self.jvm.expr_id(node.rid.id))
+                made = javac.helper(self.jvm, "RowIndex")
+                return made.numbered(scan.handle, *_files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
             df = self.jvm.dataframe(scan.handle)
-            rid = self.jvm.column(made.rid(scan.handle, *files))
+            rid = parquet_rid(df, source)
         elif isinstance(source.data, TextNumbering):
             df = self.jvm.dataframe(scan.handle)
             rid = source.data.rid()
@@ -333,10 +331,15 @@ def _windows(plan: JObj) -> list[JObj]:
     return found + [w for c in iterate(plan.children()) for w in _windows(c)]
 
 
-def parquet_rid(source: Source) -> Column:
-    """`ember_rid` of a Parquet row: its index in its file plus the rows of earlier files."""
-    index = F.col("_metadata.row_index")
+def parquet_rid(table: DataFrame, source: Source) -> Column:
+    """`ember_rid` of each row of `table`, a DataFrame that reads `source`'s Parquet files
+    as they are: its index in its file plus the rows of earlier files (`RowIndex.java`)."""
+    jvm = Jvm(table.sparkSession)
+    return jvm.column(javac.helper(jvm, "RowIndex").rid(jvm.analyzed(table), *_files(source)))
+
+
+def _files(source: Source) -> tuple[list[str], list[int]]:
+    """Each file's path as Spark reads it and its first rid (neither needed for one file)."""
     if len(source.files) == 1:
-        return index
-    offsets = F.create_map(*[x for f in source.files for x in (F.lit(f.uri), F.lit(f.offset))])
-    return index + F.element_at(offsets, F.col("_metadata.file_path"))
+        return [], []
+    return [f.uri for f in source.files], [f.offset for f in source.files]

@@ -64,7 +64,7 @@ class SparkTrace:
         if src.kind != "parquet":
             raise EmberError(f"rows on Spark are read from Parquet sources; {name!r} is {src.kind}")
         table = self._spark.read.parquet(*[f.uri for f in src.files])
-        numbered = table.select("*", parquet_rid(src).alias(RID))
+        numbered = table.select("*", parquet_rid(table, src).alias(RID))
         return numbered.join(self.ids(name), RID, "left_semi")
 
 

@@ -114,9 +114,8 @@ def _rekeyed(df: DataFrame, column: str, source: Source, key: str) -> DataFrame:
     """`column`'s key values replaced by the rids of the source rows holding them (null
     stays null); the key is unique in the source, so no row is repeated."""
     spark = df.sparkSession
-    rids = spark.read.parquet(*[f.uri for f in source.files]).select(
-        F.col(key).alias("__ember_k"), parquet_rid(source).alias("__ember_r")
-    )
+    table = spark.read.parquet(*[f.uri for f in source.files])
+    rids = table.select(F.col(key).alias("__ember_k"), parquet_rid(table, source).alias("__ember_r"))
     joined = df.join(rids, df[column] == rids["__ember_k"], "left")
     return joined.select(*[F.col("__ember_r").alias(c) if c == column else F.col(c) for c in df.columns])
 
