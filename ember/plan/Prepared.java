@@ -27,8 +27,7 @@ public final class Prepared {
     private static final String SUBQUERIES = "org.apache.spark.sql.catalyst.optimizer.Optimizer$OptimizeSubqueries";
 
     public Dataset<Row> dataframe(SparkSession session, LogicalPlan plan) {
-        QueryExecution$ defaults = QueryExecution$.MODULE$;
-        QueryExecution qe = new Light(session, plan, defaults);
+        QueryExecution qe = new Light(session, plan);
         return new Dataset<>(qe, RowEncoder$.MODULE$.encoderFor(qe.analyzed().schema()));
     }
 
@@ -36,11 +35,13 @@ public final class Prepared {
         private boolean analyzed;
         private LogicalPlan optimized;
 
-        Light(SparkSession session, LogicalPlan plan, QueryExecution$ defaults) {
+        /** Spark's defaults for the rest, as `Dataset.ofRows` gives them. */
+        Light(SparkSession session, LogicalPlan plan) {
             super(
-                session, plan, defaults.$lessinit$greater$default$3(), defaults.$lessinit$greater$default$4(),
-                defaults.$lessinit$greater$default$5(), defaults.$lessinit$greater$default$6(),
-                defaults.$lessinit$greater$default$7(), defaults.$lessinit$greater$default$8());
+                session, plan, QueryExecution$.MODULE$.$lessinit$greater$default$3(),
+                QueryExecution$.MODULE$.$lessinit$greater$default$4(), QueryExecution$.MODULE$.$lessinit$greater$default$5(),
+                QueryExecution$.MODULE$.$lessinit$greater$default$6(), QueryExecution$.MODULE$.$lessinit$greater$default$7(),
+                QueryExecution$.MODULE$.$lessinit$greater$default$8());
         }
 
         /** Every node is built resolved, from Catalyst's own resolved pieces; analyzing the whole
