@@ -1,6 +1,7 @@
 package ember.jvm;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 import org.apache.spark.sql.catalyst.expressions.Add;
@@ -15,8 +16,10 @@ import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
 import scala.Tuple2;
@@ -30,25 +33,55 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class RowIndex {
     /** The scan's rows with their rid after its columns, named `name` with exprId `id`.
      * `uris` and `offsets`: each file's path as Spark reads it and its first rid (empty for
-     * one file). */
+     * one file). The scan's `_metadata` column holds only the fields read (the job's own,
+     * if it reads some, then the rid's): this plan skips the optimizer rule that prunes it,
+     * and a whole `_metadata` struct (file paths, names, sizes) built for every row cost
+     * more than the rid itself. */
     public LogicalPlan numbered(LogicalRelation scan, List<String> uris, List<? extends Number> offsets, String name, ExprId id) {
+        AttributeReference base = metadata(scan);
+        List<StructField> fields = new ArrayList<>();
+        for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
+            if (a.name().equals(base.name()) && a.metadata().equals(base.metadata())) {
+                base = a;
+                fields.addAll(Arrays.asList(((StructType) a.dataType()).fields()));
+            }
+        }
+        StructType whole = (StructType) ((HadoopFsRelation) scan.relation()).fileFormat().createFileMetadataCol().dataType();
+        for (String field : uris.size() > 1 ? List.of("row_index", "file_path") : List.of("row_index")) {
+            if (fields.stream().noneMatch(f -> f.name().equals(field))) {
+                fields.add(whole.apply(field));
+            }
+        }
+        AttributeReference meta = base.withDataType(new StructType(fields.toArray(new StructField[0])));
+        List<AttributeReference> output = new ArrayList<>();
+        for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
+            if (!a.exprId().equals(meta.exprId())) {
+                output.add(a);
+            }
+        }
+        output.add(meta);
+        LogicalRelation read = scan.copy(scan.relation(), seq(output), scan.catalogTable(), scan.isStreaming(), scan.stream());
         List<NamedExpression> columns = new ArrayList<>(CollectionConverters.asJava(scan.output()));
-        columns.add(new Alias(rid(scan, uris, offsets), name, id, seq(List.of()), Option.empty(), seq(List.of())));
-        return new Project(seq(columns), scan.withMetadataColumns());
+        columns.add(new Alias(rid(meta, uris, offsets), name, id, seq(List.of()), Option.empty(), seq(List.of())));
+        return new Project(seq(columns), read);
     }
 
     /** The rid alone, over `scan`'s `_metadata` column (a plan reading it gets that column
      * from Spark's analyzer). */
     public Expression rid(LogicalRelation scan, List<String> uris, List<? extends Number> offsets) {
-        AttributeReference meta = null;
+        return rid(metadata(scan), uris, offsets);
+    }
+
+    private static AttributeReference metadata(LogicalRelation scan) {
         for (AttributeReference a : CollectionConverters.asJava(scan.metadataOutput())) {
             if (a.name().equals("_metadata")) {
-                meta = a;
+                return a;
             }
         }
-        if (meta == null) {
-            throw new IllegalArgumentException("this scan has no _metadata column: " + scan.simpleString(80));
-        }
+        throw new IllegalArgumentException("this scan has no _metadata column: " + scan.simpleString(80));
+    }
+
+    private static Expression rid(AttributeReference meta, List<String> uris, List<? extends Number> offsets) {
         Expression rid = field(meta, "row_index");
         if (uris.size() > 1) {
             Expression path = field(meta, "file_path");
