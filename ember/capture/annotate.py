@@ -28,12 +28,14 @@ lists make Spark aggregate with its slower object-based operator, which a
 count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT or a HAVING
 above the aggregate drops groups whose lists were built all the same (Q3, Q10, Q11,
 Q21), a global aggregate gathers one list of all its input on one task (Q6, Q14, Q19),
-and an aggregate under a listing one has its lists nested in the outer lists (Q13). Where
-DuckDB can read such an aggregate's input (`capture.local_sides`), its groups become a
-side table DuckDB reads (`local`): after the job, only the groups that reach the
-result; or beside the job, whole, where every group reaches it (`whole`: a global
-aggregate's one group, a distinct count's groups with no filter or limit above, an
-inner aggregate's groups in the lists of one whose groups all reach it).
+and an aggregate under a listing one has its lists nested in the outer lists (Q13), and an
+aggregate over a join whose groups all reach the result makes every joined scan carry
+its rids through the join's shuffles (Q5, Q7, Q8, Q9, Q12). Where DuckDB can read such an
+aggregate's input (`capture.local_sides`), its groups become a side table DuckDB reads
+(`local`): after the job, only the groups that reach the result; or beside the job,
+whole, where every group reaches it (`whole`: a global aggregate's one group, a distinct
+count's groups with no filter or limit above, an inner aggregate's groups in the lists
+of one whose groups all reach it, a join's groups).
 """
 
 from __future__ import annotations
@@ -405,12 +407,23 @@ class _Rewriter:
         return None
 
     def _read_after(self, node: ir.Aggregate) -> bool:
-        """Whether the aggregate's groups are read by DuckDB after the job rather than listed
-        in the result (see the module doc): listing them costly, its input readable."""
+        """Whether the aggregate's groups are read by DuckDB rather than listed in the result
+        (see the module doc): listing them costly, its input readable."""
         # Read from the expression's text: a cost guess only, either way the lineage is the same.
         distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
-        costly = not node.keys or id(node) in self.limited or distinct or self.nested
+        costly = not node.keys or id(node) in self.limited or distinct or self.nested or self._joined_whole(node)
         return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
+
+    def _joined_whole(self, node: ir.Aggregate) -> bool:
+        """Whether every group of an aggregate over a join reaches the result, and the driver
+        could take them all: then DuckDB reads them beside the job. Listed, they make every
+        joined scan read each row's position and carry it through every shuffle of the join;
+        DuckDB reads the same join in-process, on the cycles Spark leaves idle between its
+        stages (TPC-H SF1, alternating runs: Q9 41 % → 22 %, Q12 23 % → 2 %, Q5, Q7 and Q8
+        about 10 points less). An aggregate over one scan keeps its lists: they add one
+        column to its scan, which DuckDB would read all over again (Q1 24 % → 32 %)."""
+        scans = sum(isinstance(n, ir.Scan) for n in walk(node.child))
+        return self.every_row and scans > 1 and self.bounded(node.child)
 
     def _restricted(self, plan: ir.Node) -> bool:
         """Whether a workload `where` keeps only some rows of a source `plan` reads (their

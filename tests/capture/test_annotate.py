@@ -113,6 +113,22 @@ def test_groups_read_after_the_job_are_read_whole_where_every_group_reaches_the_
         assert [t.whole for t in read_after] == [expected], why
 
 
+def test_a_joins_groups_that_all_reach_the_result_are_read_beside_the_job() -> None:
+    joined = ir.Join("inner", scan("t", A, B), scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
+    out = annotate(ir.Passthrough(group_by_a(joined), kind="sort"), local=lambda _: True)
+    (slot,) = out.slots
+    (table,) = out.tables
+    assert isinstance(slot, RefSlot) and table.local and table.whole and not table.inline
+    assert not any(isinstance(n, ir.Numbered) for n in ir.walk(out.plan))  # the job reads no rids
+    assert annotate(group_by_a(scan("t", A, B)), local=lambda _: True).tables[0].inline  # one scan: listed
+    sampled = annotate(ir.Passthrough(group_by_a(joined), kind="sample"), local=lambda _: True)
+    assert [(t.inline, t.local) for t in sampled.tables] == [(True, False)]  # not every group reaches it
+    unreadable = annotate(group_by_a(joined), local=lambda _: False)
+    assert [(t.inline, t.local) for t in unreadable.tables] == [(True, False)]
+    big = annotate(group_by_a(joined), local=lambda _: True, inline_rids=5)  # 6 rows: too many to take
+    assert [(t.inline, t.local) for t in big.tables] == [(False, False)]
+
+
 def test_union_of_aggregates_gives_each_its_own_list() -> None:
     union = ir.Union((group_by_a(scan("l", A)), group_by_a(scan("r", A))), (A,))
     out = annotate(union)
