@@ -419,11 +419,13 @@ class _Rewriter:
         could take them all: then DuckDB reads them beside the job. Listed, they make every
         joined scan read each row's position and carry it through every shuffle of the join;
         DuckDB reads the same join in-process, on the cycles Spark leaves idle between its
-        stages (TPC-H SF1, alternating runs: Q9 41 % → 22 %, Q12 23 % → 2 %, Q5, Q7 and Q8
-        about 10 points less). An aggregate over one scan keeps its lists: they add one
-        column to its scan, which DuckDB would read all over again (Q1 24 % → 32 %)."""
-        scans = sum(isinstance(n, ir.Scan) for n in walk(node.child))
-        return self.every_row and scans > 1 and self.bounded(node.child)
+        stages (TPC-H Q5, Q7, Q8, Q9, Q12: docs/benchmarks.md). An aggregate over one scan
+        keeps its lists: they add one column to its scan, which DuckDB would read all over
+        again (Q1), as does one whose only join is a semi join (Q4: its witnesses are a
+        table of their own, the lists hold the left side's rids alone), and one over another
+        aggregate, whose groups its lists nest (Q13's customers per count of orders)."""
+        grouped = any(isinstance(n, ir.Aggregate) for n in walk(node.child))
+        return self.every_row and _listing_scans(node.child) > 1 and not grouped and self.bounded(node.child)
 
     def _restricted(self, plan: ir.Node) -> bool:
         """Whether a workload `where` keeps only some rows of a source `plan` reads (their
@@ -630,6 +632,16 @@ def _reading_scan(node: ir.Node, attr: int) -> tuple[ir.Scan, str] | None:
     if node.source.kind != "parquet":
         return None
     return next(((node, a.name) for a in node.attrs if a.id == attr), None)
+
+
+def _listing_scans(plan: ir.Node) -> int:
+    """The scans whose rids an aggregate over `plan` would list: not those under a semi or
+    anti join's right side, whose rows are witnesses in a table of their own."""
+    if isinstance(plan, ir.Scan):
+        return 1
+    if isinstance(plan, ir.Join) and plan.kind in ("semi", "anti"):
+        return _listing_scans(plan.left)
+    return sum(_listing_scans(c) for c in plan.children)
 
 
 def input_rows(plan: ir.Node) -> int:

@@ -34,9 +34,9 @@ public final class RowIndex {
     /** The scan's rows with their rid after its columns, named `name` with exprId `id`.
      * `uris` and `offsets`: each file's path as Spark reads it and its first rid (empty for
      * one file). The scan's `_metadata` column holds only the fields read (the job's own,
-     * if it reads some, then the rid's): this plan skips the optimizer rule that prunes it,
-     * and a whole `_metadata` struct (file paths, names, sizes) built for every row cost
-     * more than the rid itself. */
+     * if it reads some, then the rid's), as Spark's optimizer would prune it: this plan
+     * skips that rule, and its scan would build the whole struct (file path, name, size,
+     * block, modification time) for every row it reads. */
     public LogicalPlan numbered(LogicalRelation scan, List<String> uris, List<? extends Number> offsets, String name, ExprId id) {
         AttributeReference base = metadata(scan);
         List<StructField> fields = new ArrayList<>();

@@ -120,7 +120,10 @@ def test_a_joins_groups_that_all_reach_the_result_are_read_beside_the_job() -> N
     (table,) = out.tables
     assert isinstance(slot, RefSlot) and table.local and table.whole and not table.inline
     assert not any(isinstance(n, ir.Numbered) for n in ir.walk(out.plan))  # the job reads no rids
-    assert annotate(group_by_a(scan("t", A, B)), local=lambda _: True).tables[0].inline  # one scan: listed
+    semi = ir.Join("semi", scan("t", A, B), scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
+    for listed in (scan("t", A, B), semi, group_by_a(joined)):  # one scan's rids; or lists nest the inner's
+        out = annotate(group_by_a(listed), local=lambda _: True)
+        assert out.tables[-1].inline and isinstance(out.slots[0], ListSlot)
     sampled = annotate(ir.Passthrough(group_by_a(joined), kind="sample"), local=lambda _: True)
     assert [(t.inline, t.local) for t in sampled.tables] == [(True, False)]  # not every group reaches it
     unreadable = annotate(group_by_a(joined), local=lambda _: False)
