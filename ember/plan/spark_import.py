@@ -11,15 +11,13 @@ any job runs.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from ember.errors import UnsupportedOperatorError
-from ember.plan import catalyst, ir
+from ember.plan import catalyst, ir, javac
 from ember.plan.catalyst import PlanTree, Tree
 from ember.plan.jvm import EXPRESSIONS, JObj, Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
@@ -84,26 +82,10 @@ _LIMITS = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "GlobalLimitAndOffset"
 SOURCE_NAMES: dict[str, str] = {}
 
 
-@contextmanager
-def excluded_rules(spark: SparkSession) -> Iterator[None]:
-    key = "spark.sql.optimizer.excludedRules"
-    before = spark.conf.get(key, None)
-    rules = [r for r in (before or "").split(",") if r]
-    spark.conf.set(key, ",".join(rules + [r for r in EXCLUDED_RULES if r not in rules]))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
-
-
 def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
     """The optimized plan of `df` with ember's excluded rules, and without cached data
     substituted in, so a DataFrame the user cached is traced through to its sources."""
-    with excluded_rules(jvm.spark):
-        return jvm.jsession.sessionState().optimizer().execute(jvm.analyzed(df))
+    return javac.helper(jvm, "Optimized").plan(jvm.jsession, jvm.analyzed(df), ",".join(EXCLUDED_RULES))
 
 
 @dataclass

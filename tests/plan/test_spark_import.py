@@ -56,3 +56,18 @@ def test_capture_leaves_the_optimizer_settings_as_it_found_them(spark: SparkSess
     before = spark.conf.get(key, None)
     ember.capture(spark.createDataFrame([(1,), (2,)], "v int").filter("v > 1"))
     assert spark.conf.get(key, None) == before
+
+
+def test_the_import_adds_embers_excluded_rules_to_the_users_own(spark: SparkSession) -> None:
+    key = "spark.sql.optimizer.excludedRules"
+    rules = "org.apache.spark.sql.catalyst.optimizer.CombineFilters,org.apache.spark.sql.catalyst.optimizer.PushDownPredicates"
+    twice = spark.range(10).selectExpr("id AS a", "id * 2 AS b").filter("a > 1").filter("b > 1")
+    merged, _ = import_plan(Jvm(spark), twice)
+    assert [type(n).__name__ for n in ir.walk(merged)].count("Filter") == 1
+    spark.conf.set(key, rules)
+    try:
+        kept, _ = import_plan(Jvm(spark), twice)
+        assert spark.conf.get(key) == rules
+    finally:
+        spark.conf.unset(key)
+    assert [type(n).__name__ for n in ir.walk(kept)].count("Filter") == 2

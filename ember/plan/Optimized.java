@@ -1,0 +1,34 @@
+package ember.jvm;
+
+import java.util.LinkedHashSet;
+import java.util.Set;
+
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.internal.SQLConf$;
+
+/**
+ * The user's plan optimized for the import, with ember's rules excluded on top of the
+ * session's own, under a copy of the session's conf that only this thread sees. Setting
+ * the exclusion on the session itself took three conf round trips and showed it, for the
+ * length of the import, to every other job of the session: a Defer capture imports while
+ * the user's job runs, whose adaptive re-planning reads the session's conf.
+ */
+public final class Optimized {
+    private static final String KEY = "spark.sql.optimizer.excludedRules";
+
+    public LogicalPlan plan(SparkSession session, LogicalPlan analyzed, String excluded) {
+        SQLConf conf = session.sessionState().conf().clone();
+        Set<String> rules = new LinkedHashSet<>();
+        for (String list : new String[] {conf.getConfString(KEY, ""), excluded}) {
+            for (String rule : list.split(",")) {
+                if (!rule.isBlank()) {
+                    rules.add(rule.trim());
+                }
+            }
+        }
+        conf.setConfString(KEY, String.join(",", rules));
+        return SQLConf$.MODULE$.withExistingConf(conf, () -> session.sessionState().optimizer().execute(analyzed));
+    }
+}
