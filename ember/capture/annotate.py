@@ -415,17 +415,20 @@ class _Rewriter:
         return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
 
     def _joined_whole(self, node: ir.Aggregate) -> bool:
-        """Whether every group of an aggregate over a join reaches the result, and the driver
-        could take them all: then DuckDB reads them beside the job. Listed, they make every
-        joined scan read each row's position and carry it through every shuffle of the join;
-        DuckDB reads the same join in-process, on the cycles Spark leaves idle between its
-        stages (TPC-H Q5, Q7, Q8, Q9, Q12: docs/benchmarks.md). An aggregate over one scan
-        keeps its lists: they add one column to its scan, which DuckDB would read all over
-        again (Q1), as does one whose only join is a semi join (Q4: its witnesses are a
-        table of their own, the lists hold the left side's rids alone), and one over another
-        aggregate, whose groups its lists nest (Q13's customers per count of orders)."""
+        """Whether every group of an aggregate over joins of three or more scans reaches the
+        result, and the driver could take them all: then DuckDB reads them beside the job.
+        Listed, they make every joined scan read each row's position and carry it through
+        every shuffle of the joins; DuckDB reads the same joins in-process, on the cycles
+        Spark leaves idle between its stages (TPC-H Q5, Q7, Q8, Q9: docs/benchmarks.md).
+        Fewer scans keep their lists: over one scan they add one column to it, which DuckDB
+        would read all over again (Q1); over one join, one rid (or a join key naming the
+        row) rides through one shuffle, less work than DuckDB reading both sides whole on
+        the job's cores (Q12). So does an aggregate whose only join is a semi join (Q4: its
+        witnesses are a table of their own, the lists hold the left side's rids alone), and
+        one over another aggregate, whose groups its lists nest (Q13's customers per count
+        of orders)."""
         grouped = any(isinstance(n, ir.Aggregate) for n in walk(node.child))
-        return self.every_row and _listing_scans(node.child) > 1 and not grouped and self.bounded(node.child)
+        return self.every_row and _listing_scans(node.child) > 2 and not grouped and self.bounded(node.child)
 
     def _restricted(self, plan: ir.Node) -> bool:
         """Whether a workload `where` keeps only some rows of a source `plan` reads (their

@@ -9,6 +9,7 @@ from ember.plan.sources import Source
 A = ir.Attr(1, "a", "int")
 B = ir.Attr(2, "b", "int")
 C = ir.Attr(3, "c", "int")
+D = ir.Attr(4, "d", "int")
 
 
 def scan(key: str, *attrs: ir.Attr) -> ir.Scan:
@@ -113,22 +114,24 @@ def test_groups_read_after_the_job_are_read_whole_where_every_group_reaches_the_
         assert [t.whole for t in read_after] == [expected], why
 
 
-def test_a_joins_groups_that_all_reach_the_result_are_read_beside_the_job() -> None:
-    joined = ir.Join("inner", scan("t", A, B), scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
+def test_the_groups_of_joins_that_all_reach_the_result_are_read_beside_the_job() -> None:
+    once = ir.Join("inner", scan("t", A, B), scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
+    joined = ir.Join("inner", once, scan("v", D), ir.Expr("b = d", frozenset({B.id, D.id})))
     out = annotate(ir.Passthrough(group_by_a(joined), kind="sort"), local=lambda _: True)
     (slot,) = out.slots
     (table,) = out.tables
     assert isinstance(slot, RefSlot) and table.local and table.whole and not table.inline
     assert not any(isinstance(n, ir.Numbered) for n in ir.walk(out.plan))  # the job reads no rids
-    semi = ir.Join("semi", scan("t", A, B), scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
-    for listed in (scan("t", A, B), semi, group_by_a(joined)):  # one scan's rids; or lists nest the inner's
+    semi = ir.Join("semi", once, scan("v", D), ir.Expr("b = d", frozenset({B.id, D.id})))
+    # One scan's rids, or one join's; the semi join's left side's; or lists nest the inner's.
+    for listed in (scan("t", A, B), once, semi, group_by_a(joined)):
         out = annotate(group_by_a(listed), local=lambda _: True)
         assert out.tables[-1].inline and isinstance(out.slots[0], ListSlot)
     sampled = annotate(ir.Passthrough(group_by_a(joined), kind="sample"), local=lambda _: True)
     assert [(t.inline, t.local) for t in sampled.tables] == [(True, False)]  # not every group reaches it
     unreadable = annotate(group_by_a(joined), local=lambda _: False)
     assert [(t.inline, t.local) for t in unreadable.tables] == [(True, False)]
-    big = annotate(group_by_a(joined), local=lambda _: True, inline_rids=5)  # 6 rows: too many to take
+    big = annotate(group_by_a(joined), local=lambda _: True, inline_rids=5)  # 9 rows: too many to take
     assert [(t.inline, t.local) for t in big.tables] == [(False, False)]
 
 
