@@ -9,7 +9,9 @@ job (`df.toArrow()`), `ember.capture(df, strategy="inject")`, `strategy="defer"`
 time until the user's result is back; the background capture is then awaited and timed
 on its own) and, for the aggregate-heavy queries, the Perm-style rewrite in
 `bench/perm.py`. Each variant gets a fresh DataFrame (a re-run DataFrame reuses its
-shuffle files). Reported: medians, overhead ratios against the plain job, lineage bytes
+shuffle files). Reported: medians, overhead ratios against the plain job (in wall time,
+and for Inject and Perm also in CPU seconds of the JVM and Python summed, which vary
+less from run to run on a shared machine), lineage bytes
 written (the saved store's index files) and per input byte, one-row trace latencies
 (backward ids, with rows of sources with ≤ 1,000 rows in the trace, forward), and the
 same backward trace answered lazily: a re-run on Spark of the query filtered to that
@@ -35,7 +37,15 @@ from rich.console import Console
 
 import ember
 from bench import perm
-from bench.common import input_bytes, parser, per_query, timed, tpch_session, write_markdown
+from bench.common import (
+    CpuClock,
+    input_bytes,
+    parser,
+    per_query,
+    timed,
+    tpch_session,
+    write_markdown,
+)
 from ember import tpch
 
 
@@ -83,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, float]:
+    clock = CpuClock(spark)
+
     def plain() -> object:
         return tpch.query(spark, n).toArrow()
 
@@ -103,15 +115,20 @@ def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, flo
     if n in perm.PERM:
         variants["perm"] = baseline
     times: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
     build: list[float] = []
     for round_ in range(runs + 1):
         for name, job in variants.items():
+            before = clock()
             took, _ = timed(job)
+            spent = clock() - before
             if name == "defer":
                 build.append(timed(lambda: deferred[-1].backward(oids=[]))[0])
             if round_ > 0:  # round 0 warms up
                 times[name].append(took)
+                cpu[name].append(spent)
     med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     lin = inject()
     with tempfile.TemporaryDirectory() as store:
         lin.save(store, overwrite=True)
@@ -127,6 +144,8 @@ def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, flo
         "defer_over": med["defer"] / med["plain"] - 1,
         "defer_build": statistics.median(build[1:]),
         "perm_over": med["perm"] / med["plain"] - 1 if "perm" in med else nan,
+        "inject_cpu": med_cpu["inject"] / med_cpu["plain"] - 1,
+        "perm_cpu": med_cpu["perm"] / med_cpu["plain"] - 1 if "perm" in med else nan,
         "bytes": written,
         "per_input": written / input_bytes(data, lin.sources),
         "back": back,
@@ -154,20 +173,25 @@ def write_report(args: argparse.Namespace, results: list[dict[str, float]]) -> N
         "(the background capture afterwards: column *defer build s*).",
         "- Perm-style baseline vs Inject on the aggregate-heavy queries: "
         + ", ".join(f"Q{int(r['n'])} {r['perm_over']:.0%} vs {r['inject_over']:.0%}" for r in heavy)
+        + "; in CPU seconds (the JVM's and Python's, summed): "
+        + ", ".join(f"Q{int(r['n'])} {r['perm_cpu']:.0%} vs {r['inject_cpu']:.0%}" for r in heavy)
         + ".",
         f"- One-row backward trace: ids median {statistics.median(finite('back')):.1f} ms, with rows median "
         f"{statistics.median(finite('rows')):.0f} ms (worst {max(finite('rows')):.0f} ms); lazy re-run on Spark "
         f"median {statistics.median(finite('lazy')):.0f} ms.",
         "",
-        "| query | plain s | inject | defer | defer build s | Perm-style | lineage MB | per input byte "
-        "| backward ids ms | with rows ms | forward ms | lazy re-run ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| query | plain s | inject | defer | defer build s | Perm-style | inject CPU | Perm-style CPU | lineage MB "
+        "| per input byte | backward ids ms | with rows ms | forward ms | lazy re-run ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        perm_cell = f"{r['perm_over']:.0%}" if r["perm_over"] == r["perm_over"] else "—"
+        perm_cell, perm_cpu = (
+            (f"{r['perm_over']:.0%}", f"{r['perm_cpu']:.0%}") if r["perm_over"] == r["perm_over"] else ("—", "—")
+        )
         lines.append(
             f"| Q{int(r['n'])} | {r['plain']:.2f} | {r['inject_over']:.0%} | {r['defer_over']:.0%} | "
-            f"{r['defer_build']:.2f} | {perm_cell} | {r['bytes'] / 1e6:.2f} | {r['per_input']:.2%} | "
+            f"{r['defer_build']:.2f} | {perm_cell} | {r['inject_cpu']:.0%} | {perm_cpu} | {r['bytes'] / 1e6:.2f} | "
+            f"{r['per_input']:.2%} | "
             f"{r['back']:.1f} | {r['rows']:.0f} | {r['fwd']:.1f} | {r['lazy']:.0f} |"
         )
     write_markdown(args.out, "capture.md", lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,22 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result
+
+
+class CpuClock:
+    """CPU seconds spent by both processes a local PySpark job runs in: the JVM's (from
+    /proc, Linux only) and this Python's, DuckDB's threads included. On a 2-core machine
+    shared with other work, CPU varies far less from run to run than wall time, so it
+    tells small overheads apart where wall-clock medians cannot."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        pid = spark._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+        self._stat = Path(f"/proc/{pid}/stat")
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __call__(self) -> float:
+        fields = self._stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self._tick + time.process_time()
 
 
 def input_bytes(data: Path, tables: list[str]) -> int:
