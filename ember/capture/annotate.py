@@ -375,7 +375,7 @@ class _Rewriter:
         probe = tuple(a for a in node.left.output if node.cond is not None and a.id in node.cond.refs)
         joined: ir.Node = right
         if probe:
-            joined = ir.Join("inner", ir.Keys(attrs=probe), right, node.cond, equi=node.equi)
+            joined = ir.Join("inner", ir.Keys(attrs=probe), right, node.cond)
         elif node.cond is not None:
             joined = ir.Filter(right, cond=node.cond)
         keys = tuple(self.fresh("key", a.dtype) for a in probe)

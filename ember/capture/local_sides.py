@@ -61,7 +61,6 @@ class _Query:
     scans: list[str] = field(default_factory=list)  # FROM items: scans, or scans left joined
     aliases: Iterator[int] = field(default_factory=itertools.count)  # shared with nested queries
     keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
-    every_key: bool = False  # read for every value an `ir.Keys` node could hold, not the wanted
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
@@ -77,11 +76,8 @@ class _Query:
             return self.read(node.child) and self.condition(node.cond)
         if isinstance(node, ir.Join) and node.kind == "inner" and isinstance(node.left, ir.Keys):
             self.keyed = True
-            if not self.every_key:
-                self.columns.update({a.id: f"w.k{i}" for i, a in enumerate(node.left.attrs)})
-            if not self.read(node.right) or node.cond is None:
-                return False
-            return (not self.every_key or self.partners(node)) and self.condition(node.cond)
+            self.columns.update({a.id: f"w.k{i}" for i, a in enumerate(node.left.attrs)})
+            return self.read(node.right) and node.cond is not None and self.condition(node.cond)
         if isinstance(node, ir.Join) and node.kind == "inner":
             return self.read(node.left) and self.read(node.right) and (node.cond is None or self.condition(node.cond))
         if isinstance(node, ir.Join) and node.kind == "left" and node.cond is not None:
@@ -95,19 +91,6 @@ class _Query:
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
             return self.scan(node.child, node.rid)
         return isinstance(node, ir.Scan) and self.scan(node, None)
-
-    def partners(self, join: ir.Join) -> bool:
-        """Every value of a join's `ir.Keys` read as the right side's column the condition
-        equates it with (a semi join's witnesses for every probe value); False where a
-        key has no such column of its type."""
-        equated = dict(join.equi)
-        right = {a.id: a for a in join.right.output}
-        for a in join.left.output:
-            b = right.get(equated.get(a.id, -1))
-            if b is None or b.dtype != a.dtype:
-                return False
-            self.columns[a.id] = self.columns.get(b.id)
-        return True
 
     def grouped(self, node: ir.Aggregate) -> bool:
         """An aggregate as a derived table of its groups (Q20's correlated `sum(l_quantity)`,
@@ -202,14 +185,12 @@ class _Query:
             parts[i] = column
         return "".join(parts)
 
-    def text(self, table: SideTable, wanted: pa.Table | None, limit: int | None = None) -> str | None:
+    def text(self, table: SideTable, wanted: pa.Table | None) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it.
         The table is read whole if `wanted` is None (a keyless one, a global aggregate's one
-        group, is read not at all if it is not None: no row holds its ref); with a `limit`,
-        reading stops one row past it."""
+        group, is read not at all if it is not None: no row holds its ref)."""
         plan = table.plan
-        self.every_key = wanted is None
-        if not isinstance(plan, ir.Project) or not self.read(plan.child):
+        if not isinstance(plan, ir.Project) or not self.read(plan.child) or (self.keyed and wanted is None):
             return None
         joined = bool(table.keys) and wanted is not None  # the wanted keys are a FROM item `w`
         if joined and wanted is not None and wanted.num_columns != len(table.keys):
@@ -230,10 +211,7 @@ class _Query:
         if joined:
             self.scans.insert(0, "wanted w")
         order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
-        query = f"SELECT {select} FROM {self.joined()} WHERE {where}"
-        if limit is not None:  # sorted after the limit, which then stops the read early
-            query = f"SELECT * FROM ({query} LIMIT {limit + 1})"
-        return query + (f" ORDER BY {order}" if order else "")
+        return f"SELECT {select} FROM {self.joined()} WHERE {where}" + (f" ORDER BY {order}" if order else "")
 
 
 def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
@@ -243,37 +221,19 @@ def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
 
 
 def side_table(
-    table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], limit: int | None = None
+    table: SideTable, wanted: pa.Table | None, sources: dict[str, Source]
 ) -> pa.Table | None:
     """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
-    DuckDB; None where Spark must compute it, or where there are more than `limit`."""
-    query = _Query(sources).text(table, wanted, limit)
+    DuckDB; None where Spark must compute it."""
+    query = _Query(sources).text(table, wanted)
     if query is None:
         return None
     con = duck.connect()
     try:
         if wanted is not None and table.keys:
             con.register("wanted", wanted)
-        rows = con.sql(query).to_arrow_table().replace_schema_metadata(SORTED)  # sorted in parallel here
+        return con.sql(query).to_arrow_table().replace_schema_metadata(SORTED)  # sorted in parallel here
     except duckdb.Error:  # e.g. an overflow in translated arithmetic: Spark's semantics decide
         return None
     finally:
         con.close()
-    return None if limit is not None and rows.num_rows > limit else rows
-
-
-def cut(rows: pa.Table, table: SideTable, wanted: pa.Table) -> pa.Table:
-    """The rows of a table read for every key whose keys are `wanted` (columns k0..kn;
-    nulls match nulls, as refs are resolved), in their order."""
-    if not wanted.num_columns:
-        return rows.slice(0, 0)
-    numbered = rows.select([k.name for k in table.keys]).append_column("__rn", pa.array(range(rows.num_rows), pa.int64()))
-    on = " AND ".join(f"r.{quoted(k.name)} IS NOT DISTINCT FROM w.k{i}" for i, k in enumerate(table.keys))
-    con = duck.connect()
-    try:
-        con.register("r", numbered)
-        con.register("w", wanted)
-        kept = con.sql(f"SELECT __rn FROM r SEMI JOIN w ON {on} ORDER BY __rn").fetchnumpy()["__rn"]
-    finally:
-        con.close()
-    return rows.take(pa.array(kept, pa.int64()))

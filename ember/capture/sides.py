@@ -44,11 +44,6 @@ Keys: TypeAlias = pa.Table | DataFrame | None  # wanted keys: on the driver, or 
 MAX_KEYS = 1_000_000
 
 _BESIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ember-side")
-# A keyed side table DuckDB can read is also read for every key beside the job, in case it
-# is small: up to this many rows it is then cut to the wanted keys after the job, not read
-# again for them (Q20's witnesses and groups: ~150 ms after its job, nothing beside it).
-# Past it, the read stops and the table is read after the job as before.
-SPECULATIVE_ROWS = 50_000
 
 
 @dataclass
@@ -107,7 +102,7 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Futu
         and (not t.keys or (t.whole and t.local))
         and not referrers[t.id]
         and (small or t.bounded)
-        and not _shares(t)
+        and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
     started: dict[int, Future[pa.Table | None]] = {}
     for t in early:
@@ -115,16 +110,7 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Futu
             started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
         else:
             started[t.id] = _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow))
-    for t in annotated.tables:
-        if t.id not in started and t.keys and not t.inline and (small or t.bounded) and not _shares(t):
-            started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources, SPECULATIVE_ROWS)
     return started
-
-
-def _shares(table: SideTable) -> bool:
-    """Whether the table reads a subplan the job caches (run beside it, the table would
-    compute it again, and a nondeterministic one could give other rows)."""
-    return any(isinstance(n, ir.Shared) for n in ir.walk(table.plan))
 
 
 def fetch(
@@ -156,25 +142,15 @@ def fetch(
                 _note(wanted, rows, tables[tid].slots)
 
     note_lists()
-    referrers = _referrers(annotated)
-    ready = {tid: rows for tid, run in (started or {}).items() if (rows := run.result()) is not None}
-    while ready:
-        # A table read for every key is cut to the keys it is wanted for, once all that
-        # point at it are in; one whose referrer is read after the job is read after it too.
-        tid = next((t for t in ready if tables[t].whole or referrers[t] <= data.keys()), None)
-        if tid is None:
-            break
-        rows, table = ready.pop(tid), tables[tid]
-        keys = wanted[tid].distinct()
-        if not table.keys or table.whole or keys is None:
-            data[tid] = rows if table.keys or wanted[tid].whole else rows.slice(0, 0)
-        elif isinstance(keys, pa.Table):
-            data[tid] = local_sides.cut(rows, table, keys)
-        else:
-            continue  # staged tables name some of its keys on the cluster
-        _note(wanted, data[tid], table.slots)
-        note_lists()
+    for tid, run in (started or {}).items():
+        rows = run.result()
+        if rows is None:
+            continue
+        data[tid] = rows if tables[tid].keys or wanted[tid].whole else rows.slice(0, 0)
+        _note(wanted, data[tid], tables[tid].slots)
+    note_lists()
     jobs = [t for t in tables if not t.inline]
+    referrers = _referrers(annotated)
     scratch = Scratch(staging) if not small and any(not t.bounded for t in jobs) else None
     with ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):

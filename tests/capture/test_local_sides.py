@@ -16,11 +16,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember.capture import local_sides, sides
-from ember.capture.annotate import SideTable, Workload
+from ember.capture import local_sides
+from ember.capture.annotate import Workload
 from ember.plan import ir
 from ember.plan.jvm import Jvm
-from ember.plan.sources import Source
 from ember.plan.spark_import import import_plan
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
@@ -50,26 +49,20 @@ def views(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Spar
     return spark
 
 
-@pytest.fixture(params=["beside", "after"])
-def answered(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Why each side table DuckDB answered was made ("..., whole": a keyed table read whole
-    as every group reaches the result, not for the groups the job's result names). Each
-    case runs twice: with keyed tables also read for every key beside the job and cut to
-    the wanted keys after it, and with that read refused, so they are read after it."""
+@pytest.fixture
+def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Why each side table DuckDB answered was made ("..., whole": a keyed table read whole,
+    not for the groups the job's result names)."""
     found: list[str] = []
     read = local_sides.side_table
 
-    def counted(
-        table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], limit: int | None = None
-    ) -> pa.Table | None:
-        rows = read(table, wanted, sources, limit)
+    def counted(table: local_sides.SideTable, wanted: pa.Table | None, *args: object) -> pa.Table | None:
+        rows = read(table, wanted, *args)  # type: ignore[arg-type]
         if rows is not None:
-            found.append(table.why + (", whole" if table.keys and wanted is None and limit is None else ""))
+            found.append(table.why + (", whole" if table.keys and wanted is None else ""))
         return rows
 
     monkeypatch.setattr(local_sides, "side_table", counted)
-    if request.param == "after":
-        monkeypatch.setattr(sides, "SPECULATIVE_ROWS", -1)
     yield found
 
 
@@ -242,46 +235,6 @@ def test_witnesses_over_a_correlated_aggregate(views: SparkSession, answered: li
     plan, sources = import_plan(Jvm(views), df)
     annotated = _capture._annotated(plan, Workload(), sources, None)
     assert not any(isinstance(n, ir.Shared) for p in (annotated.plan, *(t.plan for t in annotated.tables)) for n in ir.walk(p))
-
-
-def test_keyed_tables_are_read_for_every_key_beside_the_job_and_cut_after_it(
-    views: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Q20's shape again: the witnesses (keyed by the probe value) and the groups of the
-    # correlated sum (keyed by the groups the witnesses name) are both small, so both are
-    # read beside the job for every key, then cut to the keys the lineage reaches.
-    beside: list[str] = []
-    read = local_sides.side_table
-
-    def counted(
-        table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], limit: int | None = None
-    ) -> pa.Table | None:
-        rows = read(table, wanted, sources, limit)
-        beside.extend([table.why] if rows is not None and limit is not None else [])
-        return rows
-
-    monkeypatch.setattr(local_sides, "side_table", counted)
-    df = views.sql(
-        "SELECT okey, prio FROM ls_orders WHERE prio = 'hi' AND okey IN (SELECT i.okey FROM ls_items i WHERE i.qty >"
-        " (SELECT 0.5 * sum(x.qty) FROM ls_items x WHERE x.okey = i.okey AND x.flag = 'a'))"
-    )
-    sums = o.group(o.where(items(), lambda i: i[3] == "a"), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
-    passed = o.where(o.join(items(), sums, lambda i, g: i[1] == g[0]), lambda v: v[2] > 0.5 * v[5])
-    hi = o.where(orders(), lambda r: r[2] == "hi")
-    check(df, o.select(o.semi(hi, passed, lambda r, v: v[1] == r[0]), lambda v: (v[0], v[2])))
-    assert set(beside) == {"aggregate groups", "semi join witnesses"}  # by Inject, and by Defer after the job
-    kept = [lv.rows for lv in ember.capture(df, strategy="inject")._index.tables]
-    monkeypatch.setattr(sides, "SPECULATIVE_ROWS", -1)
-    assert kept == [lv.rows for lv in ember.capture(df, strategy="inject")._index.tables]  # as if read after it
-
-
-def test_a_table_read_for_every_key_is_cut_to_the_wanted_keys_nulls_alike() -> None:
-    key, rid = ir.Attr(1, "k", "int"), ir.Attr(2, "r", "bigint")
-    table = SideTable(0, ir.Scan(Source("t", "t", "memory", 4), (key, rid)), (key,), (), "groups")
-    rows = pa.table({"k": pa.array([None, 1, 1, 2, 3], pa.int32()), "r": [7, 3, 4, 5, 6]})
-    wanted = pa.table({"k0": pa.array([3, None, 1], pa.int32())})
-    assert local_sides.cut(rows, table, wanted).to_pydict() == {"k": [None, 1, 1, 3], "r": [7, 3, 4, 6]}
-    assert local_sides.cut(rows, table, pa.table({})).num_rows == 0  # no row points at it
 
 
 def test_a_global_aggregate_over_groups(views: SparkSession, answered: list[str]) -> None:
