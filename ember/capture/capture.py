@@ -119,7 +119,6 @@ def capture(
 def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[str, Source]]]:
     """Defer: the user's job runs while ember imports its plan (a run of Spark's optimizer that
     would otherwise delay the job), so a refusal comes after the job, not before it."""
-    df._jdf.queryExecution().executedPlan()  # fixed before the import switches optimizer rules off
     imported = _IMPORTS.submit(jvm.threaded(import_plan), jvm, df)
     try:
         user = df.toArrow()
