@@ -4,14 +4,16 @@ TPC-H, all against the plain PySpark job in the same run.
     .venv/bin/python -m bench.capture --scale 1 --runs 5          # all 22 queries
     .venv/bin/python -m bench.capture --scale 0.1 --queries 1 3 6
 
-For each query: one warm-up of each variant, then `--runs` rounds alternating the plain
-job (`df.toArrow()`), `ember.capture(df, strategy="inject")`, `strategy="defer"` (the
-time until the user's result is back; the background capture is then awaited and timed
-on its own) and, for the aggregate-heavy queries, the Perm-style rewrite in
-`bench/perm.py`. Each variant gets a fresh DataFrame (a re-run DataFrame reuses its
-shuffle files). Reported: medians, overhead ratios against the plain job (in wall time,
-and for Inject and Perm also in CPU seconds of the JVM and Python summed, which vary
-less from run to run on a shared machine), lineage bytes
+For each query: one warm-up of each variant, then at least `--runs` rounds alternating
+the plain job (`df.toArrow()`), `ember.capture(df, strategy="inject")`,
+`strategy="defer"` (the time until the user's result is back; the background capture is
+then awaited and timed on its own) and, for the aggregate-heavy queries, the Perm-style
+rewrite in `bench/perm.py`. A short query goes on with more rounds until its plain job
+has run `--seconds` in all (at most `MAX_ROUNDS`): the same noise is a larger share of a
+short job, and more runs narrow its medians. Each variant gets a fresh DataFrame (a
+re-run DataFrame reuses its shuffle files). Reported: medians, overhead ratios against
+the plain job (in wall time, and for Inject and Perm also in CPU seconds of the JVM and
+Python summed, which vary less from run to run on a shared machine), lineage bytes
 written (the saved store's index files) and per input byte, one-row trace latencies
 (backward ids, with rows of sources with ≤ 1,000 rows in the trace, forward), and the
 same backward trace answered lazily: a re-run on Spark of the query filtered to that
@@ -48,6 +50,8 @@ from bench.common import (
 )
 from ember import tpch
 
+MAX_ROUNDS = 40
+
 
 def trace_latency(lin: ember.Lineage, repeat: int = 20) -> tuple[float, float, float]:
     """Median ms of: backward ids of oid 0, the same with rows (≤1000 of one source), forward of one rid."""
@@ -81,18 +85,19 @@ def lazy_trace_ms(spark: SparkSession, n: int, row: dict[str, object]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     options = parser(__doc__, runs=5)
+    options.add_argument("--seconds", type=float, default=10.0, help="plain job time a query's rounds add up to at least")
     args = options.parse_args(argv)
     console = Console()
     spark, data = tpch_session(console, args.scale)
     perm.register(spark, data)
-    results = per_query(console, args.queries, lambda n: measure(spark, n, args.runs, data))
+    results = per_query(console, args.queries, lambda n: measure(spark, n, args.runs, data, args.seconds))
     spark.stop()
     write_report(args, results)
     console.print(f"wrote {args.out / 'capture.md'} and capture.png")
     return 0
 
 
-def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, float]:
+def measure(spark: SparkSession, n: int, runs: int, data: Path, seconds: float = 0.0) -> dict[str, float]:
     clock = CpuClock(spark)
 
     def plain() -> object:
@@ -117,7 +122,8 @@ def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, flo
     times: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     build: list[float] = []
-    for round_ in range(runs + 1):
+    round_ = 0
+    while round_ <= runs or (sum(times["plain"]) < seconds and round_ <= MAX_ROUNDS):
         for name, job in variants.items():
             before = clock()
             took, _ = timed(job)
@@ -127,6 +133,7 @@ def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, flo
             if round_ > 0:  # round 0 warms up
                 times[name].append(took)
                 cpu[name].append(spent)
+        round_ += 1
     med = {k: statistics.median(v) for k, v in times.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     lin = inject()
@@ -139,6 +146,7 @@ def measure(spark: SparkSession, n: int, runs: int, data: Path) -> dict[str, flo
     nan = float("nan")
     return {
         "n": n,
+        "runs": len(times["plain"]),
         **med,
         "inject_over": med["inject"] / med["plain"] - 1,
         "defer_over": med["defer"] / med["plain"] - 1,
@@ -165,8 +173,9 @@ def write_report(args: argparse.Namespace, results: list[dict[str, float]]) -> N
         f"# Capture benchmark — TPC-H SF{args.scale:g}, local[2]",
         "",
         f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"median of {args.runs} alternating runs after a warm-up; `python -m bench.capture --scale {args.scale:g} "
-        f"--runs {args.runs}`.",
+        f"median of at least {args.runs} alternating runs after a warm-up, more for a short query until its "
+        f"plain job has run {args.seconds:g} s (column *runs*); `python -m bench.capture --scale {args.scale:g} "
+        f"--runs {args.runs} --seconds {args.seconds:g}`.",
         "",
         f"- Inject overhead: median {statistics.median(inj):.0%}, worst {max(inj):.0%}.",
         f"- Defer overhead on the user's job: median {statistics.median(dfr):.0%}, worst {max(dfr):.0%} "
@@ -180,16 +189,16 @@ def write_report(args: argparse.Namespace, results: list[dict[str, float]]) -> N
         f"{statistics.median(finite('rows')):.0f} ms (worst {max(finite('rows')):.0f} ms); lazy re-run on Spark "
         f"median {statistics.median(finite('lazy')):.0f} ms.",
         "",
-        "| query | plain s | inject | defer | defer build s | Perm-style | inject CPU | Perm-style CPU | lineage MB "
+        "| query | runs | plain s | inject | defer | defer build s | Perm-style | inject CPU | Perm-style CPU | lineage MB "
         "| per input byte | backward ids ms | with rows ms | forward ms | lazy re-run ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         perm_cell, perm_cpu = (
             (f"{r['perm_over']:.0%}", f"{r['perm_cpu']:.0%}") if r["perm_over"] == r["perm_over"] else ("—", "—")
         )
         lines.append(
-            f"| Q{int(r['n'])} | {r['plain']:.2f} | {r['inject_over']:.0%} | {r['defer_over']:.0%} | "
+            f"| Q{int(r['n'])} | {int(r['runs'])} | {r['plain']:.2f} | {r['inject_over']:.0%} | {r['defer_over']:.0%} | "
             f"{r['defer_build']:.2f} | {perm_cell} | {r['inject_cpu']:.0%} | {perm_cpu} | {r['bytes'] / 1e6:.2f} | "
             f"{r['per_input']:.2%} | "
             f"{r['back']:.1f} | {r['rows']:.0f} | {r['fwd']:.1f} | {r['lazy']:.0f} |"
