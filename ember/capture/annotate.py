@@ -50,6 +50,7 @@ from ember.plan.ir import walk
 from ember.plan.sources import Source
 
 FRESH_IDS_FROM = 1 << 40  # ember-made attribute ids; Catalyst's own ids stay far below
+GROUPS = "aggregate groups"  # the `why` of an aggregate's group table
 
 
 @dataclass(frozen=True)
@@ -466,7 +467,7 @@ class _Rewriter:
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
         )
-        tid = self.table(side, side_keys, slots, "aggregate groups", local=after, whole=whole)
+        tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole)
         out_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (

@@ -24,7 +24,8 @@ import duckdb
 import pyarrow as pa
 
 from ember import duck
-from ember.capture.annotate import SideTable
+from ember.capture.annotate import GROUPS, SideTable
+from ember.capture.decided import without_decided
 from ember.plan import ir
 from ember.plan.catalyst import Tree
 from ember.plan.duck_sql import numbered_parquet, quoted, sql
@@ -190,6 +191,8 @@ class _Query:
         The table is read whole if `wanted` is None (a keyless one, a global aggregate's one
         group, is read not at all if it is not None: no row holds its ref)."""
         plan = table.plan
+        if isinstance(plan, ir.Project) and table.why == GROUPS and wanted is not None:
+            plan = without_decided(plan, table.keys)  # only groups that reach the result are read
         if not isinstance(plan, ir.Project) or not self.read(plan.child) or (self.keyed and wanted is None):
             return None
         joined = bool(table.keys) and wanted is not None  # the wanted keys are a FROM item `w`

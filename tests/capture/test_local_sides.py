@@ -143,6 +143,23 @@ def test_groups_kept_by_a_limit_are_read_after_the_job(views: SparkSession, answ
     assert answered.count("aggregate groups") == 2
 
 
+def test_groups_read_without_the_semi_joins_their_keys_decide(views: SparkSession, answered: list[str]) -> None:
+    # TPC-H Q18's shape: grouped by the order, joined with its items, both kept by semi joins
+    # on the order key (orders whose items add up to more than 5). The wanted groups are read
+    # without them (`capture.decided`); the witnesses, each order's items, are read apart.
+    df = views.sql(
+        "SELECT r.okey, r.prio, sum(i.qty) AS q FROM ls_orders r JOIN ls_items i ON r.okey = i.okey"
+        " WHERE r.okey IN (SELECT okey FROM ls_items GROUP BY okey HAVING sum(qty) > 5)"
+        " GROUP BY r.okey, r.prio ORDER BY q DESC, r.okey LIMIT 2"
+    )
+    totals = o.group(items(), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
+    big = o.where(totals, lambda t: t[1] > 5)
+    kept = o.semi(o.join(orders(), items(), lambda r, i: r[0] == i[1]), big, lambda v, t: v[0] == t[0])
+    groups = o.group(kept, lambda v: (v[0], v[2]), lambda vs: (sum(v[5] for v in vs),))
+    check(df, sorted(groups, key=lambda g: (-g[0][2], g[0][0]))[:2])
+    assert answered.count("aggregate groups") >= 2
+
+
 def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
     df = views.sql("SELECT okey, sum(qty) AS q FROM ls_items GROUP BY okey HAVING sum(qty) > 5")
     groups = o.group(items(), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))

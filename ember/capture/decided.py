@@ -1,0 +1,122 @@
+"""Reading an aggregate's wanted groups, the conditions their keys decide are skipped.
+
+A group that reaches the result had at least one input row pass every filter and semi or
+anti join below the aggregate. A condition that reads only columns equal to the group's
+keys on every input row (the key columns themselves, and columns an inner join equates
+with them) is true or false for the whole group at once; its group passed it, so every
+row of the group does. Reading the rows of wanted groups again, such conditions change
+nothing and can be left out: TPC-H Q18's groups (by customer and order) sit under two
+`o_orderkey IN (SELECT l_orderkey ... GROUP BY l_orderkey HAVING sum(...) > 300)` semi
+joins that would aggregate all of `lineitem` twice to keep rows of orders that already
+passed them.
+
+Only where every input row reaches the aggregate through the condition is it skipped:
+under projections, filters, inner joins and the left side of semi and anti joins, not
+below an outer join (whose unmatched rows a skipped condition would turn into matches),
+an aggregate or a subplan the job shares. Equalities are never skipped, as they are what
+ties the columns to the keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ember.plan import ir
+
+_THROUGH = ("inner", "cross")  # joins whose both sides' rows all reach the output
+_FILTERING = ("semi", "anti")  # joins that only keep or drop left rows
+
+
+def without_decided(plan: ir.Project, keys: tuple[ir.Attr, ...]) -> ir.Project:
+    """`plan` (an aggregate group table: its key columns, then its slots) without the
+    filters and semi and anti joins its `keys` decide; valid only for reading groups that
+    reach the result. A global aggregate's one group has a row even where none passed: kept
+    whole."""
+    if not keys:
+        return plan
+    seeds = {c for c in (_column_of(n.expr) for n in plan.columns if n.attr in keys) if c is not None}
+    equal = _Classes()
+    _collect(plan, equal)
+    decided = {a for a in equal.members() if any(equal.same(a, s) for s in seeds)} | seeds
+    pruned = _pruned(plan, frozenset(decided))
+    assert isinstance(pruned, ir.Project)
+    return pruned
+
+
+def _column_of(e: ir.AnyExpr) -> int | None:
+    if isinstance(e, ir.ColumnRef):
+        return e.attr.id
+    if isinstance(e, ir.Expr):
+        return e.column
+    return None
+
+
+class _Classes:
+    """Attribute ids known equal on every row (union-find)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+
+    def find(self, a: int) -> int:
+        self.parent.setdefault(a, a)
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+    def same(self, a: int, b: int) -> bool:
+        return self.find(a) == self.find(b)
+
+    def members(self) -> set[int]:
+        return set(self.parent)
+
+
+def _region(node: ir.Node) -> tuple[ir.Node, ...]:
+    """The children whose every row reaches `node`'s output (through which conditions on
+    the group's rows may be skipped)."""
+    if isinstance(node, ir.Project | ir.Filter):
+        return (node.child,)
+    if isinstance(node, ir.Join) and node.kind in _THROUGH:
+        return (node.left, node.right)
+    if isinstance(node, ir.Join) and node.kind in _FILTERING:
+        return (node.left,)
+    return ()
+
+
+def _collect(node: ir.Node, equal: _Classes) -> None:
+    """Equalities every row of the region satisfies: inner joins' equated columns and
+    projections' renames."""
+    if isinstance(node, ir.Project):
+        for n in node.columns:
+            column = _column_of(n.expr)
+            if column is not None:
+                equal.union(n.attr.id, column)
+    if isinstance(node, ir.Join) and node.kind in _THROUGH:
+        for left, right in node.equi:
+            equal.union(left, right)
+    for child in _region(node):
+        _collect(child, equal)
+
+
+def _decides(cond: ir.Expr | None, refs: frozenset[int], decided: frozenset[int]) -> bool:
+    if cond is None:
+        return True
+    return cond.deterministic and not cond.subqueries and refs <= decided
+
+
+def _pruned(node: ir.Node, decided: frozenset[int]) -> ir.Node:
+    if isinstance(node, ir.Filter) and _decides(node.cond, node.cond.refs, decided):
+        return _pruned(node.child, decided)
+    if isinstance(node, ir.Join) and node.kind in _FILTERING and node.exists_attr is None:
+        left_refs = frozenset() if node.cond is None else node.cond.refs & {a.id for a in node.left.output}
+        if _decides(node.cond, left_refs, decided):
+            return _pruned(node.left, decided)
+        return replace(node, left=_pruned(node.left, decided))
+    if isinstance(node, ir.Project | ir.Filter):
+        return replace(node, child=_pruned(node.child, decided))
+    if isinstance(node, ir.Join) and node.kind in _THROUGH:
+        return replace(node, left=_pruned(node.left, decided), right=_pruned(node.right, decided))
+    return node
