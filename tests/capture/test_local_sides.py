@@ -167,6 +167,18 @@ def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, ans
     assert answered.count("aggregate groups") == 2
 
 
+def test_wanted_groups_keep_a_null_key(views: SparkSession, answered: list[str]) -> None:
+    # Items of orders the join's condition leaves out group under a null `prio`; the HAVING
+    # has the groups read after the job for the keys the result names, that null among them.
+    df = views.sql(
+        "SELECT o.prio, count(*) AS n FROM ls_items i LEFT JOIN ls_orders o"
+        " ON i.okey = o.okey AND o.total > 25 GROUP BY o.prio HAVING count(*) > 1"
+    )
+    joined = o.join(items(), orders(), lambda i, r: i[1] == r[0] and r[1] > 25, kind="left", rw=3)
+    check(df, o.where(o.group(joined, lambda v: (v[6],), lambda vs: (len(vs),)), lambda g: g[1] > 1))
+    assert answered.count("aggregate groups") == 2
+
+
 def test_groups_of_a_distinct_count_are_read_whole_beside_the_job(views: SparkSession, answered: list[str]) -> None:
     # Every group reaches the result, so none needs to be named by the job first.
     df = views.sql("SELECT flag, count(DISTINCT okey) AS n FROM ls_items WHERE qty > 1 GROUP BY flag")
