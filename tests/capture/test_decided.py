@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ember.capture.decided import without_decided
 from ember.plan import ir
-from ember.plan.sources import Source
+from tests.capture.test_annotate import scan
 
 OKEY = ir.Attr(1, "o_okey", "int")
 PRIO = ir.Attr(2, "o_prio", "string")
@@ -14,10 +14,6 @@ QTY = ir.Attr(4, "i_qty", "int")
 SKEY = ir.Attr(5, "s_okey", "int")
 KEY = ir.Attr(10, "key", "int")
 RID = ir.Attr(11, "rid", "bigint")
-
-
-def scan(key: str, *attrs: ir.Attr) -> ir.Scan:
-    return ir.Scan(Source(key, key, "parquet", 3), attrs)
 
 
 def cond(text: str, *attrs: ir.Attr, deterministic: bool = True) -> ir.Expr:
