@@ -13,8 +13,8 @@ passed them.
 Only where every input row reaches the aggregate through the condition is it skipped:
 under projections, filters, inner joins and the left side of semi and anti joins, not
 below an outer join (whose unmatched rows a skipped condition would turn into matches),
-an aggregate or a subplan the job shares. Equalities are never skipped, as they are what
-ties the columns to the keys.
+an aggregate or a subplan the job shares. The inner joins whose equalities tie columns
+to the keys always stay; a filter's equality does not tie them (it may be what is skipped).
 """
 
 from __future__ import annotations
