@@ -115,6 +115,7 @@ class SideTable:
     local: bool = False  # read by DuckDB (unless its files or SQL turn out not to allow it)
     bounded: bool = True  # its rows may come back through the driver (else the executors index them)
     whole: bool = False  # every group reaches the result: worth reading whole, beside the job
+    unique: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique, never null: `keyed`
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ class _Rewriter:
         local: bool = False,
         whole: bool = False,
     ) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole)
+        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed)
         self.tables.append(t)
         return t.id
 

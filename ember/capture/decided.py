@@ -43,6 +43,43 @@ def without_decided(plan: ir.Project, keys: tuple[ir.Attr, ...]) -> ir.Project:
     return pruned
 
 
+def matched_keys(plan: ir.Project, keys: tuple[ir.Attr, ...], unique: frozenset[tuple[str, str]]) -> tuple[int, ...]:
+    """The positions of the `keys` a read of wanted groups must match; the others follow
+    from them. A scan is one source row per value of a column unique and never null in
+    its source (`unique`, as `capture.keys` found it), so the key `c_custkey` fixes the
+    `customer` row and with it `c_name` and `c_comment`, and, through `c_nationkey =
+    n_nationkey`, the `nation` row and `n_name` (TPC-H Q10's seven keys, one matched)."""
+    columns = [_column_of(n.expr) for k in keys for n in plan.columns if n.attr == k]
+    equal = _Classes()
+    _collect(plan, equal)
+    scans = [n for n in _walk_region(plan) if isinstance(n, ir.Scan)]
+    kept = list(range(len(keys)))
+    for i in range(len(keys)):
+        others = {c for j in kept if j != i and (c := columns[j]) is not None}
+        column = columns[i]
+        if column is not None and column in _fixed(others, equal, scans, unique):
+            kept.remove(i)
+    return tuple(kept)
+
+
+def _walk_region(node: ir.Node) -> list[ir.Node]:
+    return [node, *(n for child in _region(node) for n in _walk_region(child))]
+
+
+def _fixed(seeds: set[int], equal: _Classes, scans: list[ir.Scan], unique: frozenset[tuple[str, str]]) -> set[int]:
+    """The columns `seeds` fix on every row: those equal to one, and every column of a scan
+    one of whose unique columns is fixed."""
+    fixed = set(seeds)
+    while True:
+        grown = {a for a in equal.members() if any(equal.same(a, s) for s in fixed)} | fixed
+        for scan in scans:
+            if any(a.id in grown and (scan.source.key, a.name) in unique for a in scan.attrs):
+                grown |= {a.id for a in scan.attrs}
+        if grown == fixed:
+            return fixed
+        fixed = grown
+
+
 def _column_of(e: ir.AnyExpr) -> int | None:
     if isinstance(e, ir.ColumnRef):
         return e.attr.id
@@ -77,7 +114,7 @@ class _Classes:
 def _region(node: ir.Node) -> tuple[ir.Node, ...]:
     """The children whose every row reaches `node`'s output (through which conditions on
     the group's rows may be skipped)."""
-    if isinstance(node, ir.Project | ir.Filter):
+    if isinstance(node, ir.Project | ir.Filter | ir.Numbered):
         return (node.child,)
     if isinstance(node, ir.Join) and node.kind in _THROUGH:
         return (node.left, node.right)

@@ -3,7 +3,7 @@ function over the IR, checked here without Spark (and end to end in test_local_s
 
 from __future__ import annotations
 
-from ember.capture.decided import without_decided
+from ember.capture.decided import matched_keys, without_decided
 from ember.plan import ir
 from tests.capture.test_annotate import scan
 
@@ -77,3 +77,39 @@ def test_a_global_aggregate_keeps_its_conditions() -> None:
     # Its one group has a row even where no input row passed.
     plan = ir.Project(semi(scan("o", OKEY, PRIO), OKEY), columns=(ir.Named(ir.ColumnRef(RID), RID),))
     assert without_decided(plan, ()) == plan
+
+
+NKEY = ir.Attr(6, "n_key", "int")
+NNAME = ir.Attr(7, "n_name", "string")
+ONATION = ir.Attr(8, "o_nation", "int")
+KEYS = (ir.Attr(12, "k0", "int"), ir.Attr(13, "k1", "string"), ir.Attr(14, "k2", "string"))
+
+
+def by_order(child: ir.Node) -> ir.Project:
+    """TPC-H Q10's shape: grouped by the order's key, its priority and its nation's name."""
+    keys = (column(OKEY), column(PRIO), column(NNAME))
+    return ir.Project(child, columns=tuple(ir.Named(e, k) for e, k in zip(keys, KEYS, strict=True)))
+
+
+def with_nation(orders: ir.Node, kind: str = "inner") -> ir.Join:
+    nation = scan("n", NKEY, NNAME)
+    return ir.Join(kind, orders, nation, cond("o_nation = n_key", ONATION, NKEY), equi=((ONATION.id, NKEY.id),))
+
+
+UNIQUE = frozenset({("o", "o_okey"), ("n", "n_key")})
+
+
+def test_a_unique_key_fixes_its_rows_columns_and_those_of_the_rows_it_joins() -> None:
+    plan = by_order(with_nation(scan("o", OKEY, PRIO, ONATION)))
+    assert matched_keys(plan, KEYS, UNIQUE) == (0,)
+    assert matched_keys(plan, KEYS, frozenset({("n", "n_key")})) == (0, 1, 2)  # no unique order key
+    assert matched_keys(plan, KEYS, frozenset({("o", "o_okey")})) == (0, 2)  # the nation row is not fixed
+
+
+def test_keys_are_matched_where_a_left_join_or_an_expression_stands_between() -> None:
+    outer = by_order(with_nation(scan("o", OKEY, PRIO, ONATION), kind="left"))
+    assert matched_keys(outer, KEYS, UNIQUE) == (0, 1, 2)  # nothing below a left join is followed
+    computed = ir.Project(
+        scan("o", OKEY, PRIO), columns=(ir.Named(cond("o_okey + 1", OKEY), KEYS[0]), ir.Named(column(PRIO), KEYS[1]))
+    )
+    assert matched_keys(computed, KEYS[:2], UNIQUE) == (0, 1)

@@ -167,6 +167,40 @@ def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, ans
     assert answered.count("aggregate groups") == 2
 
 
+def test_wanted_groups_are_matched_on_the_keys_that_fix_the_others(
+    views: SparkSession, answered: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `okey` is unique and never null in `ls_orders` (a join column, so capture checked):
+    # it fixes the order's `prio` and `total`, which the groups' read then does not compare.
+    queries: list[str] = []
+    text = local_sides._Query.text
+
+    def kept(self: local_sides._Query, table: local_sides.SideTable, wanted: pa.Table | None) -> str | None:
+        made = text(self, table, wanted)
+        queries.append(made or "")
+        return made
+
+    monkeypatch.setattr(local_sides._Query, "text", kept)
+    df = views.sql(
+        "SELECT r.okey, r.prio, r.total, sum(i.qty) AS q FROM ls_orders r JOIN ls_items i ON r.okey = i.okey"
+        " GROUP BY r.okey, r.prio, r.total ORDER BY q DESC, r.okey LIMIT 2"
+    )
+    joined = o.join(orders(), items(), lambda r, i: r[0] == i[1])
+    groups = o.group(joined, lambda v: (v[0], v[2], v[1]), lambda vs: (sum(v[5] for v in vs),))
+    check(df, sorted(groups, key=lambda g: (-g[0][3], g[0][0]))[:2])
+    assert answered.count("aggregate groups") == 2
+    reads = [q for q in queries if "wanted w" in q]
+    assert reads and all(q.count("w.k0 =") == 1 and "w.k1 =" not in q and "w.k2 =" not in q for q in reads)
+
+
+def test_wanted_groups_are_matched_on_every_key_no_other_fixes(views: SparkSession, answered: list[str]) -> None:
+    # `okey` repeats in `ls_items`: each (okey, flag) group is matched on both.
+    df = views.sql("SELECT okey, flag, sum(qty) AS q FROM ls_items GROUP BY okey, flag ORDER BY q DESC, okey LIMIT 3")
+    groups = o.group(items(), lambda v: (v[1], v[3]), lambda vs: (sum(v[2] for v in vs),))
+    check(df, sorted(groups, key=lambda g: (-g[0][2], g[0][0]))[:3])
+    assert answered.count("aggregate groups") == 2
+
+
 def test_wanted_groups_keep_a_null_key(views: SparkSession, answered: list[str]) -> None:
     # Items of orders the join's condition leaves out group under a null `prio`; the HAVING
     # has the groups read after the job for the keys the result names, that null among them.
