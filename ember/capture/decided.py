@@ -1,4 +1,5 @@
-"""Reading an aggregate's wanted groups, the conditions their keys decide are skipped.
+"""Reading an aggregate's wanted groups: the conditions their keys decide are skipped, and
+the keys other keys fix are not compared.
 
 A group that reaches the result had at least one input row pass every filter and semi or
 anti join below the aggregate. A condition that reads only columns equal to the group's
@@ -15,6 +16,11 @@ under projections, filters, inner joins and the left side of semi and anti joins
 below an outer join (whose unmatched rows a skipped condition would turn into matches),
 an aggregate or a subplan the job shares. The inner joins whose equalities tie columns
 to the keys always stay; a filter's equality does not tie them (it may be what is skipped).
+
+In the same region a key column unique and never null in its source fixes its scan's row,
+so the row's other columns, and through the inner joins' equalities the rows joined on
+their own unique columns: a key those fix is not compared with the wanted values (every
+wanted tuple is a real group's, whose fixed keys agree with the row they come from).
 """
 
 from __future__ import annotations
@@ -37,8 +43,7 @@ def without_decided(plan: ir.Project, keys: tuple[ir.Attr, ...]) -> ir.Project:
     seeds = {c for c in (_column_of(n.expr) for n in plan.columns if n.attr in keys) if c is not None}
     equal = _Classes()
     _collect(plan, equal)
-    decided = {a for a in equal.members() if any(equal.same(a, s) for s in seeds)} | seeds
-    pruned = _pruned(plan, frozenset(decided))
+    pruned = _pruned(plan, frozenset(_fixed(seeds, equal, [], frozenset())))
     assert isinstance(pruned, ir.Project)
     return pruned
 
@@ -49,7 +54,8 @@ def matched_keys(plan: ir.Project, keys: tuple[ir.Attr, ...], unique: frozenset[
     its source (`unique`, as `capture.keys` found it), so the key `c_custkey` fixes the
     `customer` row and with it `c_name` and `c_comment`, and, through `c_nationkey =
     n_nationkey`, the `nation` row and `n_name` (TPC-H Q10's seven keys, one matched)."""
-    columns = [_column_of(n.expr) for k in keys for n in plan.columns if n.attr == k]
+    made = {n.attr: _column_of(n.expr) for n in plan.columns}
+    columns = [made.get(k) for k in keys]
     equal = _Classes()
     _collect(plan, equal)
     scans = [n for n in _walk_region(plan) if isinstance(n, ir.Scan)]
