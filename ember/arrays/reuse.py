@@ -6,8 +6,10 @@
   made symbolic ([0, N-1]), as is the N-1 of a mirrored axis (flip), and instantiated
   for the new shapes. Like DSLog's automatic
   prediction, the generalized mapping is only trusted after it reproduced a fresh
-  capture on a different shape `confirm` times; one mismatch retires it for good
-  (cumsum, tile: their row counts or offsets depend on the shape).
+  capture on a different shape `confirm` times, and only for shapes that differ from
+  the first one in axes those captures varied too; one mismatch retires it for good
+  (cumsum, tile: their row counts or offsets depend on the shape; `repeat` along rows,
+  confirmed on other column counts only, says nothing of other row counts).
 """
 
 from __future__ import annotations
@@ -60,13 +62,25 @@ class _Symbolic:
 @dataclass
 class _General:
     tables: tuple[tuple[int, int, _Symbolic], ...]
+    first: Shapes
     seen: set[Shapes]
     confirmed: int = 0
+    varied: frozenset[int] = frozenset()  # axes (`_differing`) a confirming capture varied
     retired: bool = False
+
+    def covers(self, shapes: Shapes) -> bool:
+        """Whether confirming captures varied every axis in which `shapes` differ from the first."""
+        return _differing(self.first, shapes) <= self.varied
 
     def on(self, shapes: Shapes) -> Tables:
         ins, outs = shapes
         return tuple((o, k, s.on(outs[o], ins[k])) for o, k, s in self.tables)
+
+
+def _differing(a: Shapes, b: Shapes) -> frozenset[int]:
+    """The axes, numbered across all inputs' then all outputs' shapes, whose extents differ."""
+    axes = [x != y for sa, sb in zip(a[0] + a[1], b[0] + b[1], strict=True) for x, y in zip(sa, sb, strict=True)]
+    return frozenset(i for i, differs in enumerate(axes) if differs)
 
 
 def same(a: Tables, b: Tables) -> bool:
@@ -92,7 +106,7 @@ class Reuse:
         if (sig, shapes) in self.dim:
             return "dim", self.dim[sig, shapes]
         general = self.gen.get(self._gen_key(sig, shapes))
-        if general and not general.retired and general.confirmed >= self.confirm:
+        if general and not general.retired and general.confirmed >= self.confirm and general.covers(shapes):
             return "gen", general.on(shapes)
         return None
 
@@ -102,10 +116,11 @@ class Reuse:
         key = self._gen_key(sig, shapes)
         general = self.gen.get(key)
         if general is None:
-            self.gen[key] = _General(tuple((o, k, _Symbolic.of(t)) for o, k, t in tables), {shapes})
+            self.gen[key] = _General(tuple((o, k, _Symbolic.of(t)) for o, k, t in tables), shapes, {shapes})
         elif not general.retired and shapes not in general.seen:
             general.seen.add(shapes)
             if same(general.on(shapes), tables):
                 general.confirmed += 1
+                general.varied |= _differing(general.first, shapes)
             else:
                 general.retired = True

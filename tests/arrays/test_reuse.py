@@ -49,6 +49,16 @@ def test_reuse_kinds(op: Op, expected: list[str]) -> None:
     assert reused_equals_fresh(op, [(4, 5), (4, 5), (6, 3), (7, 2)]) == expected
 
 
+def test_generalized_only_to_the_axes_a_confirmation_varied() -> None:
+    # Confirmed on another column count, `repeat` along rows has said nothing of other row
+    # counts (its table has a row per input row): a new row count is captured afresh.
+    def repeat(a: np.ndarray) -> np.ndarray:
+        return np.repeat(a, 2, axis=0)
+
+    assert reused_equals_fresh(repeat, [(2, 3), (2, 2), (4, 2)]) == ["", "", ""]
+    assert reused_equals_fresh(repeat, [(2, 3), (2, 2), (2, 5)]) == ["", "", "gen"]
+
+
 def test_reused_capture_does_not_run_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     wf = arrays.Workflow()
     -wf.track(np.ones((3, 3)))
