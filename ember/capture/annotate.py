@@ -116,6 +116,9 @@ class SideTable:
     bounded: bool = True  # its rows may come back through the driver (else the executors index them)
     whole: bool = False  # every group reaches the result: worth reading whole, beside the job
     unique: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique, never null: `keyed`
+    # A group table: its aggregate's input as the job reads it, which another table's plan
+    # may aggregate too (`local_sides.Inputs` reads it once for both).
+    aggregated: ir.Node | None = None
 
 
 @dataclass(frozen=True)
@@ -204,8 +207,11 @@ class _Rewriter:
         inline: bool = False,
         local: bool = False,
         whole: bool = False,
+        aggregated: ir.Node | None = None,
     ) -> int:
-        t = SideTable(len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed)
+        t = SideTable(
+            len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed, aggregated
+        )
         self.tables.append(t)
         return t.id
 
@@ -468,7 +474,8 @@ class _Rewriter:
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
             + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
         )
-        tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole)
+        job_child = self.job_input(node.child, side_child)
+        tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole, aggregated=job_child)
         out_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (
@@ -476,7 +483,7 @@ class _Rewriter:
             + tuple(ir.Named(k, a) for k, a in zip(node.keys, out_keys, strict=True))
             + (ir.Named(ir.Constant(True, present), present),)
         )
-        job = replace(node, child=self.job_input(node.child, side_child), columns=columns)
+        job = replace(node, child=job_child, columns=columns)
         return job, (RefSlot(tid, out_keys, present),)
 
     def _Union(self, node: ir.Union) -> tuple[ir.Node, tuple[Slot, ...]]:

@@ -85,7 +85,15 @@ class _Wanted:
         return keys.group_by(keys.column_names, use_threads=False).aggregate([])
 
 
-def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Future[pa.Table | None]]:
+@dataclass
+class Started:
+    """What runs beside the job: side tables, by id, and the aggregate inputs two read."""
+
+    tables: dict[int, Future[pa.Table | None]]
+    inputs: local_sides.Inputs
+
+
+def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
     """Side tables that can run beside the job, started: those the job's result alone points
     at without keys (scalar subqueries, global aggregates: nothing to cut them to) or at
     every group of (`SideTable.whole`, read by DuckDB: nothing cut either), whose
@@ -93,7 +101,8 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Futu
     job (the job fills the cache; run beside it, the table would compute the subplan
     again, and a nondeterministic one could give other rows). A `local` one is read by
     DuckDB (None if it cannot be, and it waits for the waves). Whether the result points
-    at them at all is known after the job (`fetch` then drops their rows if not)."""
+    at them at all is known after the job (`fetch` then drops their rows if not). So do
+    the aggregate inputs two side tables read (`local_sides.Inputs`)."""
     referrers = _referrers(annotated)
     early = [
         t
@@ -110,7 +119,9 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> dict[int, Futu
             started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
         else:
             started[t.id] = _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow))
-    return started
+    inputs = local_sides.Inputs(annotated.tables, builder.sources)
+    inputs.start(_BESIDE)
+    return Started(started, inputs)
 
 
 def fetch(
@@ -119,7 +130,7 @@ def fetch(
     result: pa.Table,
     staging: str | None,
     small: bool,
-    started: dict[int, Future[pa.Table | None]] | None = None,
+    started: Started | None = None,
 ) -> list[SideRows]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
     the result itself as a list slot; `Staged` for one the executors keep).
@@ -142,7 +153,7 @@ def fetch(
                 _note(wanted, rows, tables[tid].slots)
 
     note_lists()
-    for tid, run in (started or {}).items():
+    for tid, run in (started.tables if started is not None else {}).items():
         rows = run.result()
         if rows is None:
             continue
@@ -152,11 +163,12 @@ def fetch(
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)
     scratch = Scratch(staging) if not small and any(not t.bounded for t in jobs) else None
+    inputs = started.inputs if started is not None else None
     with ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
             runs = [
-                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch)))
+                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, inputs)))
                 for t in wave
             ]
             for table, run in zip(wave, runs, strict=True):
@@ -191,13 +203,14 @@ def _job(
     keys: Keys,
     small: bool,
     scratch: Scratch | None,
+    inputs: local_sides.Inputs | None = None,
 ) -> Callable[[], pa.Table | Staged]:
     """The side table built (on this thread: the builder is not shared) as a job to run;
     one DuckDB can answer in-process is read here and now. A table that could outgrow the
     driver is written by the executors and, unless lists ride in its rows, stays there."""
     bounded = small or table.bounded
     if bounded and not isinstance(keys, DataFrame):
-        local = local_sides.side_table(table, keys, builder.sources)
+        local = local_sides.side_table(table, keys, builder.sources, inputs)
         if local is not None:
             return lambda: local
     builder.keys = keys

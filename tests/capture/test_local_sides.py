@@ -288,10 +288,25 @@ def test_groups_under_a_listing_aggregate_past_a_filter_are_read_after_the_job(
     assert answered.count("aggregate groups") == 2
 
 
-def test_witnesses_over_a_correlated_aggregate(views: SparkSession, answered: list[str]) -> None:
+@pytest.mark.parametrize("kept", [True, False])
+def test_witnesses_over_a_correlated_aggregate(
+    views: SparkSession, answered: list[str], monkeypatch: pytest.MonkeyPatch, kept: bool
+) -> None:
     # TPC-H Q20's shape: an IN subquery whose rows pass a test against a correlated sum. The
     # witnesses' side table computes the sum's groups again in DuckDB (the job caches none),
-    # and each witness's lineage holds its group's rows too.
+    # and each witness's lineage holds its group's rows too: the sum's input, read once for
+    # both tables (unless it has more rows than are kept: then each reads it again).
+    if not kept:
+        monkeypatch.setattr(local_sides, "SHARED_ROWS", 3)
+    inputs: list[int] = []
+    read = local_sides.Inputs._read
+
+    def counted(self: local_sides.Inputs, table: local_sides.SideTable) -> pa.Table | None:
+        rows = read(self, table)
+        inputs.append(-1 if rows is None else rows.num_rows)
+        return rows
+
+    monkeypatch.setattr(local_sides.Inputs, "_read", counted)
     df = views.sql(
         "SELECT okey, prio FROM ls_orders WHERE okey IN (SELECT i.okey FROM ls_items i WHERE i.qty >"
         " (SELECT 0.9 * sum(x.qty) FROM ls_items x WHERE x.okey = i.okey AND x.flag = 'a'))"
@@ -300,6 +315,7 @@ def test_witnesses_over_a_correlated_aggregate(views: SparkSession, answered: li
     passed = o.where(o.join(items(), sums, lambda i, g: i[1] == g[0]), lambda v: v[2] > 0.9 * v[5])
     check(df, o.select(o.semi(orders(), passed, lambda r, v: v[1] == r[0]), lambda v: (v[0], v[2])))
     assert "semi join witnesses" in answered
+    assert inputs == [4 if kept else -1] * 2  # the flag 'a' items, once per capture (Inject, Defer)
     plan, sources = import_plan(Jvm(views), df)
     annotated = _capture._annotated(plan, Workload(), sources, None)
     assert not any(isinstance(n, ir.Shared) for p in (annotated.plan, *(t.plan for t in annotated.tables)) for n in ir.walk(p))
