@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from ember import duck
-from ember.capture.annotate import GROUPS, SideTable
+from ember.capture.annotate import GROUPS, SideTable, input_rows
 from ember.capture.decided import matched_keys, without_decided
 from ember.plan import ir
 from ember.plan.catalyst import Tree
@@ -36,7 +36,7 @@ from ember.store.index import SORTED, order_by
 
 _RID = "__ember_rid"
 _MARK = "\x00"  # around an attribute id in a translated template
-SHARED_ROWS = 1 << 20  # past this many rows an aggregate input is not kept for two tables (`Inputs`)
+SHARED_ROWS = 1 << 18  # past this many rows an aggregate input is not kept for two tables (`Inputs`)
 
 
 def _template(e: ir.Expr, grouped: bool) -> str | None:
@@ -256,11 +256,14 @@ class Inputs:
     of forest parts, whose rids the sum's groups hold. Both would scan lineitem. Its rows
     need no key from the job, so they are read beside it, once, and both tables read them
     from memory (Q20: two scans of 115 and 89 ms alone become one of 102, then 41 and 4).
-    An input past `SHARED_ROWS` rows is not kept: each table reads its own again."""
+    Not for a table read beside the job (`beside`), which reads its own input there, nor
+    past `SHARED_ROWS` rows (whose read stops there): each table reads its own again."""
 
-    def __init__(self, tables: tuple[SideTable, ...], sources: dict[str, Source]):
+    def __init__(self, tables: tuple[SideTable, ...], sources: dict[str, Source], beside: set[int]):
         self.sources = sources
-        self._tables = {Inputs.name(t): t for t in tables if _aggregated_twice(t, tables)}
+        self._tables = {
+            Inputs.name(t): t for t in tables if _aggregated_twice(t, tables, beside) and not _surely_large(t.aggregated)
+        }
         self._rows: dict[str, Future[pa.Table | None]] = {}
 
     @staticmethod
@@ -297,14 +300,32 @@ class Inputs:
         return rows if rows.num_rows <= SHARED_ROWS else None
 
 
-def _aggregated_twice(table: SideTable, tables: tuple[SideTable, ...]) -> bool:
-    """Whether another side table's plan aggregates the input `table`'s groups come from."""
+def _aggregated_twice(table: SideTable, tables: tuple[SideTable, ...], beside: set[int]) -> bool:
+    """Whether another side table read after the job aggregates the input `table`'s groups
+    come from (not under a condition its keys decide: Q18's groups skip the `IN (... GROUP
+    BY l_orderkey ...)` that aggregates all of lineitem)."""
     return table.aggregated is not None and any(
         isinstance(n, ir.Aggregate) and n.child == table.aggregated
         for other in tables
-        if other.id != table.id and not other.inline
-        for n in ir.walk(other.plan)
+        if other.id != table.id and not other.inline and other.id not in beside
+        for n in ir.walk(_as_read(other))
     )
+
+
+def _surely_large(plan: ir.Node | None) -> bool:
+    """Whether a plan has more than `SHARED_ROWS` rows for certain: all of a scan's (Q18's
+    `GROUP BY l_orderkey` over all of lineitem)."""
+    return (
+        plan is not None
+        and all(isinstance(n, (ir.Project, ir.Numbered, ir.Scan)) for n in ir.walk(plan))
+        and input_rows(plan) > SHARED_ROWS
+    )
+
+
+def _as_read(table: SideTable) -> ir.Node:
+    """The plan DuckDB reads for the table's wanted rows."""
+    plan = table.plan
+    return without_decided(plan, table.keys) if table.why == GROUPS and isinstance(plan, ir.Project) else plan
 
 
 def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:

@@ -119,7 +119,7 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
             started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
         else:
             started[t.id] = _BESIDE.submit(builder.jvm.threaded(builder.dataframe(t.plan).toArrow))
-    inputs = local_sides.Inputs(annotated.tables, builder.sources)
+    inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
     inputs.start(_BESIDE)
     return Started(started, inputs)
 
