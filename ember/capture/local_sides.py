@@ -209,18 +209,16 @@ class _Query:
         """The whole query: every output column of the table, named as Spark would name it.
         The table is read whole if `wanted` is None (a keyless one, a global aggregate's one
         group, is read not at all if it is not None: no row holds its ref)."""
-        plan = table.plan
+        plan = _as_read(table) if wanted is not None else table.plan  # only groups that reach the result
         if not isinstance(plan, ir.Project):
             return None
-        groups = table.why == GROUPS and wanted is not None  # only groups that reach the result are read
+        groups = table.why == GROUPS and wanted is not None
         matched = matched_keys(plan, table.keys, table.unique) if groups else tuple(range(len(table.keys)))
         name = Inputs.name(table)
         if name in self.inputs:
             self.stored(name, plan.child.output)
-        else:
-            plan = without_decided(plan, table.keys) if groups else plan
-            if not self.read(plan.child) or (self.keyed and wanted is None):
-                return None
+        elif not self.read(plan.child) or (self.keyed and wanted is None):
+            return None
         joined = bool(table.keys) and wanted is not None  # the wanted keys are a FROM item `w`
         if joined and wanted is not None and wanted.num_columns != len(table.keys):
             return None
@@ -323,7 +321,8 @@ def _surely_large(plan: ir.Node | None) -> bool:
 
 
 def _as_read(table: SideTable) -> ir.Node:
-    """The plan DuckDB reads for the table's wanted rows."""
+    """The plan DuckDB reads for the table's wanted rows: a group table's without the
+    conditions its keys decide."""
     plan = table.plan
     return without_decided(plan, table.keys) if table.why == GROUPS and isinstance(plan, ir.Project) else plan
 
