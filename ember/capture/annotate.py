@@ -427,7 +427,8 @@ class _Rewriter:
         result, and the driver could take them all: then DuckDB reads them beside the job.
         Listed, they make every joined scan read each row's position and carry it through
         every shuffle of the joins; DuckDB reads the same joins in-process, on the cycles
-        Spark leaves idle between its stages (TPC-H Q5, Q7, Q8, Q9: docs/benchmarks.md).
+        Spark leaves idle between its stages (TPC-H Q5, Q7, Q8, Q9:
+        docs/benchmarks/capture-history.md).
         Fewer scans keep their lists: over one scan they add one column to it, which DuckDB
         would read all over again (Q1); over one join, one rid (or a join key naming the
         row) rides through one shuffle, less work than DuckDB reading both sides whole on
