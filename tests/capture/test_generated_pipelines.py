@@ -1,15 +1,21 @@
 """Randomly generated pipelines (hypothesis): ember's lineage equals the pure-Python oracle's.
 
 Every relation has two int columns `k` (never null) and `v`; operators: filters, a
-Python UDF, inner / left / semi / anti joins, a group-by count, union all and distinct.
-Two tiny tables (one to eight rows, values 0-3) make joins and groups collide often.
+Python UDF, inner / left / semi / anti joins, a group-by count, the first groups of one
+by key (a LIMIT), a global count, union all and distinct. Two tiny tables (one to eight
+rows, values 0-3) make joins and groups collide often. Over Parquet files the same plans
+take the paths in-memory tables never do: scans numbered by row position, and side
+tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
 """
 
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
@@ -31,6 +37,8 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
         st.tuples(st.just("udf"), children),
         st.tuples(st.just("count"), children),
+        st.tuples(st.just("top"), children, st.integers(1, 3)),
+        st.tuples(st.just("total"), children),
         *binary,
     )
 
@@ -55,6 +63,10 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return child.select("k", mix("v").alias("v"))
     if op == "count":
         return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v"))
+    if op == "top":  # keys are unique after the group-by, so which groups it keeps is certain
+        return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v")).orderBy("k").limit(p[2])
+    if op == "total":
+        return child.agg(F.lit(0).alias("k"), F.count(F.lit(1)).cast("int").alias("v"))
     other = spark_plan(spark, p[2])
     if op in ("union", "distinct"):
         both = child.unionAll(other)
@@ -78,6 +90,10 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
         return o.select(child, lambda v: (v[0], _mix(v[1])))
     if op == "count":
         return o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
+    if op == "top":
+        return sorted(o.group(child, lambda v: (v[0],), lambda vs: (len(vs),)), key=lambda r: r[0][0])[: p[2]]
+    if op == "total":
+        return o.group(child, lambda v: (), lambda vs: (0, len(vs)), global_=True)
     other = oracle_plan(p[2], tables)
     if op in ("union", "distinct"):
         return o.distinct(child + other) if op == "distinct" else child + other
@@ -93,20 +109,24 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
     return o.select(joined, lambda v: (v[0], v[3]))
 
 
-def register(spark: SparkSession, t0: list[tuple[int, int]], t1: list[tuple[int, int]]) -> dict[str, list[tuple[int, int]]]:
-    """The two generated tables as temp views `t0` and `t1`, and by name for the oracle."""
+def register(
+    spark: SparkSession, t0: list[tuple[int, int]], t1: list[tuple[int, int]], folder: Path | None = None
+) -> dict[str, list[tuple[int, int]]]:
+    """The two generated tables as temp views `t0` and `t1` (in memory, or Parquet files
+    written to `folder`), and by name for the oracle."""
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
-        spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
+        if folder is None:
+            spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
+            continue
+        columns = {c: pa.array([r[i] for r in rows], pa.int32()) for i, c in enumerate(("k", "v"))}
+        pq.write_table(pa.table(columns), folder / f"{name}.parquet")
+        spark.read.parquet(str(folder / f"{name}.parquet")).createOrReplaceTempView(name)
     return tables
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
-def test_generated_pipeline_lineage_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
-) -> None:
-    tables = register(spark, t0, t1)
+def check(spark: SparkSession, plan: Plan, tables: dict[str, list[tuple[int, int]]], strategy: str) -> None:
+    """The job's rows, then its lineage captured and saved, equal the oracle's."""
     df = spark_plan(spark, plan)
     expected = oracle_plan(plan, tables)
     assert sorted(map(repr, (tuple(r) for r in df.collect()))) == sorted(repr(v) for v, _ in expected)
@@ -115,3 +135,20 @@ def test_generated_pipeline_lineage_equals_oracle(
     with tempfile.TemporaryDirectory() as store:  # the saved store (encoded, read lazily) too
         lin.save(store, overwrite=True)
         o.assert_same_lineage(ember.load(store), expected)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
+def test_generated_pipeline_lineage_equals_oracle(
+    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
+) -> None:
+    check(spark, plan, register(spark, t0, t1), strategy)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
+def test_generated_pipeline_over_parquet_equals_oracle(
+    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        check(spark, plan, register(spark, t0, t1, Path(folder)), strategy)
