@@ -4,9 +4,10 @@ Spark numbers them, for work done in-process.
 Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet with
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
-comparisons, + - *, AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, substrings
-from a position counted from 1, LIKE without escapes, year(), exact widening casts to
-decimal or a wider integer or of a number to a double, and min, max, sum and count (as window functions, or
+comparisons, + - * (on decimals only where Spark keeps every digit of the result),
+AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, substrings from a position
+counted from 1, LIKE without escapes, year(), exact widening casts to decimal or a wider
+integer or of a number to a double, and min, max, sum and count (as window functions, or
 under a GROUP BY). Anything else translates to None, and the work stays
 on Spark.
 """
@@ -53,7 +54,7 @@ def sql(e: Tree, named: Callable[[Tree], str] | None = None, window: str | None 
     if kind == "Literal":
         return "NULL" if e.value is None else _value(e.value, e.dtype)
     if kind in _COMPARE and len(args) == 2:
-        return f"({args[0]} {_COMPARE[kind]} {args[1]})"
+        return f"({args[0]} {_COMPARE[kind]} {args[1]})" if _exact(e) else None
     if kind in _CALLS:
         return f"{_CALLS[kind]}({', '.join(a for a in args if a is not None)})"
     if kind == "Not":
@@ -78,6 +79,19 @@ def sql(e: Tree, named: Callable[[Tree], str] | None = None, window: str | None 
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
     return None
+
+
+def _exact(e: Tree) -> bool:
+    """Whether Spark computes a decimal sum, difference or product exactly, as DuckDB does:
+    past 38 digits Spark rounds it to fewer decimals (`h * h` of two decimal(38,10) is a
+    decimal(38,6)), and the two engines then compare different values."""
+    into = _precision(e.dtype) if e.kind in ("Add", "Subtract", "Multiply") else None
+    if into is None:
+        return True
+    scales = [p[1] for p in map(_precision, (c.dtype for c in e.children)) if p is not None]
+    if len(scales) != 2:
+        return False
+    return into[1] == (sum(scales) if e.kind == "Multiply" else max(scales))
 
 
 def _substring(e: Tree, text: str | None) -> str | None:

@@ -249,3 +249,16 @@ def test_generated_conditions_select_what_spark_selects(spark: SparkSession, var
         event("DuckDB error")
         return
     assert sorted(r[0] for r in got) == want, (where, translated)
+
+
+@pytest.mark.parametrize(
+    ("where", "exact"),
+    [
+        ("cast(n AS decimal(20, 2)) = (h * h)", False),  # two decimal(38,10): Spark keeps 6 decimals
+        ("h + d > 0.5", False),  # decimal(38,10) + decimal(12,3): Spark keeps 9
+        ("d * d > 1", True),  # decimal(12,3) squared: decimal(25,6), exact
+        ("d - cast(n AS decimal(20, 2)) < 0.5", True),
+    ],
+)
+def test_rounded_decimal_arithmetic_stays_on_spark(spark: SparkSession, varied: Path, where: str, exact: bool) -> None:
+    assert (sql(condition(spark.read.parquet(str(varied)), where)) is not None) == exact
