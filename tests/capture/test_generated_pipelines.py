@@ -1,6 +1,6 @@
 """Randomly generated pipelines (hypothesis): ember's lineage equals the pure-Python oracle's.
 
-Every relation has two int columns `k` (never null) and `v`; operators: filters, a
+Every relation has two int columns `k` and `v`, null at times; operators: filters, a
 Python UDF, inner / left / semi / anti joins, a group-by count, the first groups of one
 by key (a LIMIT), a global count, union all and distinct. Two tiny tables (one to eight
 rows, values 0-3) make joins and groups collide often. Over Parquet files the same plans
@@ -27,7 +27,8 @@ from tests.oracle import rows as o
 Plan = tuple[Any, ...]
 
 small = st.integers(0, 3)
-table = st.lists(st.tuples(small, small), min_size=1, max_size=8)
+value = st.sampled_from([0, 1, 2, 3, None])
+table = st.lists(st.tuples(value, value), min_size=1, max_size=8)
 leaf = st.sampled_from(["t0", "t1"]).map(lambda n: ("scan", n))
 
 
@@ -91,7 +92,8 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
     if op == "count":
         return o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
     if op == "top":
-        return sorted(o.group(child, lambda v: (v[0],), lambda vs: (len(vs),)), key=lambda r: r[0][0])[: p[2]]
+        groups = o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
+        return sorted(groups, key=lambda r: (r[0][0] is not None, r[0][0] or 0))[: p[2]]  # nulls first
     if op == "total":
         return o.group(child, lambda v: (), lambda vs: (0, len(vs)), global_=True)
     other = oracle_plan(p[2], tables)
@@ -99,7 +101,7 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
         return o.distinct(child + other) if op == "distinct" else child + other
 
     def same(x: o.Values, y: o.Values) -> bool:
-        return x[0] == y[0]
+        return x[0] is not None and x[0] == y[0]  # SQL's `=`: a null matches nothing
 
     if op == "semi":
         return o.semi(child, other, same)
