@@ -114,16 +114,20 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
 def register(
     spark: SparkSession, t0: list[tuple[int, int]], t1: list[tuple[int, int]], folder: Path | None = None
 ) -> dict[str, list[tuple[int, int]]]:
-    """The two generated tables as temp views `t0` and `t1` (in memory, or Parquet files
-    written to `folder`), and by name for the oracle."""
+    """The two generated tables as temp views `t0` and `t1` (in memory, or two Parquet files
+    each under `folder`, numbered as if concatenated in path order), and by name for the
+    oracle."""
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
         if folder is None:
             spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
             continue
-        columns = {c: pa.array([r[i] for r in rows], pa.int32()) for i, c in enumerate(("k", "v"))}
-        pq.write_table(pa.table(columns), folder / f"{name}.parquet")
-        spark.read.parquet(str(folder / f"{name}.parquet")).createOrReplaceTempView(name)
+        (folder / name).mkdir()
+        half = len(rows) // 2  # two files (the first empty for one row): rids run on across them
+        for part, chunk in enumerate((rows[:half], rows[half:])):
+            columns = {c: pa.array([r[i] for r in chunk], pa.int32()) for i, c in enumerate(("k", "v"))}
+            pq.write_table(pa.table(columns), folder / name / f"part-{part}.parquet")
+        spark.read.parquet(str(folder / name)).createOrReplaceTempView(name)
     return tables
 
 
