@@ -25,6 +25,7 @@ import ember
 from tests.oracle import rows as o
 
 Plan = tuple[Any, ...]
+Table = list[tuple[int | None, int | None]]
 
 small = st.integers(0, 3)
 value = st.sampled_from([0, 1, 2, 3, None])
@@ -79,7 +80,7 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     return left.join(right, on, op).select(F.col("l.k").alias("k"), F.col("r.v").alias("v"))
 
 
-def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row]:
+def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
     op = p[0]
     if op == "scan":
         return o.scan(p[1], tables[p[1]])
@@ -112,8 +113,8 @@ def oracle_plan(p: Plan, tables: dict[str, list[tuple[int, int]]]) -> list[o.Row
 
 
 def register(
-    spark: SparkSession, t0: list[tuple[int, int]], t1: list[tuple[int, int]], folder: Path | None = None
-) -> dict[str, list[tuple[int, int]]]:
+    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None
+) -> dict[str, Table]:
     """The two generated tables as temp views `t0` and `t1` (in memory, or two Parquet files
     each under `folder`, numbered as if concatenated in path order), and by name for the
     oracle."""
@@ -131,7 +132,7 @@ def register(
     return tables
 
 
-def check(spark: SparkSession, plan: Plan, tables: dict[str, list[tuple[int, int]]], strategy: str) -> None:
+def check(spark: SparkSession, plan: Plan, tables: dict[str, Table], strategy: str) -> None:
     """The job's rows, then its lineage captured and saved, equal the oracle's."""
     df = spark_plan(spark, plan)
     expected = oracle_plan(plan, tables)
@@ -146,7 +147,7 @@ def check(spark: SparkSession, plan: Plan, tables: dict[str, list[tuple[int, int
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
 def test_generated_pipeline_lineage_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str
 ) -> None:
     check(spark, plan, register(spark, t0, t1), strategy)
 
@@ -154,7 +155,7 @@ def test_generated_pipeline_lineage_equals_oracle(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
 def test_generated_pipeline_over_parquet_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], strategy: str
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         check(spark, plan, register(spark, t0, t1, Path(folder)), strategy)
