@@ -195,8 +195,8 @@ class InferredLineage:
         if not settled:
             return None
         for save in segment.saves:
-            ids = found.pop(save.scan.source.key)
-            if ids.size == 0:
+            ids = found.pop(save.scan.source.key, None)
+            if ids is None or ids.size == 0:  # None: under an anti join, its rows are no lineage
                 continue
             picked = self._saved[save.scan.source.key].data.take(pa.array(ids))
             below = self._through(save.below, _positional(picked, save.node.output))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ember.infer import block
 from ember.infer.exact import failing
-from ember.infer.pushdown import Inference, infer
+from ember.infer.pushdown import Inference, infer, lift_limits
 from ember.infer.refine import cuts
 from ember.plan import ir
 from ember.plan.sources import SAVED, Source
@@ -119,16 +119,16 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
     for i, node in enumerate(path):
         if node is top or isinstance(node, ir.Scan) or not _plain_names(node):
             continue
-        at, below = node, split(node, depth - 1)
+        at, below = node, _below(node, depth)
         widened = _with_keys(node) if below is None and isinstance(path[i + 1], ir.Project | ir.Aggregate) else None
         if widened is not None:  # its parent reads its columns by name: one more is harmless
-            node, below = widened, split(widened, depth - 1)
+            node, below = widened, _below(widened, depth)
         if below is None:
             continue
         for higher in path[i + 1 :] if widened is None else ():  # filters and projections above save less
             if higher is top or not isinstance(higher, ir.Filter | ir.Project) or not _plain_names(higher):
                 break
-            above = split(higher, depth - 1)
+            above = _below(higher, depth)
             if above is None:
                 break
             at = node = higher
@@ -137,6 +137,13 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
         stand_in = Source(key=f"ember-saved-{n}", name=f"saved {type(node).__name__.lower()} #{n}", kind=SAVED, rows=0)
         return Save(node, ir.Scan(stand_in, node.output), below, at)
     return None
+
+
+def _below(node: ir.Node, depth: int) -> Segment | None:
+    """The piece that traces rows saved at `node` through its plan. A saved row passed the
+    limits at its top, so they are lifted as at the plan's top (`lift_limits`): inferred
+    under them, nothing would pin the rows of a `LIMIT` over a `GROUP BY`."""
+    return split(lift_limits(node), depth - 1)
 
 
 def _with_keys(node: ir.Node) -> ir.Aggregate | None:

@@ -2,7 +2,8 @@
 pure-Python oracle's lineage, superset traces contain it.
 
 The pipelines and the oracle are the capture suite's (filters, a Python UDF, inner /
-left / semi / anti joins, a group-by count, union all, distinct over two tiny tables),
+left / semi / anti joins, a group-by count and its first groups, a global count, union
+all, distinct over two tiny tables with nulls),
 so lazy and eager lineage are held to the same generated cases. Up to three output rows
 per pipeline are traced, with set semantics (equal output rows share one lineage).
 """
@@ -18,6 +19,7 @@ from pyspark.sql import SparkSession
 import ember
 from tests.capture.test_generated_pipelines import (
     Plan,
+    Table,
     oracle_plan,
     plans,
     register,
@@ -30,7 +32,7 @@ from tests.oracle import rows as o
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, pick=st.randoms(use_true_random=False))
 def test_generated_pipeline_inferred_lineage_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: list[tuple[int, int]], t1: list[tuple[int, int]], pick: object
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, pick: object
 ) -> None:
     tables = register(spark, t0, t1)
     df = spark_plan(spark, plan)

@@ -5,8 +5,9 @@ Tiny tables built here; every output row is traced backward. The plans are the s
 where cutting candidates across joins is not exact: a theta condition, a cycle, a
 correlated scalar subquery (a left join to a saved aggregate under a filter), NOT IN and
 NOT EXISTS (anti joins, with a null on the inner side), uncorrelated scalar subqueries,
-a count of counts over a left join (a saved aggregate widened by its dropped key), and an
-IN subquery over a grouped HAVING, once at the top and once nested inside another."""
+a count of counts over a left join (a saved aggregate widened by its dropped key), an
+IN subquery over a grouped HAVING, once at the top and once nested inside another, and a
+LIMIT over a group-by saved on either side of an anti join."""
 
 from __future__ import annotations
 
@@ -191,3 +192,23 @@ def test_an_aggregate_of_aggregates_over_a_left_join(
     if path == "saved intermediates":
         (saved,) = lin.saved.values()
         assert "c" in saved.column_names  # the key the inner aggregate dropped
+
+
+def test_a_limit_over_a_group_by_under_a_join(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The saved rows of `ORDER BY ... LIMIT` over a group-by are traced with the limit lifted,
+    as at the plan's top: each pins its group (not every row below the limit)."""
+    top = views.table("s_orders").groupBy("cust").count().orderBy("cust").limit(2)
+    df = top.join(views.table("s_big"), top.cust == views.table("s_big").c, "left_anti")
+    grouped = o.group(orders(), lambda v: (v[1],), lambda vs: (len(vs),))
+    first = sorted(grouped, key=lambda r: r[0][0])[:2]
+    expected = o.anti(first, o.scan("s_big", BIG), lambda x, y: x[0] == y[0])
+    traced_exactly(df, expected, monkeypatch)
+
+
+def test_a_limit_saved_under_an_anti_join(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved intermediate on an anti join's inner side holds no lineage: nothing is traced below it."""
+    top = views.table("s_orders").groupBy("cust").count().orderBy("cust").limit(1)
+    df = views.table("s_big").join(top, views.table("s_big").c == top.cust, "left_anti")
+    first = sorted(o.group(orders(), lambda v: (v[1],), lambda vs: (len(vs),)), key=lambda r: r[0][0])[:1]
+    expected = o.anti(o.scan("s_big", BIG), first, lambda x, y: x[0] == y[0])
+    traced_exactly(df, expected, monkeypatch)
