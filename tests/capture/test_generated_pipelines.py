@@ -2,7 +2,7 @@
 
 Every relation has two int columns `k` and `v`, null at times; operators: filters, a
 Python UDF, inner / left / semi / anti joins, a group-by count, the first groups of one
-by key (a LIMIT), a global count, union all and distinct. Two tiny tables (one to eight
+by key (a LIMIT), a global count, a rank within each key, union all and distinct. Two tiny tables (one to eight
 rows, values 0-3) make joins and groups collide often. Over Parquet files the same plans
 take the paths in-memory tables never do: scans numbered by row position, and side
 tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 import ember
 from tests.oracle import rows as o
@@ -41,6 +42,7 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("count"), children),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
         st.tuples(st.just("total"), children),
+        st.tuples(st.just("rank"), children),
         *binary,
     )
 
@@ -69,6 +71,8 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v")).orderBy("k").limit(p[2])
     if op == "total":
         return child.agg(F.lit(0).alias("k"), F.count(F.lit(1)).cast("int").alias("v"))
+    if op == "rank":  # ties share a rank, so the values are certain whatever the row order
+        return child.select("k", F.rank().over(Window.partitionBy("k").orderBy("v")).cast("int").alias("v"))
     other = spark_plan(spark, p[2])
     if op in ("union", "distinct"):
         both = child.unionAll(other)
@@ -97,6 +101,8 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         return sorted(groups, key=lambda r: (r[0][0] is not None, r[0][0] or 0))[: p[2]]  # nulls first
     if op == "total":
         return o.group(child, lambda v: (), lambda vs: (0, len(vs)), global_=True)
+    if op == "rank":
+        return _ranked(child)
     other = oracle_plan(p[2], tables)
     if op in ("union", "distinct"):
         return o.distinct(child + other) if op == "distinct" else child + other
@@ -110,6 +116,20 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         return o.anti(child, other, same)
     joined = o.join(child, other, same, op, lw=2, rw=2)
     return o.select(joined, lambda v: (v[0], v[3]))
+
+
+def _ranked(rows: list[o.Row]) -> list[o.Row]:
+    """`rank() OVER (PARTITION BY k ORDER BY v)`, nulls first: 1 + the rows of the partition
+    ordered before; a ranking function's lineage is its whole partition."""
+    def before(a: int | None, b: int | None) -> bool:
+        return b is not None and (a is None or a < b)
+
+    out = []
+    for v, _ in rows:
+        part = [(w, lin) for w, lin in rows if w[0] == v[0]]  # nulls partition together
+        rank = 1 + sum(before(w[1], v[1]) for w, _ in part)
+        out.append(((v[0], rank), frozenset().union(*(lin for _, lin in part))))
+    return out
 
 
 def register(
