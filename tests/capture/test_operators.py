@@ -133,6 +133,19 @@ def test_global_aggregate_also_over_no_rows(views: SparkSession) -> None:
           o.group(o.where(a(), lambda v: v[0] > 10), lambda v: (), lambda vs: (len(vs),), global_=True))
 
 
+def test_aggregates_spark_would_merge_keep_their_own_rows(views: SparkSession) -> None:
+    """Spark merges aggregates over one relation into one (`MergeSubplans`), a filter
+    becoming its column's FILTER clause; ember reads them unmerged."""
+    def count(rows: list[o.Row]) -> list[o.Row]:
+        return o.group(rows, lambda v: (), lambda vs: (len(vs),), global_=True)
+
+    check(views.sql("SELECT count(*) AS n FROM a UNION ALL SELECT count(*) AS n FROM a WHERE k > 1"),
+          count(a()) + count(o.where(a(), lambda v: v[0] > 1)))
+    ends = o.where(a(), lambda v: v[0] != 2)  # k > 2 or k < 2: rows 0 and 3, not the two k = 2
+    check(views.sql("SELECT (SELECT count(*) FROM a WHERE k > 2) AS n, (SELECT count(*) FROM a WHERE k < 2) AS m"),
+          [((1, 1), frozenset().union(*(lin for _, lin in ends)))])
+
+
 def test_distinct_and_count_distinct(views: SparkSession) -> None:
     check(views.sql("SELECT DISTINCT k, v FROM a"), o.distinct(a()))
     check(views.sql("SELECT count(DISTINCT k) AS n, count(DISTINCT v) AS m FROM a"),
