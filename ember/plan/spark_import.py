@@ -387,8 +387,9 @@ def _is_runtime_filter(e: Tree) -> bool:
 
 
 def _is_except_all_right(p: PlanTree) -> bool:
-    """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol`."""
-    return p.kind == "Project" and any(
+    """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol` (in
+    a projection, or in the aggregate the optimizer merged that projection into)."""
+    return p.kind in ("Project", "Aggregate") and any(
         e.kind == "Alias" and e.name == "vcol" and e.children[0].text == "-1" for e in p.exprs["list"]
     )
 

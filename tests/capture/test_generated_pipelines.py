@@ -2,8 +2,9 @@
 
 Every relation has two int columns `k` and `v`, null at times; operators: filters, a
 Python UDF, inner / left / semi / anti joins, a group-by count, the first groups of one
-by key (a LIMIT), a global count, a rank within each key, union all and distinct. Two tiny tables (one to eight
-rows, values 0-3) make joins and groups collide often. Over Parquet files the same plans
+by key (a LIMIT), a global count, a rank within each key, union all, distinct,
+intersect and except (distinct and all). Two tiny tables (one to eight rows, values
+0-3) make joins and groups collide often. Over Parquet files the same plans
 take the paths in-memory tables never do: scans numbered by row position, and side
 tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
 """
@@ -32,10 +33,12 @@ small = st.integers(0, 3)
 value = st.sampled_from([0, 1, 2, 3, None])
 table = st.lists(st.tuples(value, value), min_size=1, max_size=8)
 leaf = st.sampled_from(["t0", "t1"]).map(lambda n: ("scan", n))
+# INTERSECT and EXCEPT, distinct and ALL, by the DataFrame method that spells each
+_SET_OPS = {"intersect": "intersect", "except": "subtract", "intersect all": "intersectAll", "except all": "exceptAll"}
 
 
 def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
-    binary = [st.tuples(st.just(op), children, children) for op in ("inner", "left", "semi", "anti", "union", "distinct")]
+    binary = [st.tuples(st.just(op), children, children) for op in ("inner", "left", "semi", "anti", "union", "distinct", *_SET_OPS)]
     return st.one_of(
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
         st.tuples(st.just("udf"), children),
@@ -77,6 +80,8 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     if op in ("union", "distinct"):
         both = child.unionAll(other)
         return both.distinct() if op == "distinct" else both
+    if op in _SET_OPS:
+        return getattr(child, _SET_OPS[op])(other)
     left, right = child.alias("l"), other.alias("r")
     on = F.col("l.k") == F.col("r.k")
     if op in ("semi", "anti"):
@@ -106,6 +111,8 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
     other = oracle_plan(p[2], tables)
     if op in ("union", "distinct"):
         return o.distinct(child + other) if op == "distinct" else child + other
+    if op in _SET_OPS:
+        return o.set_op(child, other, op.split()[0], all_=op.endswith("all"))
 
     def same(x: o.Values, y: o.Values) -> bool:
         return x[0] is not None and x[0] == y[0]  # SQL's `=`: a null matches nothing
