@@ -81,6 +81,7 @@ _PASSTHROUGH = {
 }
 
 _LIMITS = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "GlobalLimitAndOffset"}
+_BELOW_TAG = {*_LIMITS, "Sort", "Filter"}  # what EXCEPT ALL's right-side tag may be pushed below
 
 # Process-wide names given with `ember.source(df, name)`, by source key.
 SOURCE_NAMES: dict[str, str] = {}
@@ -387,8 +388,11 @@ def _is_runtime_filter(e: Tree) -> bool:
 
 
 def _is_except_all_right(p: PlanTree) -> bool:
-    """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol` (in
-    a projection, or in the aggregate the optimizer merged that projection into)."""
+    """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol` in a
+    projection, which the optimizer may push below limits, sorts and filters and merge into
+    an aggregate there."""
+    while p.kind in _BELOW_TAG and p.children:
+        p = p.child
     return p.kind in ("Project", "Aggregate") and any(
         e.kind == "Alias" and e.name == "vcol" and e.children[0].text == "-1" for e in p.exprs["list"]
     )
