@@ -194,14 +194,17 @@ def test_an_aggregate_of_aggregates_over_a_left_join(
         assert "c" in saved.column_names  # the key the inner aggregate dropped
 
 
+def first_customers(n: int) -> list[o.Row]:
+    """`SELECT cust, count(*) FROM s_orders GROUP BY cust ORDER BY cust LIMIT n`."""
+    return sorted(o.group(orders(), lambda v: (v[1],), lambda vs: (len(vs),)), key=lambda r: r[0][0])[:n]
+
+
 def test_a_limit_over_a_group_by_under_a_join(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """The saved rows of `ORDER BY ... LIMIT` over a group-by are traced with the limit lifted,
     as at the plan's top: each pins its group (not every row below the limit)."""
     top = views.table("s_orders").groupBy("cust").count().orderBy("cust").limit(2)
     df = top.join(views.table("s_big"), top.cust == views.table("s_big").c, "left_anti")
-    grouped = o.group(orders(), lambda v: (v[1],), lambda vs: (len(vs),))
-    first = sorted(grouped, key=lambda r: r[0][0])[:2]
-    expected = o.anti(first, o.scan("s_big", BIG), lambda x, y: x[0] == y[0])
+    expected = o.anti(first_customers(2), o.scan("s_big", BIG), lambda x, y: x[0] == y[0])
     traced_exactly(df, expected, monkeypatch)
 
 
@@ -209,6 +212,5 @@ def test_a_limit_saved_under_an_anti_join(views: SparkSession, monkeypatch: pyte
     """A saved intermediate on an anti join's inner side holds no lineage: nothing is traced below it."""
     top = views.table("s_orders").groupBy("cust").count().orderBy("cust").limit(1)
     df = views.table("s_big").join(top, views.table("s_big").c == top.cust, "left_anti")
-    first = sorted(o.group(orders(), lambda v: (v[1],), lambda vs: (len(vs),)), key=lambda r: r[0][0])[:1]
-    expected = o.anti(o.scan("s_big", BIG), first, lambda x, y: x[0] == y[0])
+    expected = o.anti(o.scan("s_big", BIG), first_customers(1), lambda x, y: x[0] == y[0])
     traced_exactly(df, expected, monkeypatch)
