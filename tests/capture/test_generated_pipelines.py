@@ -1,9 +1,12 @@
 """Randomly generated pipelines (hypothesis): ember's lineage equals the pure-Python oracle's.
 
 Every relation has two int columns `k` and `v`, null at times; operators: filters, a
-Python UDF, inner / left / semi / anti joins, a group-by count, the first groups of one
-by key (a LIMIT), a global count, a rank within each key, union all, distinct,
-intersect and except (distinct and all). Two tiny tables (one to eight rows, values
+Python UDF, explode (inner and outer), joins (inner / left / right / full / semi / anti on
+`k`, inner on both columns, and with a `v <` condition beside or instead of the equality),
+a filter against a scalar subquery, NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by
+both columns), the first groups of one by key (a LIMIT), a global count, window functions
+(rank, a count over the whole partition, a running count, a count over a range frame),
+union all, distinct, intersect and except (distinct and all). Two tiny tables (one to eight rows, values
 0-3) make joins and groups collide often. Over Parquet files the same plans
 take the paths in-memory tables never do: scans numbered by row position, and side
 tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
@@ -11,6 +14,7 @@ tables DuckDB reads from the files beside or after the job (`capture.local_sides
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -37,15 +41,28 @@ leaf = st.sampled_from(["t0", "t1"]).map(lambda n: ("scan", n))
 _SET_OPS = {"intersect": "intersect", "except": "subtract", "intersect all": "intersectAll", "except all": "exceptAll"}
 
 
+# joins by how and on what: `k` equal, both columns equal, `k` equal and `l.v < r.v`, `l.v < r.v` alone
+_JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti")] + [
+    ("inner", "kv"), *((how, "k<") for how in ("inner", "left", "semi", "anti")), ("inner", "<"), ("left", "<")]
+_AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
+               "distinct": lambda: F.count_distinct("v")}
+_WINDOWS = ("rank", "whole", "running", "moving")
+
+
+_views = itertools.count()  # names of the temp views a NOT IN subquery is written over
+
+
 def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
-    binary = [st.tuples(st.just(op), children, children) for op in ("inner", "left", "semi", "anti", "union", "distinct", *_SET_OPS)]
+    binary = [st.tuples(st.just(op), children, children) for op in ("union", "distinct", "above", "not in", *_SET_OPS)]
     return st.one_of(
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
         st.tuples(st.just("udf"), children),
-        st.tuples(st.just("count"), children),
+        st.tuples(st.just("explode"), children, st.booleans()),
+        st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs"])),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
         st.tuples(st.just("total"), children),
-        st.tuples(st.just("rank"), children),
+        st.tuples(st.just("window"), children, st.sampled_from(_WINDOWS)),
+        st.tuples(st.just("join"), children, children, st.sampled_from(_JOINS)),
         *binary,
     )
 
@@ -68,25 +85,50 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         # a lambda, so the UDF travels by value to the Python workers (they cannot import tests)
         mix = F.udf(lambda x: None if x is None else (x * 3 + 1) % 5, "int")
         return child.select("k", mix("v").alias("v"))
-    if op == "count":
-        return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v"))
+    if op == "explode":  # two rows where v > 1, else none (or, outer, one with a null)
+        explode = F.explode_outer if p[2] else F.explode
+        return child.select("k", explode(F.when(F.col("v") > 1, F.array("v", "k"))).alias("v"))
+    if op == "group":
+        if p[2] == "pairs":
+            return child.groupBy("k", "v").agg(F.count(F.lit(1)).cast("int").alias("n")).select("k", F.col("n").alias("v"))
+        return child.groupBy("k").agg(_AGGREGATES[p[2]]().cast("int").alias("v"))
     if op == "top":  # keys are unique after the group-by, so which groups it keeps is certain
         return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v")).orderBy("k").limit(p[2])
     if op == "total":
         return child.agg(F.lit(0).alias("k"), F.count(F.lit(1)).cast("int").alias("v"))
-    if op == "rank":  # ties share a rank, so the values are certain whatever the row order
-        return child.select("k", F.rank().over(Window.partitionBy("k").orderBy("v")).cast("int").alias("v"))
+    if op == "window":  # ties share a rank and a range frame, so the values are certain whatever the row order
+        part = Window.partitionBy("k")
+        fn, spec = {
+            "rank": (F.rank(), part.orderBy("v")),
+            "whole": (F.count(F.lit(1)), part),
+            "running": (F.count(F.lit(1)), part.orderBy("v")),
+            "moving": (F.count(F.lit(1)), part.orderBy("v").rangeBetween(-1, 0)),
+        }[p[2]]
+        return child.select("k", fn.over(spec).cast("int").alias("v"))
     other = spark_plan(spark, p[2])
     if op in ("union", "distinct"):
         both = child.unionAll(other)
         return both.distinct() if op == "distinct" else both
     if op in _SET_OPS:
         return getattr(child, _SET_OPS[op])(other)
+    if op == "above":
+        return child.filter(F.col("v") > other.select(F.max("v")).scalar())
+    if op == "not in":  # null-aware: one null `k` on the right and no row passes
+        names = f"not_in_{next(_views)}", f"not_in_{next(_views)}"
+        child.createOrReplaceTempView(names[0])
+        other.createOrReplaceTempView(names[1])
+        return spark.sql(f"SELECT * FROM {names[0]} WHERE k NOT IN (SELECT k FROM {names[1]})")
+    how, on = p[3]
     left, right = child.alias("l"), other.alias("r")
-    on = F.col("l.k") == F.col("r.k")
-    if op in ("semi", "anti"):
-        return left.join(right, on, f"left_{op}").select("l.k", "l.v")
-    return left.join(right, on, op).select(F.col("l.k").alias("k"), F.col("r.v").alias("v"))
+    conditions = {
+        "k": [F.col("l.k") == F.col("r.k")],
+        "kv": [F.col("l.k") == F.col("r.k"), F.col("l.v") == F.col("r.v")],
+        "k<": [F.col("l.k") == F.col("r.k"), F.col("l.v") < F.col("r.v")],
+        "<": [F.col("l.v") < F.col("r.v")],
+    }[on]
+    if how in ("semi", "anti"):
+        return left.join(right, conditions, f"left_{how}").select("l.k", "l.v")
+    return left.join(right, conditions, how).select(F.col("l.k").alias("k"), F.col("r.v").alias("v"))
 
 
 def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
@@ -99,43 +141,84 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         return o.where(child, lambda v: v[col] is not None and v[col] > p[3])
     if op == "udf":
         return o.select(child, lambda v: (v[0], _mix(v[1])))
-    if op == "count":
-        return o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
+    if op == "explode":
+        return [((v[0], x), lin) for v, lin in child for x in _exploded(v, p[2])]
+    if op == "group":
+        if p[2] == "pairs":
+            return o.select(o.group(child, lambda v: v, lambda vs: (len(vs),)), lambda v: (v[0], v[2]))
+        return o.group(child, lambda v: (v[0],), _AGGREGATED[p[2]])
     if op == "top":
         groups = o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
         return sorted(groups, key=lambda r: (r[0][0] is not None, r[0][0] or 0))[: p[2]]  # nulls first
     if op == "total":
         return o.group(child, lambda v: (), lambda vs: (0, len(vs)), global_=True)
-    if op == "rank":
-        return _ranked(child)
+    if op == "window":
+        return _windowed(child, p[2])
     other = oracle_plan(p[2], tables)
     if op in ("union", "distinct"):
         return o.distinct(child + other) if op == "distinct" else child + other
     if op in _SET_OPS:
         return o.set_op(child, other, op.split()[0], all_=op.endswith("all"))
+    if op == "not in":  # true for every row when the right is empty, else only for a non-null
+        keys = [v[0] for v, _ in other]  # `k` that no right key equals, with no null among them
+        return [(v, lin) for v, lin in child if not keys or (None not in keys and v[0] is not None and v[0] not in keys)]
+    if op == "above":  # the scalar's lineage (every row of `other`) joins each row that passed
+        values = [v[1] for v, _ in other if v[1] is not None]
+        scalar = frozenset().union(*(lin for _, lin in other))
+        return [(v, lin | scalar) for v, lin in child if values and v[1] is not None and v[1] > max(values)]
+    how, on = p[3]
 
-    def same(x: o.Values, y: o.Values) -> bool:
-        return x[0] is not None and x[0] == y[0]  # SQL's `=`: a null matches nothing
+    def matches(x: o.Values, y: o.Values) -> bool:  # SQL's `=` and `<`: a null matches nothing
+        k = on == "<" or (x[0] is not None and x[0] == y[0])
+        if on == "kv":
+            return k and x[1] is not None and x[1] == y[1]
+        return k and (on == "k" or (x[1] is not None and y[1] is not None and x[1] < y[1]))
 
-    if op == "semi":
-        return o.semi(child, other, same)
-    if op == "anti":
-        return o.anti(child, other, same)
-    joined = o.join(child, other, same, op, lw=2, rw=2)
+    if how == "semi":
+        return o.semi(child, other, matches)
+    if how == "anti":
+        return o.anti(child, other, matches)
+    joined = o.join(child, other, matches, how, lw=2, rw=2)
     return o.select(joined, lambda v: (v[0], v[3]))
 
 
-def _ranked(rows: list[o.Row]) -> list[o.Row]:
-    """`rank() OVER (PARTITION BY k ORDER BY v)`, nulls first: 1 + the rows of the partition
-    ordered before; a ranking function's lineage is its whole partition."""
-    def before(a: int | None, b: int | None) -> bool:
-        return b is not None and (a is None or a < b)
+_AGGREGATED = {
+    "count": lambda vs: (len(vs),),
+    "sum": lambda vs: (sum(x) if (x := [v[1] for v in vs if v[1] is not None]) else None,),
+    "max": lambda vs: (max(x) if (x := [v[1] for v in vs if v[1] is not None]) else None,),
+    "distinct": lambda vs: (len({v[1] for v in vs if v[1] is not None}),),
+}
 
+
+def _exploded(v: o.Values, outer: bool) -> list[int | None]:
+    if v[1] is not None and v[1] > 1:
+        return [v[1], v[0]]
+    return [None] if outer else []
+
+
+def _in_frame(window: str, w: int | None, v: int | None) -> bool:
+    """Whether a row ordered by `w` is in the frame of the row ordered by `v` (nulls first;
+    a null's range frame is its null peers)."""
+    if window in ("rank", "whole"):
+        return True
+    if v is None:
+        return w is None
+    if window == "running":
+        return w is None or w <= v
+    return w is not None and v - 1 <= w <= v
+
+
+def _windowed(rows: list[o.Row], window: str) -> list[o.Row]:
+    """The window's value for each row, over its partition by `k` (nulls partition together),
+    and its lineage: the row and every row of its frame (a rank's frame: the partition)."""
     out = []
-    for v, _ in rows:
-        part = [(w, lin) for w, lin in rows if w[0] == v[0]]  # nulls partition together
-        rank = 1 + sum(before(w[1], v[1]) for w, _ in part)
-        out.append(((v[0], rank), frozenset().union(*(lin for _, lin in part))))
+    for v, lin in rows:
+        frame = [(w, wl) for w, wl in rows if w[0] == v[0] and _in_frame(window, w[1], v[1])]
+        if window == "rank":
+            value = 1 + sum(v[1] is not None and (w[1] is None or w[1] < v[1]) for w, _ in frame)
+        else:
+            value = len(frame)
+        out.append(((v[0], value), lin.union(*(wl for _, wl in frame))))
     return out
 
 
