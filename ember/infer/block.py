@@ -28,8 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ember import duck
-from ember.infer.exact import block_root, key_columns, over_scan, reaching
+from ember.infer.exact import block_root, over_scan, reaching
 from ember.infer.ids import distinct
+from ember.infer.pushdown import key_columns
 from ember.infer.spark import RID
 from ember.plan import ir
 from ember.plan.catalyst import Tree

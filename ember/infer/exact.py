@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ember.infer.pushdown import Inference, origins
+from ember.infer.pushdown import Inference, key_columns, origins
 from ember.plan import ir
 from ember.plan.ir import column_of, walk
 
@@ -71,6 +71,8 @@ def failing(
     node = plan
     while _passes_rows(node, (ir.Project, ir.Filter, ir.Limit)):
         assert isinstance(node, ir.Unary)
+        if isinstance(node, ir.Limit):  # `lift_limits` kept it: the output does not tell its rows apart
+            return "a LIMIT keeps rows its output does not tell apart from those it cuts", node
         if isinstance(node, ir.Project):
             bound = {c for c in (column_of(n.expr) for n in node.columns if n.attr.id in bound) if c is not None}
         node = node.child
@@ -120,18 +122,6 @@ def reaching(plan: ir.Node, kinds: tuple[type[ir.Node], ...]) -> tuple[dict[int,
 
 def _passes_rows(node: ir.Node, kinds: tuple[type[ir.Node], ...]) -> bool:
     return isinstance(node, kinds) or (isinstance(node, ir.Passthrough) and node.kind in _KEEP_ROWS)
-
-
-def key_columns(agg: ir.Aggregate, key: ir.AnyExpr) -> list[ir.Named]:
-    """The aggregate's output columns that hold grouping key `key` (passed through, or
-    computed as the same expression)."""
-    col = column_of(key)
-    return [
-        c
-        for c in agg.columns
-        if (col is not None and column_of(c.expr) == col)
-        or (col is None and isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql))
-    ]
 
 
 def _unpinned_key(agg: ir.Aggregate, bound: set[int], inference: Inference) -> str | None:

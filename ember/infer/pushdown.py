@@ -230,12 +230,47 @@ def _carry(src: Cons, sid: int, dst: Cons, did: int) -> bool:
 def lift_limits(plan: ir.Node) -> ir.Node:
     """`plan` without the limits (and offsets) between its output and its first operator that
     combines rows: an output row's lineage is that of the row the limit let through, and
-    without the limit a restricted re-run cannot lose that row to rows it does not see."""
+    without the limit a restricted re-run cannot lose that row to rows it does not see.
+    Kept where the output does not tell a GROUP BY's groups apart (`ORDER BY k LIMIT 1`
+    with `k` projected away): a group the limit cut could share the kept group's values
+    and be traced with it."""
+    lifted = _without_limits(plan)
+    return lifted if lifted is plan or _told_apart(lifted) else plan
+
+
+def _without_limits(plan: ir.Node) -> ir.Node:
     if isinstance(plan, ir.Limit):
-        return lift_limits(plan.child)
+        return _without_limits(plan.child)
     if isinstance(plan, ir.Project | ir.Filter | ir.Passthrough):
-        return ir.with_children(plan, (lift_limits(plan.child),))
+        return ir.with_children(plan, (_without_limits(plan.child),))
     return plan
+
+
+def _told_apart(plan: ir.Node) -> bool:
+    """Whether every grouping key of the first aggregate under `plan`'s row-wise top reaches
+    its output (true where no aggregate is first: there, rows are told apart by the values
+    the output shows)."""
+    reach = {a.id for a in plan.output}
+    node = plan
+    while isinstance(node, ir.Project | ir.Filter | ir.Passthrough | ir.Limit):
+        if isinstance(node, ir.Project):
+            reach = {c for n in node.columns if n.attr.id in reach and (c := column_of(n.expr)) is not None}
+        node = node.child
+    if not isinstance(node, ir.Aggregate):
+        return True
+    return all(any(c.attr.id in reach for c in key_columns(node, k)) for k in node.keys)
+
+
+def key_columns(agg: ir.Aggregate, key: ir.AnyExpr) -> list[ir.Named]:
+    """The aggregate's output columns that hold grouping key `key` (passed through, or
+    computed as the same expression)."""
+    col = column_of(key)
+    return [
+        c
+        for c in agg.columns
+        if (col is not None and column_of(c.expr) == col)
+        or (col is None and isinstance(key, ir.Expr) and isinstance(c.expr, ir.Expr) and c.expr.sql.startswith(key.sql))
+    ]
 
 
 def infer(plan: ir.Node) -> Inference:

@@ -30,6 +30,8 @@ def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Sou
     wrapped = wrap(plan, saves)
     if sum(isinstance(n, ir.Shared) for n in ir.walk(wrapped)) != len(saves):
         return None
+    if wrapped.output != plan.output:  # its top saved widened: the user's columns only
+        wrapped = ir.Project(wrapped, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in plan.output))
     wanted: dict[int, set[int]] = {}
     for above, save in pieces:
         wanted.setdefault(keys[save.node], set()).update(a.id for a in saved_columns(above, save))

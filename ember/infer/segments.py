@@ -71,7 +71,7 @@ def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
         if save is None:
             return None
         saves.append(save)
-        top = _replace(top, save.at, save.scan)
+        top = _replace(top, save.at, save.scan) if save.at is not top else _as_output(save.scan, top.output)
     return None
 
 
@@ -111,16 +111,18 @@ def saved_columns(segment: Segment, save: Save) -> tuple[ir.Attr, ...]:
 
 
 def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
-    """A save at the lowest node on the way from `fault` up to (not including) `top` whose
-    subplan splits into exact pieces."""
+    """A save at the lowest node on the way from `fault` up to `top` whose subplan splits into
+    exact pieces (`top` itself only when it is a limit the output does not tell apart)."""
     if depth == 0:
         return None
     path = _ancestors(top, fault)
     for i, node in enumerate(path):
-        if node is top or isinstance(node, ir.Scan) or not _plain_names(node):
+        if (node is top and not isinstance(node, ir.Limit)) or isinstance(node, ir.Scan) or not _plain_names(node):
             continue
-        at, below = node, _below(node, depth)
-        widened = _with_keys(node) if below is None and isinstance(path[i + 1], ir.Project | ir.Aggregate) else None
+        kept = isinstance(node, ir.Limit) and lift_limits(node) is node  # as it is, it would save itself again
+        at, below = node, None if kept else _below(node, depth)
+        by_name = node is top or isinstance(path[i + 1], ir.Project | ir.Aggregate)  # the top: `_as_output`
+        widened = _with_keys(node) if below is None and by_name else None
         if widened is not None:  # its parent reads its columns by name: one more is harmless
             node, below = widened, _below(widened, depth)
         if below is None:
@@ -139,6 +141,14 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
     return None
 
 
+def _as_output(scan: ir.Scan, output: tuple[ir.Attr, ...]) -> ir.Node:
+    """A save of the plan's top (a limit widened with its groups' keys) read as the plan's
+    output: the columns the user's job outputs, in its order."""
+    if scan.attrs == output:
+        return scan
+    return ir.Project(scan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in output))
+
+
 def _below(node: ir.Node, depth: int) -> Segment | None:
     """The piece that traces rows saved at `node` through its plan. A saved row passed the
     limits at its top, so they are lifted as at the plan's top (`lift_limits`): inferred
@@ -146,10 +156,13 @@ def _below(node: ir.Node, depth: int) -> Segment | None:
     return split(lift_limits(node), depth - 1)
 
 
-def _with_keys(node: ir.Node) -> ir.Aggregate | None:
+def _with_keys(node: ir.Node) -> ir.Node | None:
     """An aggregate that also outputs the grouping columns it drops (Q13's inner `GROUP BY
-    c_custkey` keeps only the counts), so its saved rows pin their groups; None when it
-    drops none or one is computed."""
+    c_custkey` keeps only the counts), so its saved rows pin their groups, or a limit whose
+    projections over a GROUP BY keep them too (a count of the first groups by key); None
+    when nothing is dropped or a dropped key is computed."""
+    if isinstance(node, ir.Limit):
+        return _keys_through(node)
     if not isinstance(node, ir.Aggregate):
         return None
     out = {a.id for a in node.output}
@@ -159,6 +172,32 @@ def _with_keys(node: ir.Node) -> ir.Aggregate | None:
     inputs = {a.id: a for a in node.child.output}
     added = tuple(ir.Named(ir.ColumnRef(inputs[c]), inputs[c]) for c in dict.fromkeys(cols) if c is not None and c not in out)
     return replace(node, columns=node.columns + added)
+
+
+def _keys_through(node: ir.Node) -> ir.Node | None:
+    """`node`, rows passed on as they are down to an aggregate, with the aggregate's keys
+    carried up through every projection on the way."""
+    if isinstance(node, ir.Aggregate):
+        return _with_keys(node) or node
+    if not isinstance(node, ir.Limit | ir.Filter | ir.Passthrough | ir.Project):
+        return None
+    child = _keys_through(node.child)
+    if child is None:
+        return None
+    if isinstance(node, ir.Project):
+        kept = {a.id for a in node.output}
+        added = tuple(ir.Named(ir.ColumnRef(a), a) for a in child.output if a.id not in kept and _is_key(child, a))
+        return replace(node, child=child, columns=node.columns + added) if added or child is not node.child else node
+    return node if child is node.child else ir.with_children(node, (child,))
+
+
+def _is_key(node: ir.Node, attr: ir.Attr) -> bool:
+    """Whether `attr` is a grouping column of the aggregate rows pass through to `node`."""
+    while not isinstance(node, ir.Aggregate):
+        if not isinstance(node, ir.Unary):
+            return False
+        node = node.child
+    return attr.id in {ir.column_of(k) for k in node.keys}
 
 
 def _plain_names(node: ir.Node) -> bool:
@@ -197,4 +236,6 @@ def wrap(plan: ir.Node, saves: dict[int, tuple[int, ir.Node]]) -> ir.Node:
     if id(plan) not in saves:
         return plan if same else ir.with_children(plan, children)
     key, node = saves[id(plan)]
+    if node is not plan:  # widened: its own nodes down to the inputs it shares with `plan`
+        children = tuple(wrap(c, saves) for c in node.children)
     return ir.Shared(ir.with_children(node, children), key=key)

@@ -6,8 +6,9 @@ where cutting candidates across joins is not exact: a theta condition, a cycle, 
 correlated scalar subquery (a left join to a saved aggregate under a filter), NOT IN and
 NOT EXISTS (anti joins, with a null on the inner side), uncorrelated scalar subqueries,
 a count of counts over a left join (a saved aggregate widened by its dropped key), an
-IN subquery over a grouped HAVING, once at the top and once nested inside another, and a
-LIMIT over a group-by saved on either side of an anti join."""
+IN subquery over a grouped HAVING, once at the top and once nested inside another, a
+LIMIT over a group-by saved on either side of an anti join, and LIMITs over groups the
+output does not tell apart (the key projected away: saved widened with it)."""
 
 from __future__ import annotations
 
@@ -213,4 +214,25 @@ def test_a_limit_saved_under_an_anti_join(views: SparkSession, monkeypatch: pyte
     top = views.table("s_orders").groupBy("cust").count().orderBy("cust").limit(1)
     df = views.table("s_big").join(top, views.table("s_big").c == top.cust, "left_anti")
     expected = o.anti(o.scan("s_big", BIG), first_customers(1), lambda x, y: x[0] == y[0])
+    traced_exactly(df, expected, monkeypatch)
+
+
+def first_line_groups(n: int) -> list[o.Row]:
+    """`SELECT lk, count(*) FROM s_lines GROUP BY lk ORDER BY lk LIMIT n`."""
+    grouped = o.group(o.scan("s_lines", LINES), lambda v: (v[0],), lambda vs: (len(vs),))
+    return sorted(grouped, key=lambda r: r[0][0])[:n]
+
+
+def test_a_limit_over_groups_its_output_does_not_tell_apart(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ORDER BY lk LIMIT 1` with `lk` projected away: the groups it cut (lk 3 and 5) count 2
+    rows too, and must not be traced with the kept one; the job saves its output with the key."""
+    df = views.sql("SELECT count(*) AS n FROM s_lines GROUP BY lk ORDER BY lk LIMIT 1")
+    traced_exactly(df, o.select(first_line_groups(1), lambda v: (v[1],)), monkeypatch)
+
+
+def test_a_count_of_the_first_groups(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A global count over a LIMIT whose projection keeps no column: the saved limit is widened
+    with the groups' key, so its rows still pin their groups."""
+    df = views.sql("SELECT count(*) AS n FROM (SELECT lk FROM s_lines GROUP BY lk ORDER BY lk LIMIT 2)")
+    expected = o.group(first_line_groups(2), lambda v: (), lambda vs: (len(vs),), global_=True)
     traced_exactly(df, expected, monkeypatch)
