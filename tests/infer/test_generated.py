@@ -1,10 +1,9 @@
 """Randomly generated pipelines (hypothesis): `ember.infer`'s exact traces equal the
 pure-Python oracle's lineage, superset traces contain it.
 
-The pipelines and the oracle are the capture suite's (filters, a Python UDF, inner /
-left / semi / anti joins, a group-by count and its first groups, a global count, union
-all, distinct over two tiny tables with nulls),
-so lazy and eager lineage are held to the same generated cases. Up to three output rows
+The pipelines and the oracle are the capture suite's (its module docstring lists the
+operators, over two tiny tables with nulls), so lazy and eager lineage are held to the
+same generated cases. Up to three output rows
 per pipeline are traced, with set semantics (equal output rows share one lineage).
 """
 
