@@ -35,7 +35,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     jvm = Jvm(df.sparkSession)
     written, sources = import_plan(jvm, df)
     _check_deterministic(written)
-    plan = lift_limits(written)
+    plan = lift_limits(written, exact)
     annotate(plan)  # refuses, before any job, what ember cannot trace
     inference = push_down(plan)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}

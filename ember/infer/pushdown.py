@@ -227,15 +227,16 @@ def _carry(src: Cons, sid: int, dst: Cons, did: int) -> bool:
     return dst[did] != before
 
 
-def lift_limits(plan: ir.Node) -> ir.Node:
+def lift_limits(plan: ir.Node, exact: bool = True) -> ir.Node:
     """`plan` without the limits (and offsets) between its output and its first operator that
     combines rows: an output row's lineage is that of the row the limit let through, and
     without the limit a restricted re-run cannot lose that row to rows it does not see.
-    Kept where the output does not tell a GROUP BY's groups apart (`ORDER BY k LIMIT 1`
-    with `k` projected away): a group the limit cut could share the kept group's values
-    and be traced with it."""
+    Kept where the output does not tell the rows below apart (a GROUP BY's keys, any other
+    operator's columns, projected away: `SELECT name ... ORDER BY age LIMIT 1`): a row the
+    limit cut could show the kept row's values and be traced with it (in a superset, not
+    `exact`, that row is one more false positive: lifted all the same)."""
     lifted = _without_limits(plan)
-    return lifted if lifted is plan or _told_apart(lifted) else plan
+    return lifted if lifted is plan or not exact or _told_apart(lifted) else plan
 
 
 def _without_limits(plan: ir.Node) -> ir.Node:
@@ -247,18 +248,26 @@ def _without_limits(plan: ir.Node) -> ir.Node:
 
 
 def _told_apart(plan: ir.Node) -> bool:
-    """Whether every grouping key of the first aggregate under `plan`'s row-wise top reaches
-    its output (true where no aggregate is first: there, rows are told apart by the values
-    the output shows)."""
+    """Whether the columns that tell apart the rows of the first operator under `plan`'s
+    row-wise top (`telling`) all reach its output."""
     reach = {a.id for a in plan.output}
     node = plan
     while isinstance(node, ir.Project | ir.Filter | ir.Passthrough | ir.Limit):
         if isinstance(node, ir.Project):
             reach = {c for n in node.columns if n.attr.id in reach and (c := column_of(n.expr)) is not None}
         node = node.child
-    if not isinstance(node, ir.Aggregate):
-        return True
-    return all(any(c.attr.id in reach for c in key_columns(node, k)) for k in node.keys)
+    if isinstance(node, ir.Aggregate):
+        return all(any(c.attr.id in reach for c in key_columns(node, k)) for k in node.keys)
+    return telling(node) <= reach
+
+
+def telling(node: ir.Node) -> set[int]:
+    """The columns whose values tell `node`'s rows apart: an aggregate's plain grouping
+    columns (a computed key: none), any other operator's every column (rows equal in all
+    of them are told apart by nothing a plan shows)."""
+    if isinstance(node, ir.Aggregate):
+        return {c for k in node.keys if (c := column_of(k)) is not None}
+    return {a.id for a in node.output}
 
 
 def key_columns(agg: ir.Aggregate, key: ir.AnyExpr) -> list[ir.Named]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ember.infer import block
 from ember.infer.exact import failing
-from ember.infer.pushdown import Inference, infer, lift_limits
+from ember.infer.pushdown import Inference, infer, lift_limits, telling
 from ember.infer.refine import cuts
 from ember.plan import ir
 from ember.plan.sources import SAVED, Source
@@ -123,6 +123,7 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
         at, below = node, None if kept else _below(node, depth)
         by_name = node is top or isinstance(path[i + 1], ir.Project | ir.Aggregate)  # the top: `_as_output`
         widened = _with_keys(node) if below is None and by_name else None
+        widened = widened if widened is not None and _plain_names(widened) else None
         if widened is not None:  # its parent reads its columns by name: one more is harmless
             node, below = widened, _below(widened, depth)
         if below is None:
@@ -142,8 +143,8 @@ def _save_at(top: ir.Node, fault: ir.Node, depth: int) -> Save | None:
 
 
 def _as_output(scan: ir.Scan, output: tuple[ir.Attr, ...]) -> ir.Node:
-    """A save of the plan's top (a limit widened with its groups' keys) read as the plan's
-    output: the columns the user's job outputs, in its order."""
+    """A save of the plan's top (a limit widened with the columns that tell its rows apart)
+    read as the plan's output: the columns the user's job outputs, in its order."""
     if scan.attrs == output:
         return scan
     return ir.Project(scan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in output))
@@ -159,10 +160,11 @@ def _below(node: ir.Node, depth: int) -> Segment | None:
 def _with_keys(node: ir.Node) -> ir.Node | None:
     """An aggregate that also outputs the grouping columns it drops (Q13's inner `GROUP BY
     c_custkey` keeps only the counts), so its saved rows pin their groups, or a limit whose
-    projections over a GROUP BY keep them too (a count of the first groups by key); None
-    when nothing is dropped or a dropped key is computed."""
+    projections keep the columns that tell its rows apart (`pushdown.telling`: a count of
+    the first groups by key, the names of the youngest people); None when nothing is
+    dropped or a dropped key is computed."""
     if isinstance(node, ir.Limit):
-        return _keys_through(node)
+        return _telling_through(node)
     if not isinstance(node, ir.Aggregate):
         return None
     out = {a.id for a in node.output}
@@ -174,30 +176,24 @@ def _with_keys(node: ir.Node) -> ir.Node | None:
     return replace(node, columns=node.columns + added)
 
 
-def _keys_through(node: ir.Node) -> ir.Node | None:
-    """`node`, rows passed on as they are down to an aggregate, with the aggregate's keys
-    carried up through every projection on the way."""
-    if isinstance(node, ir.Aggregate):
-        return _with_keys(node) or node
+def _telling_through(node: ir.Node) -> ir.Node:
+    """`node`, whose rows pass on as they are from the first operator that combines them,
+    with that operator's telling columns carried up through every projection on the way."""
     if not isinstance(node, ir.Limit | ir.Filter | ir.Passthrough | ir.Project):
-        return None
-    child = _keys_through(node.child)
-    if child is None:
-        return None
+        return _with_keys(node) or node
+    child = _telling_through(node.child)
     if isinstance(node, ir.Project):
         kept = {a.id for a in node.output}
-        added = tuple(ir.Named(ir.ColumnRef(a), a) for a in child.output if a.id not in kept and _is_key(child, a))
+        wanted = telling(_first_combining(child))
+        added = tuple(ir.Named(ir.ColumnRef(a), a) for a in child.output if a.id not in kept and a.id in wanted)
         return replace(node, child=child, columns=node.columns + added) if added or child is not node.child else node
     return node if child is node.child else ir.with_children(node, (child,))
 
 
-def _is_key(node: ir.Node, attr: ir.Attr) -> bool:
-    """Whether `attr` is a grouping column of the aggregate rows pass through to `node`."""
-    while not isinstance(node, ir.Aggregate):
-        if not isinstance(node, ir.Unary):
-            return False
+def _first_combining(node: ir.Node) -> ir.Node:
+    while isinstance(node, ir.Limit | ir.Filter | ir.Passthrough | ir.Project):
         node = node.child
-    return attr.id in {ir.column_of(k) for k in node.keys}
+    return node
 
 
 def _plain_names(node: ir.Node) -> bool:

@@ -108,10 +108,23 @@ def test_union_passes_columns_by_position() -> None:
 
 
 def test_limits_are_lifted_on_top_and_stop_push_down_below_a_combining_operator() -> None:
-    top = ir.Limit(ir.Project(ir.Limit(A), columns=(ir.Named(col(K), K),)))
-    assert lift_limits(top) == ir.Project(A, columns=(ir.Named(col(K), K),))
+    both = (ir.Named(col(V), V), ir.Named(col(K), K))
+    assert lift_limits(ir.Limit(ir.Project(ir.Limit(A), columns=both))) == ir.Project(A, columns=both)
     inner = ir.Join("inner", ir.Limit(A), B, computed(K, K2), equi=((K.id, K2.id),))
     assert pins(inner)["a"] == set()
+
+
+def test_limits_stay_where_the_output_does_not_tell_rows_apart() -> None:
+    """A row the limit cut could show the kept row's `k` (exact mode keeps the limit; a
+    superset lifts it); a GROUP BY's rows are told apart by its keys alone."""
+    top = ir.Limit(ir.Project(A, columns=(ir.Named(col(K), K),)))
+    assert lift_limits(top) is top
+    assert lift_limits(top, exact=False) == ir.Project(A, columns=(ir.Named(col(K), K),))
+    grouped = ir.Aggregate(A, keys=(col(K),), columns=(ir.Named(col(K), K), ir.Named(computed(V), attr(17, "n"))))
+    keyed = ir.Limit(ir.Project(grouped, columns=(ir.Named(col(K), K),)))
+    assert lift_limits(keyed) == ir.Project(grouped, columns=(ir.Named(col(K), K),))
+    counted = ir.Limit(ir.Project(grouped, columns=(ir.Named(ir.ColumnRef(attr(17, "n")), attr(17, "n")),)))
+    assert lift_limits(counted) is counted
 
 
 def test_scalar_subquery_scans_are_unconstrained() -> None:

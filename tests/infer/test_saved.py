@@ -236,3 +236,11 @@ def test_a_count_of_the_first_groups(views: SparkSession, monkeypatch: pytest.Mo
     df = views.sql("SELECT count(*) AS n FROM (SELECT lk FROM s_lines GROUP BY lk ORDER BY lk LIMIT 2)")
     expected = o.group(first_line_groups(2), lambda v: (), lambda vs: (len(vs),), global_=True)
     traced_exactly(df, expected, monkeypatch)
+
+
+def test_the_first_rows_with_their_sort_key_projected_away(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The customers of the two last orders: customer 10's earlier orders, cut by the limit,
+    show the same value and must not be traced with the kept one."""
+    df = views.sql("SELECT cust FROM s_orders ORDER BY ok DESC LIMIT 2")
+    last = sorted(orders(), key=lambda r: -r[0][0])[:2]
+    traced_exactly(df, o.select(last, lambda v: (v[1],)), monkeypatch)
