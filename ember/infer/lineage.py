@@ -55,6 +55,7 @@ class InferredLineage:
         iterative: bool,
         segment: Segment | None = None,
         saved: dict[str, Source] | None = None,
+        candidates: Inference | None = None,
     ):
         self._jvm = jvm
         self._plan = plan
@@ -63,6 +64,8 @@ class InferredLineage:
         self._by_key = sources
         self._named = {s.name: s for s in sources.values() if s.kind != "none"}
         self.inference = inference
+        # a forward trace's candidate output rows: `inference` with every top limit lifted
+        self._candidates_by = candidates or inference
         self.exact = exact
         self.iterative = iterative
         self.mode = "infer" if exact else "infer-superset"
@@ -283,7 +286,7 @@ class InferredLineage:
     def _candidates(self, src: Source, rids: np.ndarray) -> np.ndarray:
         """Output rows whose inferred predicates the chosen source rows satisfy (a superset)."""
         hits: list[np.ndarray] = []
-        for sp in self.inference.of_source(src.key):
+        for sp in self._candidates_by.of_source(src.key):
             if not sp.traced or rids.size == 0:
                 continue
             cond = spark.selection(self._jvm, sp, None, filters=True)

@@ -243,4 +243,5 @@ def test_the_first_rows_with_their_sort_key_projected_away(views: SparkSession, 
     show the same value and must not be traced with the kept one."""
     df = views.sql("SELECT cust FROM s_orders ORDER BY ok DESC LIMIT 2")
     last = sorted(orders(), key=lambda r: -r[0][0])[:2]
-    traced_exactly(df, o.select(last, lambda v: (v[1],)), monkeypatch)
+    lin = traced_exactly(df, o.select(last, lambda v: (v[1],)), monkeypatch)
+    assert lin.forward("s_orders", ids=[0]).ids().tolist() == []  # order 1: a candidate, cut
