@@ -115,8 +115,9 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return child.filter(F.col("v") > other.select(F.max("v")).scalar())
     if op == "not in":  # null-aware: one null `k` on the right and no row passes
         names = f"not_in_{next(_views)}", f"not_in_{next(_views)}"
-        child.createOrReplaceTempView(names[0])
-        other.createOrReplaceTempView(names[1])
+        # over a plan, not a bare table: a view right over `t0` would name the source itself
+        child.filter(F.lit(True)).createOrReplaceTempView(names[0])
+        other.filter(F.lit(True)).createOrReplaceTempView(names[1])
         return spark.sql(f"SELECT * FROM {names[0]} WHERE k NOT IN (SELECT k FROM {names[1]})")
     how, on = p[3]
     left, right = child.alias("l"), other.alias("r")
