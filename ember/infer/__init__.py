@@ -44,7 +44,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     if segment is not None and segment.saves and ran is None:
         segment = None  # a save point the job's plan does not hold: traces re-run
     output, saved = ran if ran is not None else (df.toArrow(), {})
-    lifted = lift_limits(written, exact=False)  # a cut row among a forward trace's candidates is checked away
+    lifted = lift_limits(plan, exact=False)  # a limit exact mode kept: a forward trace checks its cut rows away
     candidates = inference if lifted is plan else push_down(lifted)
     return InferredLineage(jvm, plan, output, numbered, inference, exact, iterative, segment, saved, candidates)
 

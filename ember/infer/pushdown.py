@@ -240,10 +240,12 @@ def lift_limits(plan: ir.Node, exact: bool = True) -> ir.Node:
 
 
 def _without_limits(plan: ir.Node) -> ir.Node:
+    """`plan` itself where it has no limit to lift."""
     if isinstance(plan, ir.Limit):
         return _without_limits(plan.child)
     if isinstance(plan, ir.Project | ir.Filter | ir.Passthrough):
-        return ir.with_children(plan, (_without_limits(plan.child),))
+        child = _without_limits(plan.child)
+        return plan if child is plan.child else ir.with_children(plan, (child,))
     return plan
 
 

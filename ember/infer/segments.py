@@ -164,7 +164,8 @@ def _with_keys(node: ir.Node) -> ir.Node | None:
     the first groups by key, the names of the youngest people); None when nothing is
     dropped or a dropped key is computed."""
     if isinstance(node, ir.Limit):
-        return _telling_through(node)
+        widened = _telling_through(node)
+        return widened if widened is not node else None
     if not isinstance(node, ir.Aggregate):
         return None
     out = {a.id for a in node.output}
@@ -227,11 +228,9 @@ def wrap(plan: ir.Node, saves: dict[int, tuple[int, ir.Node]]) -> ir.Node:
     """`plan` with each subplan whose `id()` is in `saves` replaced by what is saved there
     (itself or it widened, over the same inputs) and cached as `ir.Shared` under its key, so
     one job computes the output and keeps the saved intermediates."""
-    children = tuple(wrap(c, saves) for c in plan.children)
-    same = all(a is b for a, b in zip(children, plan.children, strict=True))
-    if id(plan) not in saves:
-        return plan if same else ir.with_children(plan, children)
-    key, node = saves[id(plan)]
-    if node is not plan:  # widened: its own nodes down to the inputs it shares with `plan`
-        children = tuple(wrap(c, saves) for c in node.children)
-    return ir.Shared(ir.with_children(node, children), key=key)
+    saved = saves.get(id(plan))
+    node = plan if saved is None else saved[1]  # a widened save: its own nodes, down to shared inputs
+    children = tuple(wrap(c, saves) for c in node.children)
+    if saved is None:
+        return plan if all(a is b for a, b in zip(children, plan.children, strict=True)) else ir.with_children(plan, children)
+    return ir.Shared(ir.with_children(node, children), key=saved[0])
