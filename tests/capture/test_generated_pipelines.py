@@ -1,15 +1,16 @@
 """Randomly generated pipelines (hypothesis): ember's lineage equals the pure-Python oracle's.
 
 Every relation has two int columns `k` and `v`, null at times; operators: filters, a
-Python UDF, explode (inner and outer), joins (inner / left / right / full / semi / anti on
-`k`, inner on both columns, and with a `v <` condition beside or instead of the equality),
-a filter against a scalar subquery, NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by
-both columns), the first groups of one by key (a LIMIT), a global count, window functions
-(rank, a count over the whole partition, a running count, a count over a range frame),
-union all, distinct, intersect and except (distinct and all). Two tiny tables (one to eight rows, values
-0-3) make joins and groups collide often. Over Parquet files the same plans
-take the paths in-memory tables never do: scans numbered by row position, and side
-tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
+Python UDF, explode (inner and outer), unpivot, pivot, joins (inner / left / right / full /
+semi / anti on `k`, inner on both columns, and with a `v <` condition beside or instead of
+the equality), a filter against a scalar subquery, NOT IN (null-aware), group-bys (count,
+sum, max, count distinct, count by both columns), the first groups of one by key (a
+LIMIT), a global count, window functions (rank, a count over the whole partition, a
+running count, a count over a range frame), union all, distinct, intersect and except
+(distinct and all). Two tiny tables (one to eight rows, values 0-3) make joins and groups
+collide often. Over Parquet files the same plans take the paths in-memory tables never
+do: scans numbered by row position, and side tables DuckDB reads from the files beside or
+after the job (`capture.local_sides`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
         st.tuples(st.just("udf"), children),
         st.tuples(st.just("explode"), children, st.booleans()),
+        st.tuples(st.just("unpivot"), children),
+        st.tuples(st.just("pivot"), children, small),
         st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs"])),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
         st.tuples(st.just("total"), children),
@@ -88,6 +91,12 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     if op == "explode":  # two rows where v > 1, else none (or, outer, one with a null)
         explode = F.explode_outer if p[2] else F.explode
         return child.select("k", explode(F.when(F.col("v") > 1, F.array("v", "k"))).alias("v"))
+    if op == "unpivot":  # each row twice: (k, v) and (k, v + 1)
+        wide = child.select("k", "v", (F.col("v") + 1).alias("w"))
+        return wide.unpivot(["k"], ["v", "w"], "name", "value").select("k", F.col("value").alias("v"))
+    if op == "pivot":  # per key, the count of its rows whose v is p[2] (null for none)
+        pivoted = child.groupBy("k").pivot("v", list(range(4))).agg(F.count(F.lit(1)))
+        return pivoted.select("k", F.col(str(p[2])).cast("int").alias("v"))
     if op == "group":
         if p[2] == "pairs":
             return child.groupBy("k", "v").agg(F.count(F.lit(1)).cast("int").alias("n")).select("k", F.col("n").alias("v"))
@@ -144,6 +153,10 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         return o.select(child, lambda v: (v[0], _mix(v[1])))
     if op == "explode":
         return [((v[0], x), lin) for v, lin in child for x in _exploded(v, p[2])]
+    if op == "unpivot":
+        return [(w, lin) for v, lin in child for w in ((v[0], v[1]), (v[0], None if v[1] is None else v[1] + 1))]
+    if op == "pivot":  # lineage: every row of the key's group, whatever its v
+        return o.group(child, lambda v: (v[0],), lambda vs: (sum(v[1] == p[2] for v in vs) or None,))
     if op == "group":
         if p[2] == "pairs":
             return o.select(o.group(child, lambda v: v, lambda vs: (len(vs),)), lambda v: (v[0], v[2]))
