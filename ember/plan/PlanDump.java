@@ -169,14 +169,13 @@ public final class PlanDump {
         }
     }
 
+    /**
+     * A view right over another names nothing: the innermost name of a chain is the source's,
+     * so one source keeps one name whichever view over it a job reads.
+     */
     private void views(LogicalPlan p, boolean[] first) {
-        String name = null;
-        if (p instanceof View x) {
-            name = x.desc().identifier().table();
-        } else if (p instanceof SubqueryAlias x && x.identifier().qualifier().nonEmpty()) {
-            name = x.identifier().name();
-        }
-        LogicalPlan leaf = name == null ? null : bareLeaf(p.children().apply(0));
+        String name = viewName(p);
+        LogicalPlan leaf = name == null || namesInside(p.children().apply(0)) ? null : bareLeaf(p.children().apply(0));
         if (leaf != null) {
             first[0] = comma(first[0]);
             out.append('[');
@@ -193,10 +192,42 @@ public final class PlanDump {
         }
     }
 
+    private static String viewName(LogicalPlan p) {
+        if (p instanceof View x) {
+            return x.desc().identifier().table();
+        }
+        if (p instanceof SubqueryAlias x && x.identifier().qualifier().nonEmpty()) {
+            return x.identifier().name();
+        }
+        return null;
+    }
+
+    /** Whether a named view or table sits in the chain of aliases, views and plain selections. */
+    private static boolean namesInside(LogicalPlan p) {
+        for (LogicalPlan q = p; q != null; q = chained(q)) {
+            if (viewName(q) != null) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** The leaf under a chain of aliases, views and plain column selections, if that is all. */
     private static LogicalPlan bareLeaf(LogicalPlan p) {
+        LogicalPlan q = p;
+        while (!q.children().isEmpty()) {
+            q = chained(q);
+            if (q == null) {
+                return null;
+            }
+        }
+        return q;
+    }
+
+    /** The child of an alias, a view or a plain column selection (null for anything else). */
+    private static LogicalPlan chained(LogicalPlan p) {
         if (p instanceof SubqueryAlias || p instanceof View) {
-            return bareLeaf(p.children().apply(0));
+            return p.children().apply(0);
         }
         if (p instanceof Project x) {
             for (scala.collection.Iterator<?> it = x.projectList().iterator(); it.hasNext(); ) {
@@ -204,9 +235,9 @@ public final class PlanDump {
                     return null;
                 }
             }
-            return bareLeaf(x.child());
+            return x.child();
         }
-        return p.children().isEmpty() ? p : null;
+        return null;
     }
 
     private void leaves(LogicalPlan p, boolean[] first) {

@@ -4,8 +4,10 @@ Every relation has two int columns `k` and `v`, null at times; operators: filter
 Python UDF, explode (inner and outer), unpivot, pivot, joins (inner / left / right / full /
 semi / anti on `k`, inner on both columns, and with a `v <` condition beside or instead of
 the equality), a filter against a scalar subquery, NOT IN (null-aware), group-bys (count,
-sum, max, count distinct, count by both columns), the first groups of one by key (a
-LIMIT), a global count, window functions (rank, a count over the whole partition, a
+sum, max, count distinct, count by both columns), the first groups of one by key and the
+first distinct rows (LIMITs, the latter with `v` kept or replaced), a repartition, a global
+count, correlated scalar subqueries (a count or max of the other side's rows of the same
+`k`, as a column or in a filter), window functions (rank, a count over the whole partition, a
 running count, a count over a range frame), union all, distinct, intersect and except
 (distinct and all). Two tiny tables (one to eight rows, values 0-3) make joins and groups
 collide often. Over Parquet files the same plans take the paths in-memory tables never
@@ -48,13 +50,16 @@ _JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti
 _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
                "distinct": lambda: F.count_distinct("v")}
 _WINDOWS = ("rank", "whole", "running", "moving")
+# correlated scalar subqueries over the right rows of the same `k`: as a column, or in a filter
+_CORRELATED = ("count", "max", "below max")
 
 
-_views = itertools.count()  # names of the temp views a NOT IN subquery is written over
+_views = itertools.count()  # names of the temp views SQL subqueries are written over
 
 
 def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
     binary = [st.tuples(st.just(op), children, children) for op in ("union", "distinct", "above", "not in", *_SET_OPS)]
+    correlated = st.tuples(st.just("correlated"), children, children, st.sampled_from(_CORRELATED))
     return st.one_of(
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
         st.tuples(st.just("udf"), children),
@@ -63,9 +68,12 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("pivot"), children, small),
         st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs"])),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
+        st.tuples(st.just("first"), children, st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("repartition"), children),
         st.tuples(st.just("total"), children),
         st.tuples(st.just("window"), children, st.sampled_from(_WINDOWS)),
         st.tuples(st.just("join"), children, children, st.sampled_from(_JOINS)),
+        correlated,
         *binary,
     )
 
@@ -103,6 +111,11 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return child.groupBy("k").agg(_AGGREGATES[p[2]]().cast("int").alias("v"))
     if op == "top":  # keys are unique after the group-by, so which groups it keeps is certain
         return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v")).orderBy("k").limit(p[2])
+    if op == "first":  # distinct rows first, so rows the limit cuts differ from those it keeps
+        first = child.distinct().orderBy("k", "v").limit(p[2])
+        return first if p[3] else first.select("k", F.lit(0).alias("v"))
+    if op == "repartition":
+        return child.repartition(3, "v")
     if op == "total":
         return child.agg(F.lit(0).alias("k"), F.count(F.lit(1)).cast("int").alias("v"))
     if op == "window":  # ties share a rank and a range frame, so the values are certain whatever the row order
@@ -122,12 +135,16 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return getattr(child, _SET_OPS[op])(other)
     if op == "above":
         return child.filter(F.col("v") > other.select(F.max("v")).scalar())
-    if op == "not in":  # null-aware: one null `k` on the right and no row passes
-        names = f"not_in_{next(_views)}", f"not_in_{next(_views)}"
-        # over a plan, not a bare table: a view right over `t0` would name the source itself
-        child.filter(F.lit(True)).createOrReplaceTempView(names[0])
-        other.filter(F.lit(True)).createOrReplaceTempView(names[1])
-        return spark.sql(f"SELECT * FROM {names[0]} WHERE k NOT IN (SELECT k FROM {names[1]})")
+    if op in ("not in", "correlated"):  # SQL over temp views of the two sides
+        a, b = f"view_{next(_views)}", f"view_{next(_views)}"
+        child.createOrReplaceTempView(a)  # a view right over `t0` leaves the source named `t0`
+        other.createOrReplaceTempView(b)
+        if op == "not in":  # null-aware: one null `k` on the right and no row passes
+            return spark.sql(f"SELECT * FROM {a} WHERE k NOT IN (SELECT k FROM {b})")
+        scalar = f"(SELECT {'count(*)' if p[3] == 'count' else 'max(v)'} FROM {b} WHERE {b}.k = {a}.k)"
+        if p[3] == "below max":
+            return spark.sql(f"SELECT * FROM {a} WHERE v < {scalar}")
+        return spark.sql(f"SELECT k, CAST({scalar} AS INT) AS v FROM {a}")
     how, on = p[3]
     left, right = child.alias("l"), other.alias("r")
     conditions = {
@@ -164,6 +181,11 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
     if op == "top":
         groups = o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
         return sorted(groups, key=lambda r: (r[0][0] is not None, r[0][0] or 0))[: p[2]]  # nulls first
+    if op == "first":
+        rows = sorted(o.distinct(child), key=lambda r: [(x is not None, x or 0) for x in r[0]])[: p[2]]
+        return rows if p[3] else o.select(rows, lambda v: (v[0], 0))
+    if op == "repartition":
+        return child
     if op == "total":
         return o.group(child, lambda v: (), lambda vs: (0, len(vs)), global_=True)
     if op == "window":
@@ -176,6 +198,8 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
     if op == "not in":  # true for every row when the right is empty, else only for a non-null
         keys = [v[0] for v, _ in other]  # `k` that no right key equals, with no null among them
         return [(v, lin) for v, lin in child if not keys or (None not in keys and v[0] is not None and v[0] not in keys)]
+    if op == "correlated":  # each row with the scalar over the right rows of its `k` (none for a null)
+        return [row for row in (_correlated(v, lin, other, p[3]) for v, lin in child) if row is not None]
     if op == "above":  # the scalar's lineage (every row of `other`) joins each row that passed
         values = [v[1] for v, _ in other if v[1] is not None]
         scalar = frozenset().union(*(lin for _, lin in other))
@@ -202,6 +226,20 @@ _AGGREGATED = {
     "max": lambda vs: (max(x) if (x := [v[1] for v in vs if v[1] is not None]) else None,),
     "distinct": lambda vs: (len({v[1] for v in vs if v[1] is not None}),),
 }
+
+
+def _correlated(v: o.Values, lin: o.Lin, other: list[o.Row], scalar: str) -> o.Row | None:
+    """The row with its scalar (count or max of the right rows' `v` where `k` equals its own),
+    or, for the filter, the row if its `v` is below that max; its lineage adds those rows'."""
+    inner = [(w, wl) for w, wl in other if v[0] is not None and w[0] == v[0]]
+    values = [w[1] for w, _ in inner if w[1] is not None]
+    lineage = lin.union(*(wl for _, wl in inner))
+    if scalar == "count":
+        return (v[0], len(inner)), lineage
+    top = max(values) if values else None
+    if scalar == "max":
+        return (v[0], top), lineage
+    return (v, lineage) if top is not None and v[1] is not None and v[1] < top else None
 
 
 def _exploded(v: o.Values, outer: bool) -> list[int | None]:

@@ -40,6 +40,18 @@ def test_sources_are_named_by_view_then_stem_then_explicitly(spark: SparkSession
     assert [s.name for s in sources.values()] == ["tiny"]
 
 
+def test_a_view_right_over_another_takes_the_inner_ones_name(spark: SparkSession, tmp_path: Path) -> None:
+    spark.read.parquet(_parquet(tmp_path, "orders", 3)).createOrReplaceTempView("orders_view")
+    spark.table("orders_view").select("x").createOrReplaceTempView("recent_orders")
+    spark.sql("SELECT * FROM orders_view").createOrReplaceTempView("all_orders")
+    for query in ("SELECT * FROM recent_orders", "SELECT * FROM all_orders", "SELECT * FROM orders_view"):
+        _, sources = import_plan(Jvm(spark), spark.sql(query))
+        assert [s.name for s in sources.values()] == ["orders_view"], query
+    spark.table("orders_view").filter("x > 0").createOrReplaceTempView("some_orders")  # a query: no name
+    _, sources = import_plan(Jvm(spark), spark.table("some_orders"))
+    assert [s.name for s in sources.values()] == ["orders_view"]
+
+
 def test_sql_and_dataframe_api_give_the_same_operators(spark: SparkSession, tmp_path: Path) -> None:
     spark.read.parquet(_parquet(tmp_path, "nums", 5)).createOrReplaceTempView("nums")
     by_sql, _ = import_plan(Jvm(spark), spark.sql("SELECT x % 2 AS p, count(*) AS c FROM nums WHERE x > 1 GROUP BY x % 2"))
