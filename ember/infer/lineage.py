@@ -194,9 +194,10 @@ class InferredLineage:
         """The exact lineage of `rows` of a piece of the plan: its predicates pick the rows of
         its sources and of its saved intermediates, and the saved rows are traced through
         the pieces below. None when some cut does not settle (the re-run answers then)."""
-        found, settled = self._selected(segment.plan, segment.inference, rows, True, evaluate=segment.evaluated)
+        picked, settled = self._selected(segment.plan, segment.inference, rows, True, evaluate=segment.evaluated)
         if not settled:
             return None
+        found = _by_source(segment.inference, picked)
         for save in segment.saves:
             ids = found.pop(save.scan.source.key, None)
             if ids is None or ids.size == 0:  # None: under an anti join, its rows are no lineage
@@ -206,7 +207,10 @@ class InferredLineage:
             if below is None:
                 return None
             _merge(found, below)
-        for piece in segment.scalars:
+        for scalar in segment.scalars:
+            piece = scalar.piece
+            if scalar.reader is not None and not picked.get(id(scalar.reader), np.empty(0)).size:
+                continue  # none of the rows its filter tested is in the lineage: none used it
             if id(piece) not in self._scalars:  # one row, whatever the traced row: traced once
                 nothing = pa.table({f"c{j}": pa.nulls(1) for j in range(len(piece.plan.output))})
                 self._scalars[id(piece)] = self._through(piece, nothing)
@@ -219,13 +223,15 @@ class InferredLineage:
     def _superset(self, rows: pa.Table, iterative: bool) -> tuple[dict[str, np.ndarray], bool]:
         """Per source, the rows the predicates select (cut across joins when `iterative`), and
         whether the cuts settled; on a plan `infer.exact` accepts, that is the lineage."""
-        return self._selected(self._plan, self.inference, rows, iterative)
+        picked, settled = self._selected(self._plan, self.inference, rows, iterative)
+        return _by_source(self.inference, picked), settled
 
     def _selected(
         self, plan: ir.Node, inference: Inference, rows: pa.Table, iterative: bool, evaluate: bool = False
-    ) -> tuple[dict[str, np.ndarray], bool]:
-        """`_superset` over a piece of the plan, whose scans may be saved intermediates; with
-        `evaluate`, the cut candidates are then joined in-process (`infer.block`)."""
+    ) -> tuple[dict[int, np.ndarray], bool]:
+        """`_superset` over a piece of the plan, whose scans may be saved intermediates, per
+        traced scan (by `id()`); with `evaluate`, the cut candidates are then joined
+        in-process (`infer.block`)."""
         traced = [sp for sp in inference.scans if sp.traced]
         cut_list = cuts(plan) if iterative else []
         needed = needed_columns(cut_list)
@@ -270,17 +276,15 @@ class InferredLineage:
         joined = block.evaluate(plan, frames, rows, pinned) if evaluate else None
         if evaluate:
             settled = joined is not None
-        found: dict[str, np.ndarray] = {}
+        found: dict[int, np.ndarray] = {}
         for sp in traced:
-            key = sp.scan.source.key
             table = frames.get(id(sp.scan))
             if joined is not None:
-                ids = joined.get(id(sp.scan), np.empty(0, np.int64))
+                found[id(sp.scan)] = joined.get(id(sp.scan), np.empty(0, np.int64))
             elif table is None:
-                ids = np.arange(self._lookup[key].rows, dtype=np.int64)
+                found[id(sp.scan)] = np.arange(self._lookup[sp.scan.source.key].rows, dtype=np.int64)
             else:
-                ids = distinct(table.column(spark.RID).to_numpy())
-            found[key] = union(found.get(key, np.empty(0, np.int64)), ids)
+                found[id(sp.scan)] = distinct(table.column(spark.RID).to_numpy())
         return found, settled
 
     def _candidates(self, src: Source, rids: np.ndarray) -> np.ndarray:
@@ -304,6 +308,15 @@ class InferredLineage:
     def __repr__(self) -> str:
         kind = "exact" if self.exact else "superset"
         return f"<ember inferred lineage ({kind}): {self._user.num_rows} output rows from {', '.join(self.sources)}>"
+
+
+def _by_source(inference: Inference, picked: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-scan rids as rids per source (a source read twice is one source)."""
+    found: dict[str, np.ndarray] = {}
+    for sp in inference.scans:
+        if id(sp.scan) in picked:
+            _merge(found, {sp.scan.source.key: picked[id(sp.scan)]})
+    return found
 
 
 def _merge(found: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:

@@ -21,7 +21,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 from ember.infer import block
-from ember.infer.exact import failing
+from ember.infer.exact import block_root, failing
 from ember.infer.pushdown import Inference, infer, lift_limits, telling
 from ember.infer.refine import cuts
 from ember.plan import ir
@@ -52,7 +52,17 @@ class Segment:
     inference: Inference
     saves: tuple[Save, ...]
     evaluated: bool = False  # its rows are joined in-process (`infer.block`), not only cut
-    scalars: tuple[Segment, ...] = ()  # scalar subqueries its rows use: their whole lineage is added
+    scalars: tuple[Scalar, ...] = ()  # scalar subqueries its rows use: their whole lineage is added
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar subquery a filter of a piece tests rows against."""
+
+    piece: Segment  # its one row's lineage, added whole to the lineage of the rows that used it
+    reader: ir.Scan | None  # the scan whose rows the filter tests, below the traced group (then
+    # a traced row used the scalar only if one of those rows is in its lineage); None: the
+    # filter is above the traced group, which the traced row passed
 
 
 def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
@@ -75,10 +85,13 @@ def split(plan: ir.Node, depth: int = MAX_DEPTH) -> Segment | None:
     return None
 
 
-def _scalars(plan: ir.Node, depth: int) -> tuple[Segment, ...] | None:
-    """The pieces of the scalar subqueries `plan` evaluates, or None when one is not a piece
+def _scalars(plan: ir.Node, depth: int) -> tuple[Scalar, ...] | None:
+    """The scalar subqueries `plan`'s filters evaluate, or None when one is not a piece
     whose one row's lineage its predicates give with nothing bound (a global aggregate over
-    filters and joins) or that would need saves of its own (they are not in the job's tree)."""
+    filters and joins) or that would need saves of its own (they are not in the job's tree).
+    `exact.failing` lets a piece hold them only in filters above the traced group or over a
+    scan below it."""
+    below = {id(n) for n in ir.walk(block_root(plan))}
     pieces = []
     for node in ir.walk(plan):
         for e in node.expressions():
@@ -86,8 +99,16 @@ def _scalars(plan: ir.Node, depth: int) -> tuple[Segment, ...] | None:
                 piece = split(sub, depth - 1) if depth > 0 else None
                 if piece is None or piece.saves or any(sp.bindings for sp in piece.inference.scans):
                     return None
-                pieces.append(piece)
+                pieces.append(Scalar(piece, _read_by(node) if id(node) in below else None))
     return tuple(pieces)
+
+
+def _read_by(node: ir.Node) -> ir.Scan:
+    """The scan under a chain of filters."""
+    while isinstance(node, ir.Filter):
+        node = node.child
+    assert isinstance(node, ir.Scan), "a filter below the traced group holds a subquery only over a scan"
+    return node
 
 
 def saved_columns(segment: Segment, save: Save) -> tuple[ir.Attr, ...]:

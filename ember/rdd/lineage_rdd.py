@@ -185,6 +185,24 @@ class LineageRDD:
         points = [q for p in here.points for q in (p.parents if p in captured else (p,))]
         return LineageRDD(self.lc, tuple(dict.fromkeys(points)), back, local=local_back)
 
+    def _within(self, path: set[Point]) -> LineageRDD:
+        """These ids at the points `path` holds: a record of a point the target does not
+        descend from reaches none of its records."""
+        kept = tuple(p for p in self.points if p in path)
+        if kept == self.points:
+            return self
+        current = self._ids
+        local = self._local_ids
+
+        def ids() -> RDD[Any]:
+            return self.lc.sc.union([self.lc.sc.parallelize([], 1), *(_at(current(), p) for p in kept)])
+
+        def local_ids() -> list[Ref] | None:
+            known = local()
+            return None if known is None else [r for r in known if any(p.owns(r) for p in kept)]
+
+        return LineageRDD(self.lc, kept, ids, local=functools.cache(local_ids))
+
     def goBackAll(self) -> LineageRDD:
         """All the input records that contributed (repeated goBack)."""
         here = self.goBack()
@@ -199,11 +217,11 @@ class LineageRDD:
         goal = target or self.lc._output_after(self)
         if self.origin is goal:
             return self
-        here = self._at_points()
         path = self.lc._ancestors(goal.points)
+        here = self._at_points()._within(path)
         moves = {p: [c for c in self.lc._children(p) if c in path] for p in here.points}
         if not any(moves.values()):
-            if goal.at_point:
+            if goal.at_point and here.points:
                 return here
             return LineageRDD(self.lc, (), here._ids, goal)
         refs = here._ids

@@ -322,6 +322,13 @@ def _within_groups(lengths: np.ndarray, values: pa.ChunkedArray) -> np.ndarray:
     return np.argsort(group * span + v, kind="stable")
 
 
+def _counted(counts: pa.ChunkedArray, rows: np.ndarray) -> np.ndarray:
+    """A frame's row counts at the present rows (null only where no row is present)."""
+    taken = counts.take(pa.array(rows))
+    assert taken.null_count == 0, "a present row's window frame counts its rows"
+    return taken.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -432,8 +439,7 @@ def _resolve(
     if slot.lo is not None and slot.hi is not None:
         # A window frame. The group is the partition (sorted by row number); `lo` counts the
         # rows from the frame's start to the partition's end, `hi` those up to the frame's end.
-        tail = arrow.column(slot.lo.name).to_numpy(zero_copy_only=False).astype(np.int64)[rn]
-        head = arrow.column(slot.hi.name).to_numpy(zero_copy_only=False).astype(np.int64)[rn]
+        tail, head = (_counted(arrow.column(a.name), rn) for a in (slot.lo, slot.hi))
         first = e - tail
         s, e = first, np.maximum(first, s + head)
     start[rn] = s

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ _JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti
     ("inner", "kv"), *((how, "k<") for how in ("inner", "left", "semi", "anti")), ("inner", "<"), ("left", "<")]
 _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
                "distinct": lambda: F.count_distinct("v")}
-_WINDOWS = ("rank", "whole", "running", "moving")
+_WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving")
 # correlated scalar subqueries over the right rows of the same `k`: as a column, or in a filter
 _CORRELATED = ("count", "max", "below max")
 
@@ -119,9 +120,12 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     if op == "total":
         return child.agg(F.lit(0).alias("k"), F.count(F.lit(1)).cast("int").alias("v"))
     if op == "window":  # ties share a rank and a range frame, so the values are certain whatever the row order
-        part = Window.partitionBy("k")
+        part = Window.partitionBy("k")  # (and tied rows are equal: which gets which row number shows nowhere)
         fn, spec = {
             "rank": (F.rank(), part.orderBy("v")),
+            "dense rank": (F.dense_rank(), part.orderBy("v")),
+            "row number": (F.row_number(), part.orderBy("v")),
+            "ntile": (F.ntile(2), part.orderBy("v")),
             "whole": (F.count(F.lit(1)), part),
             "running": (F.count(F.lit(1)), part.orderBy("v")),
             "moving": (F.count(F.lit(1)), part.orderBy("v").rangeBetween(-1, 0)),
@@ -144,7 +148,10 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         scalar = f"(SELECT {'count(*)' if p[3] == 'count' else 'max(v)'} FROM {b} WHERE {b}.k = {a}.k)"
         if p[3] == "below max":
             return spark.sql(f"SELECT * FROM {a} WHERE v < {scalar}")
-        return spark.sql(f"SELECT k, CAST({scalar} AS INT) AS v FROM {a}")
+        # the filter, always true, uses the value: a row's lineage holds the subquery's even
+        # where a later step drops the column (Spark prunes a scalar nothing reads, and the
+        # rows it would add with it: no row used it)
+        return spark.sql(f"SELECT k, CAST({scalar} AS INT) AS v FROM {a} WHERE {scalar} IS NULL OR {scalar} >= 0")
     how, on = p[3]
     left, right = child.alias("l"), other.alias("r")
     conditions = {
@@ -251,7 +258,7 @@ def _exploded(v: o.Values, outer: bool) -> list[int | None]:
 def _in_frame(window: str, w: int | None, v: int | None) -> bool:
     """Whether a row ordered by `w` is in the frame of the row ordered by `v` (nulls first;
     a null's range frame is its null peers)."""
-    if window in ("rank", "whole"):
+    if window in _RANKING or window == "whole":
         return True
     if v is None:
         return w is None
@@ -260,16 +267,28 @@ def _in_frame(window: str, w: int | None, v: int | None) -> bool:
     return w is not None and v - 1 <= w <= v
 
 
+_RANKING = ("rank", "dense rank", "row number", "ntile")
+
+
 def _windowed(rows: list[o.Row], window: str) -> list[o.Row]:
     """The window's value for each row, over its partition by `k` (nulls partition together),
-    and its lineage: the row and every row of its frame (a rank's frame: the partition)."""
+    and its lineage: the row and every row of its frame (a ranking function's: the partition)."""
     out = []
+    seen: dict[o.Values, int] = defaultdict(int)  # tied rows before this one: their row numbers come first
     for v, lin in rows:
         frame = [(w, wl) for w, wl in rows if w[0] == v[0] and _in_frame(window, w[1], v[1])]
-        if window == "rank":
-            value = 1 + sum(v[1] is not None and (w[1] is None or w[1] < v[1]) for w, _ in frame)
-        else:
-            value = len(frame)
+        values = [w[1] for w, _ in frame]
+        below = {w for w in values if w is not None and v[1] is not None and w < v[1]}
+        nulls_before = v[1] is not None and None in values  # nulls sort first
+        rank = 1 + nulls_before * values.count(None) + sum(values.count(w) for w in below)
+        number = rank + seen[v]
+        seen[v] += 1
+        value = {
+            "rank": rank,
+            "dense rank": 1 + nulls_before + len(below),
+            "row number": number,
+            "ntile": 1 if number <= (len(frame) + 1) // 2 else 2,
+        }.get(window, len(frame))
         out.append(((v[0], value), lin.union(*(wl for _, wl in frame))))
     return out
 

@@ -4,7 +4,8 @@ oracle, with no re-run.
 Tiny tables built here; every output row is traced backward. The plans are the shapes
 where cutting candidates across joins is not exact: a theta condition, a cycle, a
 correlated scalar subquery (a left join to a saved aggregate under a filter), NOT IN and
-NOT EXISTS (anti joins, with a null on the inner side), uncorrelated scalar subqueries,
+NOT EXISTS (anti joins, with a null on the inner side), uncorrelated scalar subqueries
+(added to a global count's lineage only where a counted row used one),
 a count of counts over a left join (a saved aggregate widened by its dropped key), an
 IN subquery over a grouped HAVING, once at the top and once nested inside another, a
 LIMIT over a group-by saved on either side of an anti join, and LIMITs over groups the
@@ -170,6 +171,19 @@ def test_uncorrelated_scalar_subqueries_add_their_whole_lineage(views: SparkSess
     scalar = {("s_big", i) for i in range(len(BIG))}
     expected = [(v, lin | scalar) for v, lin in orders() if v[1] > min(c for (c,) in BIG)]
     traced_exactly(views.sql(sql), expected, monkeypatch, "joined")
+
+
+def test_a_scalar_no_counted_row_used_adds_nothing(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A global count's one row: the scalar its filter tests rows against is its lineage only
+    where a counted row passed that filter."""
+    scalar = {("s_big", i) for i in range(len(BIG))}
+    sql = "SELECT count(*) AS n FROM s_orders WHERE cust > (SELECT min(c) FROM s_big)"
+    passed = [lin for v, lin in orders() if v[1] > min(c for (c,) in BIG)]
+    traced_exactly(views.sql(sql), [((len(passed),), frozenset().union(scalar, *passed))], monkeypatch, "joined")
+    lin = ember.infer(views.sql("SELECT count(*) AS n FROM s_orders WHERE cust > (SELECT max(c) FROM s_big)"))
+    assert lin.exact_path == "joined" and o.value_rows(lin.output().drop_columns(["ember_oid"])) == [(0,)]
+    assert lin.backward(oids=[0]).sources == []  # no order passed: the scalar is no count's lineage
+    assert lin.forward("s_big", ids=[0]).ids().tolist() == []
 
 
 @pytest.mark.parametrize(("agg", "path"), [("count", "joined"), ("avg", "saved intermediates")])

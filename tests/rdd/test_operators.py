@@ -120,3 +120,13 @@ def test_from_dataframe_traces_to_rows(lc: LineageContext, spark: SparkSession) 
     assert sorted(sums.collect()) == sorted({k: sum(v for kk, v in DATA if kk == k) for k, _ in DATA}.items())
     rows = sums.filter(key_is(2)).getLineage().goBackAll().collect()
     assert sorted(tuple(r) for r in rows) == [x for x in DATA if x[0] == 2]
+
+
+def test_records_the_target_does_not_descend_from_reach_nothing(lc: LineageContext) -> None:
+    d, o = lc.parallelize(DATA, 2), lc.parallelize(OTHER, 2)
+    sums = o.map(lambda kv: (kv[0], len(kv[1]))).reduceByKey(add)
+    assert d.getLineage().goNextAll(target=sums).collect() == []
+    assert d.getLineage().goNextAll(target=o).collect() == []  # a target right at its point
+    both = o.union(d)  # of the two points, only `o`'s records reach `sums`
+    assert sorted(both.getLineage().goNextAll(target=sums).collect()) == sorted(sums.collect())
+    assert both.filter(lambda kv: kv in DATA).getLineage().goNextAll(target=sums).collect() == []
