@@ -7,8 +7,8 @@ the equality), a filter against a scalar subquery, NOT IN (null-aware), group-by
 sum, max, count distinct, count by both columns), the first groups of one by key and the
 first distinct rows (LIMITs, the latter with `v` kept or replaced), a repartition, a global
 count, correlated scalar subqueries (a count or max of the other side's rows of the same
-`k`, as a column or in a filter), window functions (rank, a count over the whole partition, a
-running count, a count over a range frame), union all, distinct, intersect and except
+`k`, as a column or in a filter), window functions (rank, dense_rank, row_number, ntile, a
+count over the whole partition, a running count, a count over a range frame), union all, distinct, intersect and except
 (distinct and all). Two tiny tables (one to eight rows, values 0-3) make joins and groups
 collide often. Over Parquet files the same plans take the paths in-memory tables never
 do: scans numbered by row position, and side tables DuckDB reads from the files beside or
