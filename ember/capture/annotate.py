@@ -445,6 +445,8 @@ class _Rewriter:
         return any(isinstance(n, ir.Scan) and n.source.name in self.workload.where for n in walk(plan))
 
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
+        if node.domain:  # its rows carry no lineage: nothing below it is captured
+            return node, ()
         after = self.at_result and self._read_after(node)
         inline = self.at_result and not after and self.bounded(node.child)
         whole = after and self.every_row

@@ -18,8 +18,9 @@ the rows that decide its output stay complete:
 - a union passes each input the column at the same position;
 - filters, sorts and limits pass everything (limits are lifted for the re-run).
 
-Scans on the inner side of an anti join contribute no lineage; scans inside scalar
-subqueries get no constraint (the scalar's value needs all of its rows).
+Scans on the inner side of an anti join, or under a domain aggregate (`plan.domains`),
+contribute no lineage; scans inside scalar subqueries get no constraint (the scalar's
+value needs all of its rows).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ScanPlan:
     scan: ir.Scan
     bindings: tuple[Binding, ...]
     filters: tuple[ir.Expr, ...]  # conditions applied right above the scan
-    traced: bool  # False where the scan's rows are in no lineage (an anti join's inner side)
+    traced: bool  # False where the scan's rows are in no lineage (an anti join's inner side, a domain)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class _Pusher:
                 self.computed(node, c, cons, below)
             else:
                 self.stop(node, cons, (c.attr,))
-        self.push(node.child, below, traced)
+        self.push(node.child, below, traced and not node.domain)
 
     def _Window(self, node: ir.Window, cons: Cons, traced: bool, filters: tuple[ir.Expr, ...]) -> None:
         keys = {column_of(p) for p in node.partition} - {None}

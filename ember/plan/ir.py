@@ -245,6 +245,7 @@ class Aggregate(Unary):
     keys: tuple[AnyExpr, ...] = ()
     columns: tuple[Named, ...] = ()
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
+    domain: bool = False  # the outer values Spark joins a decorrelated subquery with: no lineage (`plan.domains`)
 
     @property
     def output(self) -> tuple[Attr, ...]:

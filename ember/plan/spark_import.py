@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from ember.errors import UnsupportedOperatorError
-from ember.plan import catalyst, ir, javac
+from ember.plan import catalyst, domains, ir, javac
 from ember.plan.catalyst import PlanTree, Tree
 from ember.plan.jvm import EXPRESSIONS, JObj, Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
@@ -326,7 +326,7 @@ def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
     analyzed = jvm.analyzed(df)
     importer = Importer(jvm, view_names(jvm, analyzed))
     root = importer.node(catalyst.plan(jvm, optimized_plan(jvm, df)))
-    return root, importer.sources
+    return domains.marked(root), importer.sources
 
 
 def _scalar_subqueries(e: Tree) -> list[Tree]:

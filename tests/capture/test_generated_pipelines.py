@@ -1,18 +1,19 @@
 """Randomly generated pipelines (hypothesis): ember's lineage equals the pure-Python oracle's.
 
-Every relation has two int columns `k` and `v`, null at times; operators: filters, a
-Python UDF, explode (inner and outer), unpivot, pivot, joins (inner / left / right / full /
-semi / anti on `k`, inner on both columns, and with a `v <` condition beside or instead of
-the equality), a filter against a scalar subquery, NOT IN (null-aware), group-bys (count,
-sum, max, count distinct, count by both columns), the first groups of one by key and the
-first distinct rows (LIMITs, the latter with `v` kept or replaced), a repartition, a global
-count, correlated scalar subqueries (a count or max of the other side's rows of the same
-`k`, as a column or in a filter), window functions (rank, dense_rank, row_number, ntile, a
-count over the whole partition, a running count, a count over a range frame), union all, distinct, intersect and except
-(distinct and all). Two tiny tables (one to eight rows, values 0-3) make joins and groups
-collide often. Over Parquet files the same plans take the paths in-memory tables never
-do: scans numbered by row position, and side tables DuckDB reads from the files beside or
-after the job (`capture.local_sides`).
+Every relation has two int columns `k` and `v`, null at times; operators: filters, a Python
+UDF, explode (inner and outer), unpivot, pivot, joins (inner / left / right / full / semi /
+anti on `k`, inner on both columns, and with a `v <` condition beside or instead of the
+equality), a filter against a scalar subquery, NOT IN (null-aware), group-bys (count, sum,
+max, count distinct, count by both columns), the first groups of one by key and the first
+distinct rows (LIMITs, the latter with `v` kept or replaced), a repartition, a global count,
+correlated scalar subqueries (a count or max of the other side's rows of the same `k`, or a
+count of those with a greater `v`, as a column or in a filter), window functions (rank,
+dense_rank, row_number, ntile, a count over the whole partition, a running count, a count
+over a range frame), union all, distinct, intersect and except (distinct and all). Two tiny
+tables (one to eight rows, values 0-3) make joins and groups collide often. Over Parquet
+files the same plans take the paths in-memory tables never do: scans numbered by row
+position, and side tables DuckDB reads from the files beside or after the job
+(`capture.local_sides`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "m
                "distinct": lambda: F.count_distinct("v")}
 _WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving")
 # correlated scalar subqueries over the right rows of the same `k`: as a column, or in a filter
-_CORRELATED = ("count", "max", "below max")
+_CORRELATED = ("count", "max", "below max", "count above")
 
 
 _views = itertools.count()  # names of the temp views SQL subqueries are written over
@@ -145,7 +146,10 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         other.createOrReplaceTempView(b)
         if op == "not in":  # null-aware: one null `k` on the right and no row passes
             return spark.sql(f"SELECT * FROM {a} WHERE k NOT IN (SELECT k FROM {b})")
-        scalar = f"(SELECT {'count(*)' if p[3] == 'count' else 'max(v)'} FROM {b} WHERE {b}.k = {a}.k)"
+        # `count above` counts the right rows whose v is greater: Spark joins them with the
+        # left's distinct values (a domain join), which are no lineage
+        where = f"{b}.v > {a}.v" if p[3] == "count above" else f"{b}.k = {a}.k"
+        scalar = f"(SELECT {'max(v)' if 'max' in p[3] else 'count(*)'} FROM {b} WHERE {where})"
         if p[3] == "below max":
             return spark.sql(f"SELECT * FROM {a} WHERE v < {scalar}")
         # the filter, always true, uses the value: a row's lineage holds the subquery's even
@@ -236,12 +240,16 @@ _AGGREGATED = {
 
 
 def _correlated(v: o.Values, lin: o.Lin, other: list[o.Row], scalar: str) -> o.Row | None:
-    """The row with its scalar (count or max of the right rows' `v` where `k` equals its own),
-    or, for the filter, the row if its `v` is below that max; its lineage adds those rows'."""
-    inner = [(w, wl) for w, wl in other if v[0] is not None and w[0] == v[0]]
+    """The row with its scalar (count or max of the right rows' `v` where `k` equals its own,
+    or the count of those whose `v` is greater), or, for the filter, the row if its `v` is
+    below that max; its lineage adds those rows'."""
+    if scalar == "count above":
+        inner = [(w, wl) for w, wl in other if v[1] is not None and w[1] is not None and w[1] > v[1]]
+    else:
+        inner = [(w, wl) for w, wl in other if v[0] is not None and w[0] == v[0]]
     values = [w[1] for w, _ in inner if w[1] is not None]
     lineage = lin.union(*(wl for _, wl in inner))
-    if scalar == "count":
+    if scalar in ("count", "count above"):
         return (v[0], len(inner)), lineage
     top = max(values) if values else None
     if scalar == "max":
