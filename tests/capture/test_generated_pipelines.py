@@ -1,19 +1,19 @@
 """Randomly generated pipelines (hypothesis): ember's lineage equals the pure-Python oracle's.
 
 Every relation has two int columns `k` and `v`, null at times; operators: filters, a Python
-UDF, explode (inner and outer), unpivot, pivot, joins (inner / left / right / full / semi /
-anti on `k`, inner on both columns, and with a `v <` condition beside or instead of the
-equality), a filter against a scalar subquery, NOT IN (null-aware), group-bys (count, sum,
-max, count distinct, count by both columns), the first groups of one by key and the first
-distinct rows (LIMITs, the latter with `v` kept or replaced), a repartition, a global count,
-correlated scalar subqueries (a count or max of the other side's rows of the same `k`, or a
-count of those with a greater `v`, as a column or in a filter), window functions (rank,
-dense_rank, row_number, ntile, a count over the whole partition, a running count, a count
-over a range frame), union all, distinct, intersect and except (distinct and all). Two tiny
-tables (one to eight rows, values 0-3) make joins and groups collide often. Over Parquet
-files the same plans take the paths in-memory tables never do: scans numbered by row
-position, and side tables DuckDB reads from the files beside or after the job
-(`capture.local_sides`).
+UDF, explode (inner and outer), unpivot, pivot (a count or a sum), joins (inner / left /
+right / full / semi / anti on `k`, inner on both columns, and with a `v <` condition beside
+or instead of the equality: inner, left, semi and anti), a filter against a scalar subquery,
+NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by both columns), the
+first groups of one by key and the first distinct rows (LIMITs, the latter after an OFFSET
+of 0 or 1, with `v` kept or replaced), a repartition, a global count, correlated scalar
+subqueries (a count or max of the other side's rows of the same `k`, or a count of those
+with a greater `v`, as a column or in a filter), window functions (rank, dense_rank,
+row_number, ntile, a count over the whole partition, a running count, a count over a range
+frame), union all, distinct, intersect and except (distinct and all). Two tiny tables (one
+to eight rows, values 0-3) make joins and groups collide often. Over Parquet files the same
+plans take the paths in-memory tables never do: scans numbered by row position, and side
+tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ _SET_OPS = {"intersect": "intersect", "except": "subtract", "intersect all": "in
 
 # joins by how and on what: `k` equal, both columns equal, `k` equal and `l.v < r.v`, `l.v < r.v` alone
 _JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti")] + [
-    ("inner", "kv"), *((how, "k<") for how in ("inner", "left", "semi", "anti")), ("inner", "<"), ("left", "<")]
+    ("inner", "kv"), *((how, "k<") for how in ("inner", "left", "semi", "anti")),
+    *((how, "<") for how in ("inner", "left", "semi", "anti"))]
 _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
                "distinct": lambda: F.count_distinct("v")}
 _WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving")
@@ -67,10 +68,10 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("udf"), children),
         st.tuples(st.just("explode"), children, st.booleans()),
         st.tuples(st.just("unpivot"), children),
-        st.tuples(st.just("pivot"), children, small),
+        st.tuples(st.just("pivot"), children, small, st.sampled_from(["count", "sum"])),
         st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs"])),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
-        st.tuples(st.just("first"), children, st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("first"), children, st.integers(1, 3), st.booleans(), st.integers(0, 1)),
         st.tuples(st.just("repartition"), children),
         st.tuples(st.just("total"), children),
         st.tuples(st.just("window"), children, st.sampled_from(_WINDOWS)),
@@ -104,8 +105,8 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     if op == "unpivot":  # each row twice: (k, v) and (k, v + 1)
         wide = child.select("k", "v", (F.col("v") + 1).alias("w"))
         return wide.unpivot(["k"], ["v", "w"], "name", "value").select("k", F.col("value").alias("v"))
-    if op == "pivot":  # per key, the count of its rows whose v is p[2] (null for none)
-        pivoted = child.groupBy("k").pivot("v", list(range(4))).agg(F.count(F.lit(1)))
+    if op == "pivot":  # per key, the count (or sum) of its rows whose v is p[2] (null for none)
+        pivoted = child.groupBy("k").pivot("v", list(range(4))).agg(F.count(F.lit(1)) if p[3] == "count" else F.sum("v"))
         return pivoted.select("k", F.col(str(p[2])).cast("int").alias("v"))
     if op == "group":
         if p[2] == "pairs":
@@ -114,7 +115,7 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     if op == "top":  # keys are unique after the group-by, so which groups it keeps is certain
         return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v")).orderBy("k").limit(p[2])
     if op == "first":  # distinct rows first, so rows the limit cuts differ from those it keeps
-        first = child.distinct().orderBy("k", "v").limit(p[2])
+        first = child.distinct().orderBy("k", "v").offset(p[4]).limit(p[2])
         return first if p[3] else first.select("k", F.lit(0).alias("v"))
     if op == "repartition":
         return child.repartition(3, "v")
@@ -184,7 +185,11 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
     if op == "unpivot":
         return [(w, lin) for v, lin in child for w in ((v[0], v[1]), (v[0], None if v[1] is None else v[1] + 1))]
     if op == "pivot":  # lineage: every row of the key's group, whatever its v
-        return o.group(child, lambda v: (v[0],), lambda vs: (sum(v[1] == p[2] for v in vs) or None,))
+        def pivoted(vs: list[o.Values]) -> o.Values:
+            hits = [v[1] for v in vs if v[1] == p[2]]
+            return ((len(hits) if p[3] == "count" else sum(hits)) if hits else None,)
+
+        return o.group(child, lambda v: (v[0],), pivoted)
     if op == "group":
         if p[2] == "pairs":
             return o.select(o.group(child, lambda v: v, lambda vs: (len(vs),)), lambda v: (v[0], v[2]))
@@ -193,7 +198,7 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         groups = o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
         return sorted(groups, key=lambda r: (r[0][0] is not None, r[0][0] or 0))[: p[2]]  # nulls first
     if op == "first":
-        rows = sorted(o.distinct(child), key=lambda r: [(x is not None, x or 0) for x in r[0]])[: p[2]]
+        rows = sorted(o.distinct(child), key=lambda r: [(x is not None, x or 0) for x in r[0]])[p[4] : p[4] + p[2]]
         return rows if p[3] else o.select(rows, lambda v: (v[0], 0))
     if op == "repartition":
         return child
