@@ -15,7 +15,7 @@ from ember.capture import local_sides, sides
 from ember.capture.align import match_rows
 from ember.capture.annotate import Annotated, Workload, annotate
 from ember.capture.keys import rekey, unique_keys
-from ember.capture.numbering import number_source
+from ember.capture.numbering import number_source, shaped
 from ember.capture.spark_build import Builder
 from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
@@ -91,7 +91,7 @@ def capture(
     else:
         plan, sources = import_plan(jvm, df)
     workload = workload or Workload()
-    sources = _in_workload(sources, workload)
+    sources = _in_workload(jvm, sources, workload)
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
@@ -127,7 +127,7 @@ def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[
     return user, imported.result()
 
 
-def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
+def _in_workload(jvm: Jvm, sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
     """The sources the workload keeps; names it gives that the job does not read are refused,
     and so are its queries that cannot be pushed down."""
     names = {s.name for s in sources.values()}
@@ -136,8 +136,10 @@ def _in_workload(sources: dict[str, Source], workload: Workload) -> dict[str, So
         known = ", ".join(sorted(names))
         raise UnknownSourceError(f"workload names unknown sources {sorted(asked - names)}; the job reads: {known}")
     kept = {k: s for k, s in sources.items() if workload.keeps(s.name)}
-    for sql, _ in _grouping_queries(workload):
-        grouped.check(sql, {s.name: s for s in kept.values()})
+    queries = _grouping_queries(workload)
+    shapes = {s.name: shaped(jvm, s) for s in kept.values()} if queries else {}
+    for sql, _ in queries:
+        grouped.check(sql, shapes)
     return kept
 
 

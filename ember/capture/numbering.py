@@ -76,6 +76,14 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
     return counted
 
 
+def shaped(jvm: Jvm, source: Source) -> Source:
+    """The source as a check over none of its rows reads it: an in-memory one not yet
+    collected (its data still the plan's) as an empty table of its columns."""
+    if source.kind == "memory" and not isinstance(source.data, pa.Table):
+        return replace(source, rows=0, data=jvm.dataframe(source.data).limit(0).toArrow())
+    return source
+
+
 def number_source(jvm: Jvm, source: Source) -> Source:
     """The source with its rows counted, ready for capture."""
     if source.kind == "memory":

@@ -293,11 +293,11 @@ class Builder:
         table: pa.Table = source.data
         column = pa.array(range(table.num_rows), type=pa.int64())
         fresh = self.jvm.spark.createDataFrame(table.append_column("__ember_rid", column))
+        if node.only is not None:  # resolved against the table's own columns
+            fresh = fresh.withColumn("__ember_rid", _kept(F.col("__ember_rid"), node.only))
         plan = self.jvm.analyzed(fresh)
         fresh_attrs = list(iterate(plan.output()))
-        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs[:-1], scan.attrs, strict=True)]
-        kept = _kept(self.jvm.column(fresh_attrs[-1]), node.only)
-        aliases.append(self.jvm.alias(self.jvm.expression(kept), node.rid.name, node.rid.id))
+        aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, (*scan.attrs, node.rid), strict=True)]
         return self.logical("Project")(self.seq(aliases), plan)
 
 

@@ -141,3 +141,20 @@ def test_workload_queries_that_cannot_be_pushed_down_are_refused_before_running(
             ember.capture(q1, workload=ember.Workload(queries=(bad,)))
     with pytest.raises(ember.InvalidPredicateError):
         ember.capture(q1, workload=ember.Workload(partition_by={"lineitem": "no_such_col"}))
+
+
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_a_workload_over_an_in_memory_source(spark: SparkSession, strategy: str) -> None:
+    """Selection push-down and data skipping on a DataFrame built in memory (its rows are
+    collected only by the capture: the push-down is resolved against them, the partition
+    query checked over none of them)."""
+    rows = [(1, "a"), (2, "b"), (1, "c"), (None, "d")]
+    df = ember.source(spark.createDataFrame(rows, "k int, s string"), "mem").groupBy("k").count()
+    out = ember.capture(df, strategy=strategy, workload=ember.Workload(where={"mem": "s <> 'a'"}))
+    for oid, row in enumerate(out.output().to_pylist()):
+        want = [i for i, (k, s) in enumerate(rows) if k == row["k"] and s != "a"]
+        assert out.backward(oids=[oid]).ids("mem").tolist() == want
+    out = ember.capture(df, strategy=strategy, workload=ember.Workload(partition_by={"mem": "s"}))
+    for oid, row in enumerate(out.output().to_pylist()):
+        want = [i for i, (k, s) in enumerate(rows) if k == row["k"] and s in ("c", "d")]
+        assert out.backward(oids=[oid], source_where={"mem": "s IN ('c', 'd')"}).ids("mem").tolist() == want
