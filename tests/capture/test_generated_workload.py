@@ -18,6 +18,7 @@ from tests.capture.test_generated_pipelines import (
     Plan,
     Table,
     oracle_plan,
+    plain_rows,
     plans,
     register,
     spark_plan,
@@ -35,6 +36,7 @@ def test_a_workload_keeps_exactly_the_lineage_it_reads(
 ) -> None:
     tables = register(spark, t0, t1)
     df = spark_plan(spark, plan)
+    plain_rows(df)
     root, _ = import_plan(Jvm(spark), df)
     read = sorted({n.source.name for n in walk(root) if isinstance(n, Scan) and n.source.name in tables})
     if not read:  # Spark found the answer without reading a table (an empty input, say)

@@ -20,6 +20,7 @@ from tests.capture.test_generated_pipelines import (
     Plan,
     Table,
     oracle_plan,
+    plain_rows,
     plans,
     register,
     spark_plan,
@@ -35,6 +36,7 @@ def test_generated_pipeline_inferred_lineage_equals_oracle(
 ) -> None:
     tables = register(spark, t0, t1)
     df = spark_plan(spark, plan)
+    plain_rows(df)
     merged: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for values, lineage in oracle_plan(plan, tables):
         merged[repr(values)] |= lineage
