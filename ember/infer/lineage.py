@@ -156,7 +156,7 @@ class InferredLineage:
         lines = []
         for sp in self.inference.scans:
             pins = ", ".join(f"{_side(b)} = {names[b.column]}" for b in sp.bindings) or "nothing (reads all rows)"
-            state = "" if sp.traced else " [no lineage: inner side of an anti join]"
+            state = "" if sp.traced else " [no lineage: an anti join's inner side, or a subquery's domain]"
             lines.append(f"{sp.scan.source.name}: {pins}{state}")
         if self.inference.stops:
             lines.append("stopped at: " + "; ".join(self.inference.stops))
