@@ -384,7 +384,8 @@ OPERATOR_CLASSES: tuple[type[Node], ...] = (
 PLANNED_AS: tuple[tuple[str, str], ...] = (
     ("semi join (EXISTS, IN subquery)", "the outer row and every inner row that witnesses it"),
     ("anti join (NOT EXISTS, NOT IN)", "the outer row only"),
-    ("scalar subquery (correlated or not)", "the full lineage of the scalar value, for every row that used it"),
+    ("scalar subquery (correlated or not)", "the full lineage of the scalar value, for every row that used it "
+     "(in a condition it passed, or in a column read downstream: a scalar column dropped unread is used by no row)"),
     ("union distinct", "the equal rows of each side that produced it"),
     ("intersect (distinct, ALL)", "the equal rows of both sides"),
     ("except (distinct, ALL)", "the equal rows of the left side"),
