@@ -212,30 +212,30 @@ class LineageRDD:
                 return back
             here = back
 
-    def goNext(self, target: TrackedRDD | None = None) -> LineageRDD:
-        """One capture point forward towards `target` (default: the latest program output)."""
-        goal = target or self.lc._output_after(self)
-        if self.origin is goal:
-            return self
+    def _toward(self, goal: TrackedRDD) -> tuple[LineageRDD, dict[Point, list[Point]]]:
+        """These ids at the points `goal` descends from, and where each point's ids go next."""
         path = self.lc._ancestors(goal.points)
         here = self._at_points()._within(path)
-        moves = {p: [c for c in self.lc._children(p) if c in path] for p in here.points}
-        if not any(moves.values()):
-            if goal.at_point and here.points:
-                return here
-            return LineageRDD(self.lc, (), here._ids, goal)
-        refs = here._ids
+        return here, {p: [c for c in self.lc._children(p) if c in path] for p in here.points}
+
+    def _arrived(self, goal: TrackedRDD) -> LineageRDD:
+        """The end of a forward trace: `goal`'s own records when it is not one capture point."""
+        if goal.at_point and self.points:
+            return self
+        return LineageRDD(self.lc, (), self._ids, goal)
+
+    def _moved(self, moves: dict[Point, list[Point]]) -> LineageRDD:
+        """These ids moved one capture point on: to each point's children in `moves`."""
+        refs = self._ids
 
         @functools.cache
         def local_forward() -> list[Ref] | None:
-            known = here._local_ids()
+            known = self._local_ids()
             if known is None:
                 return None
             found: set[Ref] = set()
             for p, children in moves.items():
                 mine = {r for r in known if p.owns(r)}
-                if not children:
-                    found |= mine
                 for c in children:
                     reached = c.local_children(mine) if isinstance(c, Captured) else None
                     if reached is None:
@@ -247,25 +247,66 @@ class LineageRDD:
             local = local_forward()
             if local is not None:
                 return self.lc.sc.parallelize(local, 1)
-            known = here._local_ids()
+            known = self._local_ids()
             current: set[Ref] = set(known if known is not None else refs().collect())
-            parts: list[RDD[Any]] = []
-            for p, children in moves.items():
-                mine = {r for r in current if p.owns(r)}
-                if not children:
-                    parts.append(self.lc.sc.parallelize(sorted(mine), 1))
-                parts.extend(c.children_of(mine) for c in children if isinstance(c, Captured))
-            return self.lc.sc.union(parts)
+            parts = [
+                c.children_of({r for r in current if p.owns(r)})
+                for p, children in moves.items()
+                for c in children
+                if isinstance(c, Captured)
+            ]
+            return self.lc.sc.union([self.lc.sc.parallelize([], 1), *parts])
 
-        points = [c for p, children in moves.items() for c in (children or [p])]
+        points = [c for children in moves.values() for c in children]
         return LineageRDD(self.lc, tuple(dict.fromkeys(points)), forward, local=local_forward)
 
-    def goNextAll(self, target: TrackedRDD | None = None) -> LineageRDD:
-        """All the outputs of `target` (default: the latest program output) these records reached."""
+    def goNext(self, target: TrackedRDD | None = None) -> LineageRDD:
+        """One capture point forward towards `target` (default: the latest program output).
+        Ids at a point `target` reads directly stay there as well as moving on."""
         goal = target or self.lc._output_after(self)
-        here = self
-        while True:
-            nxt = here.goNext(goal)
-            if nxt is here:
-                return here
-            here = nxt
+        if self.origin is goal:
+            return self
+        here, moves = self._toward(goal)
+        if not any(moves.values()):
+            return here._arrived(goal)
+        return _union(self.lc, [here._within(set(goal.points)), here._moved(moves)])
+
+    def goNextAll(self, target: TrackedRDD | None = None) -> LineageRDD:
+        """All the outputs of `target` (default: the latest program output) these records reached.
+        Each step keeps the ids at points `target` reads directly and moves the rest on, so
+        ids that reach the target both directly and through a shuffle are found both ways."""
+        goal = target or self.lc._output_after(self)
+        if self.origin is goal:
+            return self
+        arrived: list[LineageRDD] = []
+        here, moves = self._toward(goal)
+        while any(moves.values()):
+            arrived.append(here._within(set(goal.points)))
+            here, moves = here._moved(moves)._toward(goal)
+        return _union(self.lc, [*arrived, here])._arrived(goal)
+
+
+def _union(lc: LineageContext, parts: list[LineageRDD]) -> LineageRDD:
+    """Ids at any of several positions (parts at no point hold none)."""
+    held = [part for part in parts if part.points]
+    if len(held) == 1:
+        return held[0]
+
+    @functools.cache
+    def local_ids() -> list[Ref] | None:
+        found: set[Ref] = set()
+        for part in held:
+            known = part._local_ids()
+            if known is None:
+                return None
+            found.update(known)
+        return sorted(found) if len(found) <= LOCAL_IDS else None
+
+    def ids() -> RDD[Any]:
+        local = local_ids()
+        if local is not None:
+            return lc.sc.parallelize(local, 1)
+        return lc.sc.union([lc.sc.parallelize([], 1), *(part._ids() for part in held)]).distinct()
+
+    points = tuple(dict.fromkeys(p for part in held for p in part.points))
+    return LineageRDD(lc, points, ids, local=local_ids)

@@ -130,3 +130,18 @@ def test_records_the_target_does_not_descend_from_reach_nothing(lc: LineageConte
     both = o.union(d)  # of the two points, only `o`'s records reach `sums`
     assert sorted(both.getLineage().goNextAll(target=sums).collect()) == sorted(sums.collect())
     assert both.filter(lambda kv: kv in DATA).getLineage().goNextAll(target=sums).collect() == []
+
+
+def test_records_reaching_the_target_directly_and_through_shuffles_are_found_every_way(
+    lc: LineageContext,
+) -> None:
+    d = lc.parallelize(DATA, 2)
+    sums = d.reduceByKey(add)  # key 2: the 8 records (2, 2), (2, 7), ..., (2, 37), summing to 156
+    out = d.filter(lambda kv: kv[1] < 10).union(sums).union(sums.join(d).mapValues(lambda v: v[0]))
+    out.collect()
+    picked = d.filter(lambda kv: kv == (2, 7)).getLineage()
+    # itself (no shuffle), its key's sum (one), the join's 8 pairs holding that sum (two)
+    assert sorted(picked.goNextAll(target=out).collect()) == [(2, 7)] + [(2, 156)] * 9
+    # one step: kept where `out` reads d, and moved on to the combiner (its partition's partial
+    # sum, 2 + 7 + 12 + 17) and to the join (the pair (2, 7) is in)
+    assert set(picked.goNext(target=out).collect()) == {(2, 7), (2, 38), (2, (156, 7))}
