@@ -279,7 +279,10 @@ class Union(Node):
 @dataclass(frozen=True)
 class Window(Unary):
     OPERATORS: ClassVar[str] = "window functions"
-    LINEAGE: ClassVar[str] = "the row and every row of its window frame (whole partition for ranking functions)"
+    LINEAGE: ClassVar[str] = (
+        "the row and every row of its window frame (lag and lead: the row they read; the whole "
+        "partition for ranking functions)"
+    )
 
     columns: tuple[Named, ...] = ()
     frames: tuple[Frame, ...] = ()

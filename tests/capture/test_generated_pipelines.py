@@ -10,7 +10,8 @@ of 0 or 1, with `v` kept or replaced), a repartition, a global count, correlated
 subqueries (a count or max of the other side's rows of the same `k`, or a count of those
 with a greater `v`, as a column or in a filter), window functions (rank, dense_rank,
 row_number, ntile, a count over the whole partition, a running count, a count over a range
-frame), union all, distinct, intersect and except (distinct and all). Two tiny tables (one
+frame; over distinct rows, whose order is then certain: lag, lead, counts and sums over row
+frames), union all, distinct, intersect and except (distinct and all). Two tiny tables (one
 to eight rows, values 0-3) make joins and groups collide often. Over Parquet files the same
 plans take the paths in-memory tables never do: scans numbered by row position, and side
 tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
@@ -54,6 +55,9 @@ _JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti
 _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
                "distinct": lambda: F.count_distinct("v")}
 _WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving")
+# over distinct rows (no ties): a function, and its frame as row offsets (None: unbounded)
+_ORDERED: dict[str, tuple[int | None, int | None]] = {
+    "lag": (-1, -1), "lead": (2, 2), "rows": (-1, 1), "rows before": (None, -1), "rows after": (1, None)}
 # correlated scalar subqueries over the right rows of the same `k`: as a column, or in a filter
 _CORRELATED = ("count", "max", "below max", "count above")
 
@@ -76,6 +80,7 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("repartition"), children),
         st.tuples(st.just("total"), children),
         st.tuples(st.just("window"), children, st.sampled_from(_WINDOWS)),
+        st.tuples(st.just("ordered"), children, st.sampled_from(sorted(_ORDERED))),
         st.tuples(st.just("join"), children, children, st.sampled_from(_JOINS)),
         correlated,
         *binary,
@@ -134,6 +139,13 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
             "moving": (F.count(F.lit(1)), part.orderBy("v").rangeBetween(-1, 0)),
         }[p[2]]
         return child.select("k", fn.over(spec).cast("int").alias("v"))
+    if op == "ordered":
+        spec = Window.partitionBy("k").orderBy("v")
+        lo, hi = _ORDERED[p[2]]
+        rows = spec.rowsBetween(Window.unboundedPreceding if lo is None else lo, Window.unboundedFollowing if hi is None else hi)
+        fn = {"lag": F.lag("v").over(spec), "lead": F.lead("v", 2).over(spec), "rows": F.count(F.lit(1)).over(rows),
+              "rows before": F.sum("v").over(rows), "rows after": F.max("v").over(rows)}[p[2]]
+        return child.distinct().select("k", fn.cast("int").alias("v"))
     other = spark_plan(spark, p[2])
     if op in ("union", "distinct"):
         both = child.unionAll(other)
@@ -207,6 +219,8 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         return o.group(child, lambda v: (), lambda vs: (0, len(vs)), global_=True)
     if op == "window":
         return _windowed(child, p[2])
+    if op == "ordered":
+        return _ordered(o.distinct(child), p[2])
     other = oracle_plan(p[2], tables)
     if op in ("union", "distinct"):
         return o.distinct(child + other) if op == "distinct" else child + other
@@ -303,6 +317,25 @@ def _windowed(rows: list[o.Row], window: str) -> list[o.Row]:
             "row number": number,
             "ntile": 1 if number <= (len(frame) + 1) // 2 else 2,
         }.get(window, len(frame))
+        out.append(((v[0], value), lin.union(*(wl for _, wl in frame))))
+    return out
+
+
+def _ordered(rows: list[o.Row], fn: str) -> list[o.Row]:
+    """Each distinct row's value over its partition by `k` in `v` order (nulls first), and its
+    lineage: the row and the rows of its frame (lag's and lead's: the row they read)."""
+    out = []
+    for v, lin in rows:
+        part = sorted((r for r in rows if r[0][0] == v[0]), key=lambda r: (r[0][1] is not None, r[0][1] or 0))
+        i = [w for w, _ in part].index(v)
+        lo, hi = _ORDERED[fn]
+        frame = part[max(0, i + lo) if lo is not None else 0 : i + hi + 1 if hi is not None else len(part)]
+        values = [w[1] for w, _ in frame if w[1] is not None]
+        value = {
+            "rows": len(frame),
+            "rows before": sum(values) if values else None,
+            "rows after": max(values) if values else None,
+        }.get(fn, frame[0][0][1] if frame else None)  # lag and lead: the value of the row they read
         out.append(((v[0], value), lin.union(*(wl for _, wl in frame))))
     return out
 
