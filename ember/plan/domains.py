@@ -19,8 +19,8 @@ from ember.plan import ir
 
 
 def marked(plan: ir.Node) -> ir.Node:
-    """`plan` with each domain aggregate marked `domain` (subquery plans inside expressions
-    are left as they are)."""
+    """`plan` with each domain aggregate marked `domain` (a subquery plan inside an
+    expression is marked on its own, as it is imported)."""
     found = {id(a) for join in ir.walk(plan) if isinstance(join, ir.Join) for a in _domains(join)}
     return _marked(plan, found) if found else plan
 

@@ -104,7 +104,8 @@ class Importer:
     # --- expressions -----------------------------------------------------
     def expr(self, e: Tree, named: ir.Attr | None = None) -> ir.Expr:
         """`named`: the attribute a named expression (an alias) makes."""
-        subqueries = tuple(self.node(s.plan) for s in _scalar_subqueries(e) if s.plan is not None)
+        # a subquery's plan is whole: its domain joins are marked within it
+        subqueries = tuple(domains.marked(self.node(s.plan)) for s in _scalar_subqueries(e) if s.plan is not None)
         left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
         if left:
             raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0].text} left in {e.text}")

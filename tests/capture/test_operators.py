@@ -165,6 +165,14 @@ def test_scalar_subqueries(views: SparkSession) -> None:
     expected = [((v[0], sum(1 for w, _ in b() if w[0] > v[0])),
                  lin.union(*(bl for w, bl in b() if w[0] > v[0]))) for v, lin in a()]
     check(views.sql("SELECT k, (SELECT count(*) FROM b WHERE b.k > a.k) AS n FROM a"), expected)
+    # a domain inside an uncorrelated scalar's own plan: the scalar is b's first row by w
+    # (2, 'p') with its count of the a rows above 2; b's other row of k 2 is no lineage
+    first = b()[0]
+    above = [(v, lin) for v, lin in a() if v[0] > first[0][0]]
+    scalar = first[1].union(*(lin for _, lin in above))
+    nested = ("SELECT k FROM a WHERE k >= (SELECT n FROM (SELECT b.k, b.w, "
+              "(SELECT count(*) FROM a WHERE a.k > b.k) AS n FROM b) ORDER BY w LIMIT 1)")
+    check(views.sql(nested), [(v[:1], lin | scalar) for v, lin in a() if v[0] >= len(above)])
     # a scalar column nothing reads is used by no row: Spark prunes it, and ember adds nothing
     dropped = "SELECT k FROM (SELECT k, (SELECT count(*) FROM b WHERE b.k = a.k) AS n, (SELECT max(k) FROM b) AS m FROM a)"
     check(views.sql(dropped), o.select(a(), lambda v: (v[0],)))
