@@ -29,23 +29,69 @@ from ember.plan.sources import Source
 RID = "ember_rid"
 
 
+# What Spark cuts files into splits and packs splits into tasks by (`FilePartition`): the
+# counts ember takes number rows only while Spark reads the files the same way.
+_SPLITTING = (
+    "spark.sql.files.maxPartitionBytes",
+    "spark.sql.files.openCostInBytes",
+    "spark.sql.files.minPartitionNum",
+    "spark.sql.files.maxPartitionNum",
+    "spark.sql.leafNodeDefaultParallelism",
+)
+_ID, _SPLIT = HELPERS = ("__ember_row_id", "__ember_split")
+
+
+def _layout(jvm: Jvm) -> tuple[str | None, ...]:
+    conf = jvm.spark.conf
+    return (*(conf.get(key, None) for key in _SPLITTING), str(jvm.spark.sparkContext.defaultParallelism))
+
+
 @dataclass(frozen=True)
 class TextNumbering:
-    """How to number one text source's rows: the relation and each split's offset."""
+    """How to number one text source's rows: the relation, each split's rows as counted
+    (under `layout`), and where its rids start."""
 
     jvm: Jvm
     relation: JObj
-    deltas: tuple[tuple[str, int], ...]  # ("path@split start", rid minus row id)
+    splits: tuple[tuple[str, int, int, int], ...]  # ("path@split start", first row id, first rid, rows)
+    layout: tuple[str | None, ...]
 
-    def rid(self) -> Column:
+    def current(self) -> TextNumbering:
+        """This numbering, counted again if Spark now splits the files otherwise (a Defer
+        capture or a fetch running after the session's settings or executors changed)."""
+        if _layout(self.jvm) == self.layout:
+            return self
+        uris = list(dict.fromkeys(key.rsplit("@", 1)[0] for key, *_ in self.splits))
+        again, _ = _counted(self.jvm, self.relation, uris)
+        if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
+            raise StaleSourceError("a CSV/JSON source's files hold other rows than at capture; capture again")
+        return again
+
+    def ided(self, df: DataFrame) -> tuple[DataFrame, Column]:
+        """`df` (the relation's rows) with its row ids taken right at the scan (columns
+        `HELPERS`), and the rid column over them; a row whose id lies outside the rows
+        counted for its split fails the job rather than take another row's rid."""
         key = F.concat(F.col("_metadata.file_path"), F.lit("@"), F.col("_metadata.file_block_start"))
-        table = F.create_map(*[x for k, d in self.deltas for x in (F.lit(k), F.lit(d))])
-        return F.monotonically_increasing_id() + F.element_at(table, key)
+        ided = df.select(*[df[c] for c in df.columns], F.monotonically_increasing_id().alias(_ID), key.alias(_SPLIT))
+        fields = ("first", "rid", "rows")
+        table = F.create_map(*[
+            x for k, *facts in self.splits
+            for x in (F.lit(k), F.struct(*[F.lit(v).alias(f) for f, v in zip(fields, facts, strict=True)]))
+        ])
+        split = F.try_element_at(table, F.col(_SPLIT))
+        place = F.col(_ID) - split["first"]
+        counted = (place >= 0) & (place < split["rows"])
+        failed = F.raise_error(F.lit(
+            "ember counted this CSV/JSON source's rows under other Spark settings for splitting files "
+            "(spark.sql.files.*, default parallelism) than this job's; capture again"))
+        rid = F.when(counted, split["rid"] + place).otherwise(failed.cast("long"))
+        return ided, rid
 
     def numbered(self) -> DataFrame:
         """The source's rows with `ember_rid` (a Spark job when run)."""
         df = self.jvm.dataframe(self.relation)
-        return df.select(*[df[c] for c in df.columns], self.rid().alias(RID))
+        ided, rid = self.current().ided(df)
+        return ided.select(*[ided[c] for c in df.columns], rid.alias(RID))
 
     def rows(self, rids: list[int]) -> pa.Table:
         if not rids:
@@ -96,9 +142,21 @@ def number_source(jvm: Jvm, source: Source) -> Source:
 
 def number_text_source(jvm: Jvm, source: Source) -> Source:
     """Counts the rows of each split of a CSV/JSON source and fills in rows and offsets."""
-    df = jvm.dataframe(source.data)
+    numbering, counts = _counted(jvm, source.data, [f.uri for f in source.files])
+    files, offset = [], 0
+    for f, n in zip(source.files, counts, strict=True):
+        files.append(replace(f, rows=n, offset=offset))
+        offset += n
+    return replace(source, rows=offset, files=tuple(files), data=numbering)
+
+
+def _counted(jvm: Jvm, relation: JObj, uris: list[str]) -> tuple[TextNumbering, list[int]]:
+    """Each split's row count and first row id, in one pass under the session's layout,
+    and each file's rows."""
+    layout = _layout(jvm)
     counts = (
-        df.select(
+        jvm.dataframe(relation)
+        .select(
             F.col("_metadata.file_path").alias("f"),
             F.col("_metadata.file_block_start").alias("b"),
             F.monotonically_increasing_id().alias("m"),
@@ -110,12 +168,11 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     by_file: dict[str, list[tuple[int, int, int]]] = {}
     for row in counts:
         by_file.setdefault(row["f"], []).append((int(row["b"]), int(row["n"]), int(row["m"])))
-    files, deltas, offset = [], [], 0
-    for f in source.files:
+    splits, rows, offset = [], [], 0
+    for uri in uris:
         start = offset
-        for block, n, first in sorted(by_file.get(f.uri, [])):
-            deltas.append((f"{f.uri}@{block}", offset - first))
+        for block, n, first in sorted(by_file.get(uri, [])):
+            splits.append((f"{uri}@{block}", first, offset, n))
             offset += n
-        files.append(replace(f, rows=offset - start, offset=start))
-    numbering = TextNumbering(jvm, source.data, tuple(deltas))
-    return replace(source, rows=offset, files=tuple(files), data=numbering)
+        rows.append(offset - start)
+    return TextNumbering(jvm, relation, tuple(splits), layout), rows

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
 
-from ember.capture.numbering import TextNumbering
+from ember.capture.numbering import HELPERS, TextNumbering
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir, javac
 from ember.plan.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
@@ -276,8 +276,7 @@ class Builder:
             df = self.jvm.dataframe(scan.handle)
             rid = parquet_rid(df, source)
         elif isinstance(source.data, TextNumbering):
-            df = self.jvm.dataframe(scan.handle)
-            rid = source.data.rid()
+            df, rid = source.data.current().ided(self.jvm.dataframe(scan.handle))
         elif source.kind == "range":
             df = self.jvm.dataframe(scan.handle)
             start, _, step = (int(x) for x in source.key.split(":")[1:])
@@ -287,7 +286,7 @@ class Builder:
         else:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
         alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)
-        return self.jvm.analyzed(df.select("*", self.jvm.column(alias)))
+        return self.jvm.analyzed(df.select(*[df[c] for c in df.columns if c not in HELPERS], self.jvm.column(alias)))
 
     def _numbered_memory(self, source: Source, scan: ir.Scan, node: ir.Numbered) -> JObj:
         table: pa.Table = source.data

@@ -14,14 +14,18 @@ frame; over distinct rows, whose order is then certain: lag, lead, counts and su
 frames), union all, distinct, intersect and except (distinct and all). Two tiny tables (one
 to eight rows, values 0-3) make joins and groups collide often. Over Parquet files the same
 plans take the paths in-memory tables never do: scans numbered by row position, and side
-tables DuckDB reads from the files beside or after the job (`capture.local_sides`).
+tables DuckDB reads from the files beside or after the job (`capture.local_sides`). Over
+CSV and JSON files, cut into splits of a few lines each, rows are numbered by counting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -341,11 +345,11 @@ def _ordered(rows: list[o.Row], fn: str) -> list[o.Row]:
 
 
 def register(
-    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None
+    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None, fmt: str = "parquet"
 ) -> dict[str, Table]:
-    """The two generated tables as temp views `t0` and `t1` (in memory, or two Parquet files
-    each under `folder`, numbered as if concatenated in path order), and by name for the
-    oracle."""
+    """The two generated tables as temp views `t0` and `t1` (in memory, or two files each
+    under `folder`, Parquet, CSV or JSON lines, numbered as if concatenated in path order),
+    and by name for the oracle."""
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
         if folder is None:
@@ -354,10 +358,35 @@ def register(
         (folder / name).mkdir()
         half = len(rows) // 2  # two files (the first empty for one row): rids run on across them
         for part, chunk in enumerate((rows[:half], rows[half:])):
-            columns = {c: pa.array([r[i] for r in chunk], pa.int32()) for i, c in enumerate(("k", "v"))}
-            pq.write_table(pa.table(columns), folder / name / f"part-{part}.parquet")
-        spark.read.parquet(str(folder / name)).createOrReplaceTempView(name)
+            _write(folder / name / f"part-{part}.{fmt}", chunk, fmt)
+        reader = spark.read.schema("k int, v int")
+        (reader.parquet if fmt == "parquet" else reader.csv if fmt == "csv" else reader.json)(
+            str(folder / name)).createOrReplaceTempView(name)
     return tables
+
+
+def _write(path: Path, rows: Table, fmt: str) -> None:
+    if fmt == "parquet":
+        columns = {c: pa.array([r[i] for r in rows], pa.int32()) for i, c in enumerate(("k", "v"))}
+        pq.write_table(pa.table(columns), path)
+    elif fmt == "csv":  # an empty field is a null
+        path.write_text("".join(",".join("" if x is None else str(x) for x in r) + "\n" for r in rows))
+    else:
+        path.write_text("".join(json.dumps({"k": r[0], "v": r[1]}) + "\n" for r in rows))
+
+
+@contextlib.contextmanager
+def _small_splits(spark: SparkSession) -> Iterator[None]:
+    """Spark splits each text file into several splits of a few lines (numbered apart)."""
+    conf = {"spark.sql.files.maxPartitionBytes": "8", "spark.sql.files.openCostInBytes": "0"}
+    before = {key: spark.conf.get(key) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
 
 
 def plain_rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -396,3 +425,12 @@ def test_generated_pipeline_over_parquet_equals_oracle(
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
         check(spark, plan, register(spark, t0, t1, Path(folder)), strategy)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]), fmt=st.sampled_from(["csv", "json"]))
+def test_generated_pipeline_over_text_files_equals_oracle(
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str, fmt: str
+) -> None:
+    with tempfile.TemporaryDirectory() as folder, _small_splits(spark):
+        check(spark, plan, register(spark, t0, t1, Path(folder), fmt), strategy)

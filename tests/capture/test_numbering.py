@@ -1,0 +1,68 @@
+"""Text sources are numbered by counting each split's rows; the counts hold only while
+Spark splits the files the same way, so a changed layout is counted again, and a job that
+still meets one fails rather than give rows another row's rid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import ember
+from ember.capture.numbering import RID, number_source
+from ember.plan.jvm import Jvm
+from ember.plan.spark_import import import_plan
+
+SPLITS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+
+
+@pytest.fixture
+def layout(spark: SparkSession) -> Iterator[None]:
+    """Files cut into splits of 64 bytes (a few lines), restored afterwards."""
+    before = {key: spark.conf.get(key) for key in SPLITS}
+    spark.conf.set(SPLITS[0], "64")
+    spark.conf.set(SPLITS[1], "0")
+    yield
+    for key, value in before.items():
+        spark.conf.set(key, value)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """Two CSV files whose row `k` is the rid: rows 0-39 and 40-79."""
+    for name, low in (("a.csv", 0), ("b.csv", 40)):
+        (tmp_path / name).write_text("".join(f"{i},{i % 3}\n" for i in range(low, low + 40)))
+    return tmp_path
+
+
+def test_rows_are_numbered_again_under_a_new_layout(spark: SparkSession, layout: None, folder: Path) -> None:
+    df = spark.read.schema("k int, v int").csv(str(folder))
+    jvm = Jvm(spark)
+    (source,) = import_plan(jvm, df)[1].values()
+    numbering = number_source(jvm, source).data
+    assert len(numbering.splits) > 2
+    spark.conf.set(SPLITS[0], "128")  # other splits, packed into other tasks
+    rows = numbering.numbered().collect()
+    assert sorted(r[RID] for r in rows) == list(range(80))
+    assert all(r.k == r[RID] for r in rows)
+    scanned = jvm.dataframe(numbering.relation)
+    ided, rid = numbering.ided(scanned)  # the counts of the old layout, in a job of the new one
+    with pytest.raises(Exception, match="ember counted this CSV/JSON source's rows under other Spark settings"):
+        ided.select(rid).collect()
+
+
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_traced_rows_fetched_after_the_layout_changed(
+    spark: SparkSession, layout: None, folder: Path, strategy: str
+) -> None:
+    df = spark.read.schema("k int, v int").csv(str(folder)).groupBy("v").count()
+    lin = ember.capture(df, strategy=strategy)
+    lin.backward(oids=[0])  # (Defer's capture is done)
+    spark.conf.set(SPLITS[0], "128")  # the rows are read again under other splits
+    for oid, row in enumerate(lin.output().to_pylist()):
+        trace = lin.backward(oids=[oid])
+        want = [k for k in range(80) if k % 3 == row["v"]]
+        assert trace.ids(folder.name).tolist() == want
+        assert trace.rows(folder.name).column("k").to_pylist() == want
