@@ -281,7 +281,7 @@ class Window(Unary):
     OPERATORS: ClassVar[str] = "window functions"
     LINEAGE: ClassVar[str] = (
         "the row and every row of its window frame (lag and lead: the row they read; the whole "
-        "partition for ranking functions)"
+        "partition for ranking functions); a window column dropped unread is used by no row"
     )
 
     columns: tuple[Named, ...] = ()

@@ -98,6 +98,13 @@ def _mix(x: int | None) -> int | None:
     return None if x is None else (x * 3 + 1) % 5
 
 
+def _used(df: DataFrame) -> DataFrame:
+    """A window's rows through a filter, always true, that reads its value: a row's lineage
+    holds its frame even where a later step drops the column (Spark prunes a window nothing
+    reads, and the rows it would add with it: no row used it)."""
+    return df.filter(F.col("v").isNull() | (F.col("v") >= 0))
+
+
 def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     op = p[0]
     if op == "scan":
@@ -142,14 +149,14 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
             "running": (F.count(F.lit(1)), part.orderBy("v")),
             "moving": (F.count(F.lit(1)), part.orderBy("v").rangeBetween(-1, 0)),
         }[p[2]]
-        return child.select("k", fn.over(spec).cast("int").alias("v"))
+        return _used(child.select("k", fn.over(spec).cast("int").alias("v")))
     if op == "ordered":
         spec = Window.partitionBy("k").orderBy("v")
         lo, hi = _ORDERED[p[2]]
         rows = spec.rowsBetween(Window.unboundedPreceding if lo is None else lo, Window.unboundedFollowing if hi is None else hi)
         fn = {"lag": F.lag("v").over(spec), "lead": F.lead("v", 2).over(spec), "rows": F.count(F.lit(1)).over(rows),
               "rows before": F.sum("v").over(rows), "rows after": F.max("v").over(rows)}[p[2]]
-        return child.distinct().select("k", fn.cast("int").alias("v"))
+        return _used(child.distinct().select("k", fn.cast("int").alias("v")))
     other = spark_plan(spark, p[2])
     if op in ("union", "distinct"):
         both = child.unionAll(other)
