@@ -4,11 +4,12 @@ Spark decorrelates a subquery whose correlation it cannot pull up (`b.v > a.v` u
 subquery's aggregate) by joining the inner query with the *domain*, the distinct outer
 values (`Aggregate [a.v] [a.v AS v']` over a copy of the outer plan), and joining the
 result back to the outer rows on `v' <=> a.v`. The copy keeps the outer plan's attribute
-ids, so the join back equates the domain's alias with the very attribute it groups by:
-no plan a user writes does that (a relation read twice gets new ids). The domain's rows
-only say which outer values exist; a row's lineage is the inner rows its scalar came
-from, so the domain carries none (else each outer row would get every outer row with
-the same value).
+ids, so a scan under the domain outputs the very ids a scan on the join's other side
+does: no plan a user writes does that (Spark gives a relation read twice new ids). Where
+the grouped value is computed (a Python UDF Spark evaluates again on each side, under
+new ids), the shared scan ids are the only mark left. The domain's rows only say which
+outer values exist; a row's lineage is the inner rows its scalar came from, so the
+domain carries none (else each outer row would get every outer row with the same value).
 """
 
 from __future__ import annotations
@@ -26,22 +27,25 @@ def marked(plan: ir.Node) -> ir.Node:
 
 
 def _domains(join: ir.Join) -> list[ir.Aggregate]:
-    """The aggregates under one side of `join` that group by attributes of its other side,
-    output only their aliases, and whose aliases the join equates with them."""
-    equated = {frozenset(pair) for pair in join.equi}
+    """The aggregates under one side of `join` that only name their distinct grouped values
+    (each column an alias of one) and read a copy of the other side (a scan of its ids)."""
     found = []
     for side, other in ((join.left, join.right), (join.right, join.left)):
-        outer = {a.id for a in other.output}
+        copied = _scanned(other)
         for node in ir.walk(side):
-            if isinstance(node, ir.Aggregate) and node.columns and all(
-                (col := ir.column_of(c.expr)) is not None
-                and col != c.attr.id
-                and col in outer
-                and frozenset((col, c.attr.id)) in equated
-                for c in node.columns
+            if (
+                isinstance(node, ir.Aggregate)
+                and node.columns
+                and all((col := ir.column_of(c.expr)) is not None and col != c.attr.id for c in node.columns)
+                and _scanned(node) & copied
             ):
                 found.append(node)
     return found
+
+
+def _scanned(node: ir.Node) -> set[int]:
+    """The attribute ids the scans under `node` output."""
+    return {a.id for n in ir.walk(node) if isinstance(n, ir.Scan) for a in n.output}
 
 
 def _marked(node: ir.Node, found: set[int]) -> ir.Node:

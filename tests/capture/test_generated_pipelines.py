@@ -385,7 +385,7 @@ def _write(path: Path, rows: Table, fmt: str) -> None:
 @contextlib.contextmanager
 def _small_splits(spark: SparkSession) -> Iterator[None]:
     """Spark splits each text file into several splits of a few lines (numbered apart)."""
-    conf = {"spark.sql.files.maxPartitionBytes": "8", "spark.sql.files.openCostInBytes": "0"}
+    conf = {"spark.sql.files.maxPartitionBytes": "8", "spark.sql.files.openCostInBytes": "1"}
     before = {key: spark.conf.get(key) for key in conf}
     for key, value in conf.items():
         spark.conf.set(key, value)

@@ -23,7 +23,7 @@ def layout(spark: SparkSession) -> Iterator[None]:
     """Files cut into splits of 64 bytes (a few lines), restored afterwards."""
     before = {key: spark.conf.get(key) for key in SPLITS}
     spark.conf.set(SPLITS[0], "64")
-    spark.conf.set(SPLITS[1], "0")
+    spark.conf.set(SPLITS[1], "1")
     yield
     for key, value in before.items():
         spark.conf.set(key, value)

@@ -165,6 +165,12 @@ def test_scalar_subqueries(views: SparkSession) -> None:
     expected = [((v[0], sum(1 for w, _ in b() if w[0] > v[0])),
                  lin.union(*(bl for w, bl in b() if w[0] > v[0]))) for v, lin in a()]
     check(views.sql("SELECT k, (SELECT count(*) FROM b WHERE b.k > a.k) AS n FROM a"), expected)
+    # the same with the outer value a Python UDF's: Spark evaluates it again over its copy of a
+    plus = F.udf(lambda x: x + 1, "int")
+    views.table("a").select("k", plus("k").alias("u")).createOrReplaceTempView("au")
+    expected = [((v[0], sum(1 for w, _ in b() if w[0] > v[0] + 1)),
+                 lin.union(*(bl for w, bl in b() if w[0] > v[0] + 1))) for v, lin in a()]
+    check(views.sql("SELECT k, (SELECT count(*) FROM b WHERE b.k > au.u) AS n FROM au"), expected)
     # a domain inside an uncorrelated scalar's own plan: the scalar is b's first row by w
     # (2, 'p') with its count of the a rows above 2; b's other row of k 2 is no lineage
     first = b()[0]

@@ -54,3 +54,16 @@ def test_an_aggregate_that_computes_a_value_is_no_domain() -> None:
     computed = ir.Aggregate(outer, keys=(column(V),), columns=(ir.Named(column(V), DV), ir.Named(total, ir.Attr(8, "m", "int"))))
     plan = joined_back(outer, computed)
     assert marked(plan) is plan
+
+
+def test_a_computed_value_evaluated_again_on_a_copy_is_a_domain() -> None:
+    # `(SELECT count(*) FROM b WHERE b.v > a.u)` with `u` a Python UDF of `a.v`: Spark evaluates
+    # the UDF again over its copy of `a` (same scan ids), under new ids on each side
+    u1, u2, grouped = ir.Attr(9, "u", "int"), ir.Attr(10, "u", "int"), ir.Attr(11, "u", "int")
+    udf = ir.Expr("udf(v)", frozenset({V.id}), dtype="int")
+    outer = ir.Project(scan("a", K, V), columns=(ir.Named(column(K), K), ir.Named(udf, u1)))
+    copy = ir.Project(scan("a", K, V), columns=(ir.Named(udf, u2),))
+    domain = distinct(copy, u2, grouped)
+    values = ir.Project(domain, columns=(ir.Named(column(grouped), DV),))
+    plan = marked(ir.Join("left", outer, counted(values), cond("u <=> v", u1, DV), equi=((u1.id, DV.id),)))
+    assert [d.columns[0].attr for d in domains(plan)] == [grouped]  # not the count's own aggregate
