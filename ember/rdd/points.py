@@ -308,14 +308,18 @@ class TextInput(Point):
 
         def tag(pid: int, lines: Iterable[str]) -> Iterator[tuple[str, Ref]]:
             path, pos = splits[pid]
-            if pos:  # Hadoop's reader skips the partial line a split starts in
-                with open(path, "rb") as f:
+            slot = (base + pid) << SHIFT
+            with open(path, "rb") as f:
+                if pos:  # Hadoop's reader skips the partial line a split starts in
                     f.seek(pos)
                     pos += len(f.readline())
-            slot = (base + pid) << SHIFT
-            for line in lines:
-                yield line, slot | pos
-                pos += (len(line) if line.isascii() else len(line.encode())) + 1
+                for line in lines:
+                    yield line, slot | pos
+                    if line.isascii():
+                        pos += len(line) + 1
+                    else:  # the line's own bytes: a file need not be UTF-8 (Spark decoded
+                        f.seek(pos)  # what is not with replacement characters)
+                        pos += len(f.readline())
 
         return self.lines.mapPartitionsWithIndex(tag, preservesPartitioning=True)
 
@@ -343,7 +347,7 @@ def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
         size, find = len(m), m.find
         for n in ns:
             end = find(b"\n", n)
-            yield slot | n, m[n : size if end < 0 else end].decode()
+            yield slot | n, m[n : size if end < 0 else end].decode(errors="replace")  # as Spark decodes
 
 
 class Captured(Point):

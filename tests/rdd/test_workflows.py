@@ -66,6 +66,20 @@ def test_input_ids_are_byte_offsets_that_reread_the_line(lc: LineageContext, log
     assert len({pid for (_, pid, _), _ in traced}) == PARTITIONS  # every split holds Disk lines
 
 
+def test_a_file_that_is_not_utf8_is_traced_by_its_own_bytes(lc: LineageContext, tmp_path: Path) -> None:
+    """Latin-1 lines: Spark decodes their bytes with replacement characters, which are
+    longer in UTF-8 than the byte they replace; ids stay the lines' own byte offsets."""
+    lines = [f"n{i} caf\xe9" if i % 3 == 0 else f"n{i} plain" for i in range(40)]
+    path = tmp_path / "latin.txt"
+    path.write_bytes("\n".join(lines).encode("latin-1") + b"\n")
+    offsets = [sum(len(x) + 1 for x in lines[:i]) for i in range(len(lines))]
+    counts = lc.textFile(str(path), 3).map(lambda line: (line.split()[0], 1)).reduceByKey(lambda a, b: a + b)
+    counts.collect()
+    for i in (2, 3, 38, 39):  # plain and Latin-1 lines, in the first and the last split
+        traced = counts.filter(lambda kv, k=f"n{i}": kv[0] == k).getLineage().goBackAll().collectWithIds()
+        assert [(off, line) for (_, _, off), line in traced] == [(offsets[i], lines[i].replace("\xe9", "\ufffd"))]
+
+
 def test_s2_forward_from_keyword_lines_reaches_their_reports(lc: LineageContext, log: Log) -> None:
     errors = errors_of(lc.textFile(str(log.path), PARTITIONS))
     reports = reports_of(counts_of(errors))
