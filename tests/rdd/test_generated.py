@@ -8,7 +8,9 @@ cogroup) and union. The oracle carries each record's lineage, a set of input ids
 Titian's rules: a narrow step's record comes from its one record; an aggregation's from
 every record of its key (distinct: of its equal records); a join's from the joined pair
 (an outer join's unmatched record alone); cogroup's from every record of its key on both
-sides. Equal output records are picked together, so their lineages merge.
+sides. Equal output records are picked together, so their lineages merge. Generated text
+files (UTF-8 or Latin-1, empty lines, with or without a last line end, 1-4 splits) check
+that input ids are the lines' own byte offsets.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from operator import add
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -164,5 +166,46 @@ def test_generated_program_lineage_equals_oracle(
         reached = inputs[name].filter(lambda r, t=rec: r == t).getLineage().goNextAll(target=out).collect()
         sources = {(name, j) for j, r in enumerate(tables[name]) if r == rec}
         assert sorted(map(repr, reached)) == sorted(repr(r) for r, lin in expected if lin & sources)
+    finally:
+        lc.clear()
+
+
+# text files: lines of ASCII, Latin-1 or any text (never a line end), empty at times,
+# written as UTF-8 or Latin-1, with or without a last line end, read in 1-4 splits
+_TEXTS = {"utf-8": st.text(st.characters(exclude_characters="\r\n", exclude_categories=("Cs",)), max_size=6),
+          "latin-1": st.text(st.characters(max_codepoint=0xFF, exclude_characters="\r\n"), max_size=6)}
+texts = st.sampled_from(sorted(_TEXTS)).flatmap(
+    lambda enc: st.tuples(st.just(enc), st.lists(_TEXTS[enc], min_size=1, max_size=12), st.booleans()))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts, splits=st.integers(1, 4), pick=st.randoms(use_true_random=False))
+def test_generated_text_file_lines_are_their_byte_offsets(
+    spark: SparkSession, tmp_path_factory: Any, text: tuple[str, list[str], bool], splits: int, pick: Any
+) -> None:
+    """A line count by length over a text file: each count's lines, and the counts a line
+    reaches, are the lines' own byte offsets and the lines as Spark read them."""
+    encoding, lines, last_end = text
+    content = b"\n".join(line.encode(encoding) for line in lines) + (b"\n" if last_end else b"")
+    path = tmp_path_factory.mktemp("text") / "lines.txt"
+    path.write_bytes(content)
+    raw = content.split(b"\n")[: -1 if content.endswith(b"\n") or not content else None]
+    offsets = [sum(len(b) + 1 for b in raw[:i]) for i in range(len(raw))]
+    read = spark.sparkContext.textFile(str(path), splits).collect()  # as Spark decodes them
+    assert len(read) == len(raw)
+    assume(read)
+    lc = LineageContext(spark.sparkContext)
+    try:
+        source = lc.textFile(str(path), splits)
+        counts = source.map(lambda line: (len(line) % 3, 1)).reduceByKey(add)
+        assert sorted(counts.collect()) == sorted(
+            (k, sum(1 for line in read if len(line) % 3 == k)) for k in {len(line) % 3 for line in read})
+        key = len(pick.choice(read)) % 3
+        traced = counts.filter(lambda kv: kv[0] == key).getLineage().goBackAll().collectWithIds()
+        want = [(offsets[i], line) for i, line in enumerate(read) if len(line) % 3 == key]
+        assert sorted((off, line) for (_, _, off), line in traced) == want
+        line = pick.choice(read)
+        reached = source.filter(lambda x: x == line).getLineage().goNextAll(target=counts).collect()
+        assert reached == [(len(line) % 3, sum(1 for x in read if len(x) % 3 == len(line) % 3))]
     finally:
         lc.clear()
