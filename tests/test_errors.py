@@ -122,6 +122,20 @@ def test_untraceable_operator_is_refused_before_any_job(spark: SparkSession, job
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_text_files_that_drop_malformed_rows_are_refused_before_any_job(
+    spark: SparkSession, job_group: str, tmp_path: Path, fmt: str
+) -> None:
+    """Spark drops a malformed row only when a job reads the malformed column, so no count
+    numbers the rows every job reads (ember's own job once dropped one the user's kept)."""
+    path = tmp_path / f"t.{fmt}"
+    path.write_text("1,2\n2,oops\n" if fmt == "csv" else '{"k": 1, "v": 2}\n{"k": 2, "v": "oops"}\n')
+    df = spark.read.schema("k int, v int").option("mode", "DROPMALFORMED").format(fmt).load(str(path))
+    with pytest.raises(UnsupportedOperatorError, match="DROPMALFORMED"):
+        ember.capture(df.select("k"))
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
+
+
 def test_every_error_is_an_ember_error() -> None:
     for cls in (IdOutOfRangeError, InvalidPredicateError, StaleSourceError, UnknownSourceError, UnsupportedOperatorError):
         assert issubclass(cls, EmberError)

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from ember.errors import UnsupportedOperatorError
 from ember.plan import catalyst, domains, ir, javac
 from ember.plan.catalyst import PlanTree, Tree
-from ember.plan.jvm import EXPRESSIONS, JObj, Jvm
+from ember.plan.jvm import EXPRESSIONS, JObj, Jvm, iterate
 from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
@@ -248,6 +248,12 @@ class Importer:
             )
         if key in self.sources:
             return self._scan(p, self.sources[key])
+        if fmt != "parquet" and _option(p.handle, "mode").upper() == "DROPMALFORMED":
+            raise UnsupportedOperatorError(
+                f"ember cannot number the rows of {fmt} files read with mode DROPMALFORMED: which rows "
+                "Spark drops depends on the columns a job reads; read them with mode PERMISSIVE (the "
+                "default) and filter the malformed rows out"
+            )
         uris = sorted(spark_uri(f) for f in p.facts["files"])
         files, offset = [], 0
         for uri in uris:
@@ -289,6 +295,12 @@ class Importer:
                 return name
             name = f"{name.rsplit('_', 1)[0] if n > 2 else name}_{n}"
         raise AssertionError("unreachable")
+
+
+def _option(relation: JObj, name: str) -> str:
+    """A file relation's reader option (case-insensitive), or ""."""
+    options = relation.relation().options()
+    return next((str(t._2()) for t in iterate(options.toSeq()) if str(t._1()).lower() == name), "")
 
 
 def source_key(leaf: PlanTree) -> str | None:
