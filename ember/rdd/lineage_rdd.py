@@ -32,6 +32,11 @@ Local = Callable[[], "list[Ref] | None"]
 LOCAL_IDS = 1_000_000  # traced ids up to this many are kept on the driver between steps
 
 
+def _capped(found: set[Ref]) -> list[Ref] | None:
+    """Ids to keep on the driver: sorted, while they are at most `LOCAL_IDS`."""
+    return sorted(found) if len(found) <= LOCAL_IDS else None
+
+
 def _at(refs: RDD[Any], point: Point) -> RDD[Any]:
     low, high = point.base << SHIFT, (point.base + point.partitions) << SHIFT
     return refs.filter(lambda r: low <= r < high)
@@ -167,7 +172,7 @@ class LineageRDD:
             for p in here.points:
                 mine = [r for r in current if p.owns(r)]
                 found.update(p.local_parents(mine) if isinstance(p, Captured) else mine)
-            return sorted(found) if len(found) <= LOCAL_IDS else None
+            return _capped(found)
 
         def back() -> RDD[Any]:
             known = local_back()
@@ -241,7 +246,7 @@ class LineageRDD:
                     if reached is None:
                         return None
                     found.update(reached)
-            return sorted(found) if len(found) <= LOCAL_IDS else None
+            return _capped(found)
 
         def forward() -> RDD[Any]:
             local = local_forward()
@@ -300,7 +305,7 @@ def _union(lc: LineageContext, parts: list[LineageRDD]) -> LineageRDD:
             if known is None:
                 return None
             found.update(known)
-        return sorted(found) if len(found) <= LOCAL_IDS else None
+        return _capped(found)
 
     def ids() -> RDD[Any]:
         local = local_ids()
