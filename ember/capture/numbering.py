@@ -14,7 +14,7 @@ session settings, so Spark splits the files the same way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -55,17 +55,21 @@ class TextNumbering:
     relation: JObj
     splits: tuple[tuple[str, int, int, int], ...]  # ("path@split start", first row id, first rid, rows)
     layout: tuple[str | None, ...]
+    _recounted: dict[tuple[str | None, ...], TextNumbering] = field(default_factory=dict, compare=False, repr=False)
 
     def current(self) -> TextNumbering:
-        """This numbering, counted again if Spark now splits the files otherwise (a Defer
-        capture or a fetch running after the session's settings or executors changed)."""
-        if _layout(self.jvm) == self.layout:
+        """This numbering, counted again (once per layout) if Spark now splits the files
+        otherwise (a Defer capture or a fetch after the session's settings or executors changed)."""
+        layout = _layout(self.jvm)
+        if layout == self.layout:
             return self
-        uris = list(dict.fromkeys(key.rsplit("@", 1)[0] for key, *_ in self.splits))
-        again, _ = _counted(self.jvm, self.relation, uris)
-        if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
-            raise StaleSourceError("a CSV/JSON source's files hold other rows than at capture; capture again")
-        return again
+        if layout not in self._recounted:
+            uris = list(dict.fromkeys(key.rsplit("@", 1)[0] for key, *_ in self.splits))
+            again, _ = _counted(self.jvm, self.relation, uris)
+            if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
+                raise StaleSourceError("a CSV/JSON source's files hold other rows than at capture; capture again")
+            self._recounted[layout] = again
+        return self._recounted[layout]
 
     def ided(self, df: DataFrame) -> tuple[DataFrame, Column]:
         """`df` (the relation's rows) with its row ids taken right at the scan (columns
