@@ -37,6 +37,16 @@ def _capped(found: set[Ref]) -> list[Ref] | None:
     return sorted(found) if len(found) <= LOCAL_IDS else None
 
 
+def _driver_first(lc: LineageContext, local: Local, build: Refs) -> Refs:
+    """A step's ids as an RDD: from the driver while it holds them, else built on Spark."""
+
+    def refs() -> RDD[Any]:
+        known = local()
+        return lc.sc.parallelize(known, 1) if known is not None else build()
+
+    return refs
+
+
 def _at(refs: RDD[Any], point: Point) -> RDD[Any]:
     low, high = point.base << SHIFT, (point.base + point.partitions) << SHIFT
     return refs.filter(lambda r: low <= r < high)
@@ -175,9 +185,6 @@ class LineageRDD:
             return _capped(found)
 
         def back() -> RDD[Any]:
-            known = local_back()
-            if known is not None:
-                return self.lc.sc.parallelize(known, 1)
             current = refs()
             parts = [
                 p.parents_of(_at(current, p))
@@ -188,7 +195,7 @@ class LineageRDD:
             return self.lc.sc.union(parts)
 
         points = [q for p in here.points for q in (p.parents if p in captured else (p,))]
-        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), back, local=local_back)
+        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), _driver_first(self.lc, local_back, back), local=local_back)
 
     def _within(self, path: set[Point]) -> LineageRDD:
         """These ids at the points `path` holds: a record of a point the target does not
@@ -249,9 +256,6 @@ class LineageRDD:
             return _capped(found)
 
         def forward() -> RDD[Any]:
-            local = local_forward()
-            if local is not None:
-                return self.lc.sc.parallelize(local, 1)
             known = self._local_ids()
             current: set[Ref] = set(known if known is not None else refs().collect())
             parts = [
@@ -263,7 +267,7 @@ class LineageRDD:
             return self.lc.sc.union([self.lc.sc.parallelize([], 1), *parts])
 
         points = [c for children in moves.values() for c in children]
-        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), forward, local=local_forward)
+        return LineageRDD(self.lc, tuple(dict.fromkeys(points)), _driver_first(self.lc, local_forward, forward), local=local_forward)
 
     def goNext(self, target: TrackedRDD | None = None) -> LineageRDD:
         """One capture point forward towards `target` (default: the latest program output).
@@ -308,10 +312,7 @@ def _union(lc: LineageContext, parts: list[LineageRDD]) -> LineageRDD:
         return _capped(found)
 
     def ids() -> RDD[Any]:
-        local = local_ids()
-        if local is not None:
-            return lc.sc.parallelize(local, 1)
         return lc.sc.union([lc.sc.parallelize([], 1), *(part._ids() for part in held)]).distinct()
 
     points = tuple(dict.fromkeys(p for part in held for p in part.points))
-    return LineageRDD(lc, points, ids, local=local_ids)
+    return LineageRDD(lc, points, _driver_first(lc, local_ids, ids), local=local_ids)
