@@ -18,7 +18,7 @@ from ember import duck
 from ember.capture.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
 from ember.fetch.rows import RID, check_unchanged, source_relation
-from ember.plan.sources import Source, SourceFile
+from ember.plan.sources import Source, SourceFile, saved_file
 from ember.query import distributed, grouped
 from ember.query.distributed import SparkTrace
 from ember.query.grouped import Grouping
@@ -279,7 +279,7 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     """
     stored = read_store(path)
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
-    written = tuple(SourceFile(**f) for f in stored.info.get("written", []))
+    written = tuple(saved_file(f) for f in stored.info.get("written", []))
     info = stored.info
     columns = [(name, [(s, c) for s, c in origins]) for name, origins in info.get("columns", [])]
     lin = Lineage(

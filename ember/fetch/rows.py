@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 
 from ember import duck
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
-from ember.plan.sources import Source, file_facts, local_path
+from ember.plan.duck_sql import parquet_file, partition_columns
+from ember.plan.sources import Source, SourceFile, file_facts, local_path
 
 RID = "ember_rid"
 FEW_ROWS = 20_000  # up to this many rows of a file are fetched by row number, page by page
@@ -37,12 +38,10 @@ def source_relation(source: Source) -> pa.Table | str:
         return source.data.append_column(RID, pa.array(np.arange(source.rows, dtype=np.int64)))
     if source.kind == "parquet":
         check_unchanged(source)
-        parts = [
-            f"SELECT * EXCLUDE (file_row_number), file_row_number + {f.offset} AS {RID} "
-            f"FROM read_parquet('{str(local_path(f.uri)).replace(chr(39), chr(39) * 2)}', file_row_number = true)"
+        return " UNION ALL ".join(
+            f"SELECT * EXCLUDE (file_row_number), file_row_number + {f.offset} AS {RID} FROM {parquet_file(source, f)}"
             for f in source.files
-        ]
-        return " UNION ALL ".join(parts)
+        )
     if source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])
         return f"SELECT {start} + i * {step} AS id, i AS {RID} FROM range({source.rows}) t(i)"
@@ -81,11 +80,27 @@ def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:
         local = rids[lo:hi] - f.offset
         path = local_path(f.uri)
         part = _few_rows(path, local) if local.size <= FEW_ROWS else _row_groups(path, local)
-        parts.append(_unviewed(part).cast(_unviewed(pq.read_schema(path).empty_table()).schema))
+        parts.append(_partitioned(source, f, _unviewed(part).cast(_unviewed(pq.read_schema(path).empty_table()).schema)))
     if not parts:
-        schema = pq.read_schema(local_path(source.files[0].uri)) if source.files else pa.schema([])
-        return _unviewed(schema.empty_table())
+        if not source.files:
+            return pa.table({})
+        f = source.files[0]
+        return _partitioned(source, f, _unviewed(pq.read_schema(local_path(f.uri)).empty_table()))
     return pa.concat_tables(parts)
+
+
+def _partitioned(source: Source, f: SourceFile, rows: pa.Table) -> pa.Table:
+    """A file's rows with its partition columns, typed as the source's other readers type them."""
+    if not source.partitioning:
+        return rows
+    con = duck.connect()
+    try:
+        values = con.sql(f"SELECT {partition_columns(source, f)}").to_arrow_table()
+    finally:
+        con.close()
+    for name, column in zip(values.column_names, values.columns, strict=True):
+        rows = rows.append_column(name, pa.repeat(column[0], rows.num_rows))
+    return _unviewed(rows)
 
 
 def _few_rows(path: Path, rows: np.ndarray) -> pa.Table:
@@ -95,7 +110,7 @@ def _few_rows(path: Path, rows: np.ndarray) -> pa.Table:
         file = str(path).replace("'", "''")
         listed = ",".join(map(str, rows.tolist()))
         return con.sql(
-            f"SELECT * EXCLUDE (file_row_number) FROM read_parquet('{file}', file_row_number = true) "
+            f"SELECT * EXCLUDE (file_row_number) FROM read_parquet('{file}', file_row_number = true, hive_partitioning = false) "
             f"WHERE file_row_number IN ({listed}) ORDER BY file_row_number"
         ).to_arrow_table()
     finally:

@@ -31,9 +31,12 @@ import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
 import org.apache.spark.sql.execution.LogicalRDD;
+import org.apache.spark.sql.execution.datasources.CatalogFileIndex;
+import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -148,12 +151,27 @@ public final class PlanDump {
             field("rel");
             string(kind(x.relation()));
             if (x.relation() instanceof HadoopFsRelation r) {
+                FileIndex location = r.location();
+                if (x.catalogTable().isDefined() && r.partitionSchema().nonEmpty()) {
+                    // Partition pruning leaves only the partitions a job reads in the index;
+                    // rows are numbered over all of the table's files, whichever a job reads.
+                    location = new CatalogFileIndex(r.sparkSession(), x.catalogTable().get(), 0L);
+                }
                 field("fmt");
                 string(kind(r.fileFormat()));
                 field("roots");
-                array(r.location().rootPaths(), path -> string(path.toString()));
+                array(location.rootPaths(), path -> string(path.toString()));
                 field("files");
-                array(CollectionConverters.asScala(Arrays.asList(r.location().inputFiles())), f -> string((String) f));
+                array(CollectionConverters.asScala(Arrays.asList(location.inputFiles())), f -> string((String) f));
+                field("partitioning");
+                array(r.partitionSchema(), f -> {
+                    StructField column = (StructField) f;
+                    out.append('[');
+                    string(column.name());
+                    out.append(',');
+                    string(column.dataType().simpleString());
+                    out.append(']');
+                });
             }
         } else if (p instanceof LocalRelation x) {
             field("data");

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.plan.catalyst import OPAQUE, Tree
-from ember.plan.sources import Source, local_path
+from ember.plan.sources import Source, SourceFile, local_path
 
 _COMPARE = {
     "EqualTo": "=",
@@ -172,7 +172,7 @@ def _value(value: Any, dtype: str | None) -> str | None:
     if dtype == "boolean":
         return "TRUE" if value else "FALSE"
     if dtype == "string":
-        return "'" + str(value).replace("'", "''") + "'"
+        return quoted_text(str(value))
     if dtype == "date" and isinstance(value, int):
         return f"DATE '{datetime.date(1970, 1, 1) + datetime.timedelta(days=value)}'"
     into = _decimal(dtype)
@@ -192,7 +192,7 @@ def python_literal(value: Any) -> str | None:
     if isinstance(value, float):
         return None if value != value or value in (float("inf"), float("-inf")) else repr(value)
     if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
+        return quoted_text(value)
     if isinstance(value, decimal.Decimal):
         return f"CAST('{value}' AS DECIMAL(38, {max(0, -int(value.as_tuple().exponent))}))"
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
@@ -205,11 +205,38 @@ def numbered_parquet(source: Source, rid: str) -> str | None:
     (its position in its file plus the rows of earlier files, as Spark numbers them), or
     None where the files are not local."""
     try:
-        files = [(str(local_path(f.uri)), f.offset) for f in source.files]
+        return " UNION ALL ".join(f"SELECT file_row_number + {f.offset} AS {rid}, * FROM {parquet_file(source, f)}" for f in source.files)
     except ValueError:
         return None
-    return " UNION ALL ".join(
-        f"SELECT file_row_number + {offset} AS {rid}, * "
-        f"FROM read_parquet('{path.replace(chr(39), chr(39) * 2)}', file_row_number = true)"
-        for path, offset in files
+
+
+_PARTITION_TYPES = {
+    "string": "VARCHAR", "boolean": "BOOLEAN", "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER",
+    "bigint": "BIGINT", "float": "FLOAT", "double": "DOUBLE", "date": "DATE", "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP",
+}  # fmt: skip
+
+
+def partition_type(dtype: str) -> str | None:
+    """The DuckDB type a partition column's value (its folder's text) is cast to; a Spark
+    `timestamp` is its folder's local time, as Spark shows it."""
+    return _PARTITION_TYPES.get(dtype) or _decimal(dtype)
+
+
+def parquet_file(source: Source, f: SourceFile) -> str:
+    """One Parquet file's rows as Spark reads them, for a FROM clause: the file's columns,
+    its partition columns, and `file_row_number`. Raises ValueError where the file is not local."""
+    values = partition_columns(source, f)
+    return f"(SELECT *{', ' if values else ''}{values} FROM read_parquet({quoted_text(str(local_path(f.uri)))}, file_row_number = true, hive_partitioning = false))"
+
+
+def partition_columns(source: Source, f: SourceFile) -> str:
+    """A select list of a file's partition columns, their values read off its folders."""
+    return ", ".join(
+        f"CAST({'NULL' if value is None else quoted_text(value)} AS {partition_type(dtype)}) AS {quoted(name)}"
+        for (name, dtype), value in zip(source.partitioning, f.partition, strict=True)
     )
+
+
+def quoted_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

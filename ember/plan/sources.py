@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -18,6 +19,12 @@ class SourceFile:
     mtime_ns: int
     rows: int
     offset: int  # ember_rid of the file's first row
+    partition: tuple[str | None, ...] = ()  # its partition columns' values, as its folders spell them
+
+
+def saved_file(fields: dict[str, Any]) -> SourceFile:
+    """A SourceFile from its saved fields (`asdict`'s, through JSON)."""
+    return SourceFile(**{**fields, "partition": tuple(fields.get("partition", ()))})
 
 
 SAVED = "saved"
@@ -32,6 +39,7 @@ class Source:
     kind: str  # parquet | csv | json | memory | range | saved (an intermediate `ember.infer` kept)
     rows: int
     files: tuple[SourceFile, ...] = ()
+    partitioning: tuple[tuple[str, str], ...] = ()  # partition columns (name, Spark type), in Spark's order
     options: tuple[tuple[str, str], ...] = ()
     data: Any = field(default=None, compare=False, hash=False, repr=False)  # pyarrow.Table for memory
     kept: Any = field(default=None, compare=False, hash=False, repr=False)  # a loaded store's row copy (store.kept)
@@ -59,3 +67,29 @@ def stem(uri: str) -> str:
     """A source's default name: its file or folder stem."""
     name = local_path(uri.rstrip("/")).name
     return name.split(".", 1)[0] or name
+
+
+def path_order(uri: str) -> str:
+    """The key that puts a source's files in path order (their paths, not their URIs' escapes)."""
+    return unquote(urlparse(uri).path)
+
+
+_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def partition_of(uri: str, names: tuple[str, ...]) -> tuple[str | None, ...]:
+    """A file's partition values as Spark reads them off its folders: `name=value` folders
+    from the innermost up, values unescaped (`%3A` is `:`), Hive's default partition null."""
+    found: dict[str, str | None] = {}
+    for folder in reversed(PurePosixPath(path_order(uri)).parent.parts):
+        name, eq, value = folder.partition("=")
+        if not eq:
+            if found:
+                break
+            continue
+        found.setdefault(name.lower(), None if value == _NULL_PARTITION else _ESCAPE.sub(lambda m: chr(int(m[1], 16)), value))
+    missing = [n for n in names if n.lower() not in found]
+    if missing:
+        raise ValueError(f"{uri}: no folder names partition column {missing[0]!r}")
+    return tuple(found[n.lower()] for n in names)

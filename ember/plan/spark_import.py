@@ -17,10 +17,19 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from ember.errors import UnsupportedOperatorError
-from ember.plan import catalyst, domains, ir, javac
+from ember.plan import catalyst, domains, duck_sql, ir, javac
 from ember.plan.catalyst import PlanTree, Tree
 from ember.plan.jvm import EXPRESSIONS, JObj, Jvm, iterate
-from ember.plan.sources import Source, SourceFile, file_facts, local_path, spark_uri, stem
+from ember.plan.sources import (
+    Source,
+    SourceFile,
+    file_facts,
+    local_path,
+    partition_of,
+    path_order,
+    spark_uri,
+    stem,
+)
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
 # Rules that rewrite a plan in ways that lose which row is which.
@@ -254,17 +263,26 @@ class Importer:
                 "Spark drops depends on the columns a job reads; read them with mode PERMISSIVE (the "
                 "default) and filter the malformed rows out"
             )
-        uris = sorted(spark_uri(f) for f in p.facts["files"])
+        partitioning = tuple((str(n), str(t)) for n, t in p.facts.get("partitioning", ()))
+        for column, dtype in partitioning:
+            if duck_sql.partition_type(dtype) is None:
+                raise UnsupportedOperatorError(f"ember cannot read the partition column {column} of type {dtype}")
+        uris = sorted((spark_uri(f) for f in p.facts["files"]), key=path_order)
         files, offset = [], 0
         for uri in uris:
             size, mtime = file_facts(uri)
             # Text formats are counted by a pass over the files once capture starts (capture.numbering).
             rows = pq.ParquetFile(local_path(uri)).metadata.num_rows if fmt == "parquet" else 0
-            files.append(SourceFile(uri, size, mtime, rows, offset))
+            try:
+                values = partition_of(uri, tuple(n for n, _ in partitioning))
+            except ValueError as e:
+                raise UnsupportedOperatorError(f"ember cannot tell a file's partition: {e}") from None
+            files.append(SourceFile(uri, size, mtime, rows, offset, values))
             offset += rows
         roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        return self._scan(p, Source(key, name, fmt, offset, tuple(files), data=p.handle if fmt != "parquet" else None))
+        data = p.handle if fmt != "parquet" else None
+        return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, data=data))
 
     def _LocalRelation(self, p: PlanTree) -> ir.Node:
         return self._memory(p)

@@ -38,7 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ember.errors import StoreError
-from ember.plan.sources import Source, SourceFile
+from ember.plan.sources import Source, saved_file
 from ember.query.grouped import Grouping, shape
 from ember.store.columns import IntColumn, Runs, Segmented, concatenated, isin_sorted
 from ember.store.index import Level, LineageIndex, Ranges
@@ -224,6 +224,7 @@ class _Writer:
             "kind": source.kind,
             "rows": source.rows,
             "files": [asdict(f) for f in source.files],
+            "partitioning": [list(column) for column in source.partitioning],
         }
         if source.kind == "memory":
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
@@ -372,9 +373,10 @@ class _Reader:
         if meta["kind"] == "memory":
             with _damage(self.root, meta["data"]):
                 data = pq.read_table(f"{self.root}/{meta['data']}", filesystem=self.fs)
-        files = tuple(SourceFile(**f) for f in meta["files"])
+        files = tuple(saved_file(f) for f in meta["files"])
+        partitioning = tuple((str(name), str(dtype)) for name, dtype in meta.get("partitioning", ()))
         kept = KeptRows(self.fs, f"{self.root}/{meta['kept']['file']}", meta["kept"]["rows"]) if "kept" in meta else None
-        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, data=data, kept=kept)
+        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, data=data, kept=kept)
 
 
 class StoredPlain(Segmented):
