@@ -8,7 +8,9 @@ Spark reads a text file in splits, each split's rows in file order, and a task's
 `monotonically_increasing_id` counts its rows consecutively. So a first pass counts
 the rows of every (file, split) and notes the id of its first row; a row's rid is then
 its id plus a per-split offset. Both passes read the same relation with the same
-session settings, so Spark splits the files the same way.
+session settings, so Spark splits the files the same way. A table's partitions that a
+job does not read (Spark lists only the others) are counted by a pass over them alone:
+rids number all of a source's files.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pyspark.sql.types import StructType
 
 from ember.errors import StaleSourceError
 from ember.plan.jvm import JObj, Jvm, iterate
-from ember.plan.sources import Source
+from ember.plan.sources import Source, spark_path, spark_uri
 
 RID = "ember_rid"
 
@@ -64,8 +66,11 @@ class TextNumbering:
         if layout == self.layout:
             return self
         if layout not in self._recounted:
-            uris = list(dict.fromkeys(key.rsplit("@", 1)[0] for key, *_ in self.splits))
-            again, _ = _counted(self.jvm, self.relation, uris)
+            offsets: dict[str, int] = {}
+            for key, _, rid, _ in self.splits:
+                uri = key.rsplit("@", 1)[0]
+                offsets[uri] = min(offsets.get(uri, rid), rid)
+            again = TextNumbering(self.jvm, self.relation, _splits(_split_counts(self.relation, self.jvm), offsets), layout)
             if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
                 raise StaleSourceError("a CSV/JSON source's files hold other rows than at capture; capture again")
             self._recounted[layout] = again
@@ -103,13 +108,26 @@ class TextNumbering:
         return self.numbered().filter(F.col(RID).isin(rids)).orderBy(RID).toArrow()
 
     def recipe(self) -> dict[str, Any]:
-        """What a store needs to read these files again: reader options and schema."""
-        rel = self.relation.relation()
-        options = {str(t._1()): str(t._2()) for t in iterate(rel.options().toSeq())}
-        return {
-            "options": {k: v for k, v in options.items() if k.lower() not in ("path", "paths")},
-            "schema": json.loads(rel.dataSchema().json()),
-        }
+        return _recipe(self.relation)
+
+
+def _recipe(relation: JObj) -> dict[str, Any]:
+    """What reads a relation's files again: its reader options and schema."""
+    rel = relation.relation()
+    options = {str(t._1()): str(t._2()) for t in iterate(rel.options().toSeq())}
+    return {
+        "options": {k: v for k, v in options.items() if k.lower() not in ("path", "paths")},
+        "schema": json.loads(rel.schema().json()),  # partition columns too, typed as the job reads them
+    }
+
+
+def _reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: list[str]) -> DataFrame:
+    """A reader of some of a source's files, with the partition columns their folders give."""
+    reader = spark.read.format(source.kind).options(**recipe["options"]).schema(StructType.fromJson(recipe["schema"]))
+    bases = {f.uri.rsplit("/", len(source.partitioning) + 1)[0] for f in source.files}
+    if source.partitioning and len(bases) == 1:
+        reader = reader.option("basePath", spark_path(bases.pop()))
+    return reader.load([spark_path(u) for u in uris])
 
 
 def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> Source:
@@ -118,8 +136,7 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
     Rids are file-order row positions, so recounting under this session's splits gives
     the same numbers; a different count means the files changed.
     """
-    reader = spark.read.format(source.kind).options(**recipe["options"])
-    df = reader.schema(StructType.fromJson(recipe["schema"])).load([f.uri for f in source.files])
+    df = _reader(spark, source, recipe, [f.uri for f in source.files])
     counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
     if [f.rows for f in counted.files] != [f.rows for f in source.files]:
         raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
@@ -145,19 +162,28 @@ def number_source(jvm: Jvm, source: Source) -> Source:
 
 
 def number_text_source(jvm: Jvm, source: Source) -> Source:
-    """Counts the rows of each split of a CSV/JSON source and fills in rows and offsets."""
-    numbering, counts = _counted(jvm, source.data, [f.uri for f in source.files])
+    """Counts the rows of each split of a CSV/JSON source and fills in rows and offsets.
+    Rids number all of a source's files: those of a table's partitions the job skips
+    are counted by a reader of them alone."""
+    layout = _layout(jvm)
+    by_file = _split_counts(source.data, jvm)
+    rows = {uri: sum(n for _, n, _ in blocks) for uri, blocks in by_file.items()}
+    read = {spark_uri(str(uri)) for uri in source.data.relation().location().inputFiles()}
+    skipped = [f.uri for f in source.files if f.uri not in read]
+    if skipped:
+        counts = _reader(jvm.spark, source, _recipe(source.data), skipped).groupBy(F.col("_metadata.file_path")).count()
+        rows.update({str(r[0]): int(r[1]) for r in counts.collect()})
     files, offset = [], 0
-    for f, n in zip(source.files, counts, strict=True):
-        files.append(replace(f, rows=n, offset=offset))
-        offset += n
+    for f in source.files:
+        files.append(replace(f, rows=rows.get(f.uri, 0), offset=offset))
+        offset += rows.get(f.uri, 0)
+    numbering = TextNumbering(jvm, source.data, _splits(by_file, {f.uri: f.offset for f in files}), layout)
     return replace(source, rows=offset, files=tuple(files), data=numbering)
 
 
-def _counted(jvm: Jvm, relation: JObj, uris: list[str]) -> tuple[TextNumbering, list[int]]:
-    """Each split's row count and first row id, in one pass under the session's layout,
-    and each file's rows."""
-    layout = _layout(jvm)
+def _split_counts(relation: JObj, jvm: Jvm) -> dict[str, list[tuple[int, int, int]]]:
+    """Per file the relation reads: each split's start, rows and first row id, in one pass
+    under the session's layout."""
     counts = (
         jvm.dataframe(relation)
         .select(
@@ -172,11 +198,15 @@ def _counted(jvm: Jvm, relation: JObj, uris: list[str]) -> tuple[TextNumbering, 
     by_file: dict[str, list[tuple[int, int, int]]] = {}
     for row in counts:
         by_file.setdefault(row["f"], []).append((int(row["b"]), int(row["n"]), int(row["m"])))
-    splits, rows, offset = [], [], 0
-    for uri in uris:
-        start = offset
-        for block, n, first in sorted(by_file.get(uri, [])):
-            splits.append((f"{uri}@{block}", first, offset, n))
-            offset += n
-        rows.append(offset - start)
-    return TextNumbering(jvm, relation, tuple(splits), layout), rows
+    return by_file
+
+
+def _splits(by_file: dict[str, list[tuple[int, int, int]]], offsets: dict[str, int]) -> tuple[tuple[str, int, int, int], ...]:
+    """Each split's (key, first row id, first rid, rows), its file's rids starting at its offset."""
+    splits = []
+    for uri, blocks in by_file.items():
+        rid = offsets[uri]
+        for block, n, first in sorted(blocks):
+            splits.append((f"{uri}@{block}", first, rid, n))
+            rid += n
+    return tuple(splits)

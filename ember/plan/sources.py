@@ -50,6 +50,12 @@ def spark_uri(uri: str) -> str:
     return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri
 
 
+def spark_path(uri: str) -> str:
+    """A file URI as the path Spark's readers take (they escape a path's characters again)."""
+    parsed = urlparse(uri)
+    return parsed._replace(path=unquote(parsed.path)).geturl()
+
+
 def local_path(uri: str) -> Path:
     """The local path of a `file:` URI (Spark's spelling of local files)."""
     parsed = urlparse(uri)
