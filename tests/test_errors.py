@@ -146,3 +146,21 @@ def test_defer_reports_an_untraceable_operator_once_the_job_ran(spark: SparkSess
     df = spark.createDataFrame([(1,), (2,)], "x long").mapInArrow(lambda batches: batches, "x long")
     with pytest.raises(UnsupportedOperatorError, match="mapInArrow"):
         ember.capture(df.filter("x > 0"), strategy="defer")
+
+
+def test_what_a_second_run_would_draw_otherwise_is_refused_where_a_second_run_answers(
+    spark: SparkSession, job_group: str
+) -> None:
+    """TABLESAMPLE's seed is drawn per run: a scalar subquery's lineage (its own job) and an
+    exact `ember.infer` (a re-run over the traced rows) could not come from the run that
+    made the result, so both are refused before any job; a superset ignores the sample."""
+    spark.range(100).selectExpr("id", "id % 3 AS k").createOrReplaceTempView("drawn")
+    sampled = "SELECT k, count(*) AS n FROM drawn TABLESAMPLE (50 PERCENT) GROUP BY k"
+    with pytest.raises(UnsupportedOperatorError, match="scalar subquery that samples rows"):
+        ember.capture(spark.sql(f"SELECT id, (SELECT max(n) FROM ({sampled})) AS m FROM drawn"))
+    with pytest.raises(UnsupportedOperatorError, match="cannot trace a sample exactly"):
+        ember.infer(spark.sql(sampled))
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
+    superset = ember.infer(spark.sql(sampled), exact=False)
+    for oid, row in enumerate(superset.output().to_pylist()):
+        assert superset.backward(oids=[oid]).ids("range").tolist() == list(range(row["k"], 100, 3))

@@ -275,6 +275,11 @@ class _Rewriter:
             return new, slots
         extra: list[Slot] = []
         for sub in subqueries:
+            if ir.varies(sub):
+                raise UnsupportedOperatorError(
+                    f"ember cannot trace a scalar subquery that samples rows or computes a random value "
+                    f"({ir.outline(sub)}): its lineage would come from another run than its value"
+                )
             plan, sub_slots = self.rewrite(sub)
             if not sub_slots:  # nothing of it is captured
                 continue
@@ -531,7 +536,9 @@ class _Rewriter:
             bounds[f] = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint"))
             extra += [ir.Named(ir.FrameCount("lo", f), bounds[f][0]), ir.Named(ir.FrameCount("hi", f), bounds[f][1])]
         window: ir.Node = replace(node, child=child, columns=node.columns + tuple(extra))
-        if partial:  # frame positions must mean the same rows in the job and in the side table
+        # Frame positions, and a partition whose rows a second run could draw otherwise (a
+        # sample), must mean the same rows in the job and in the side table.
+        if partial or not ir.repeatable(node.child):
             window = ir.Shared(window, key=next(self.ids))
         side_keys = tuple(self.fresh("key", p.dtype) for p in node.partition)
         side = ir.Project(

@@ -64,7 +64,8 @@ def capture(
     background thread (traces wait for it; sources are checked unchanged by size and
     modification time); "auto" injects when the plan needs no side-table job (lineage
     then rides in the job itself, or in side tables DuckDB reads from local Parquet
-    files after it) and defers otherwise.
+    files after it) or when a second run would give other rows (a sample, a random
+    value), and defers otherwise.
 
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
@@ -96,11 +97,17 @@ def capture(
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
     if strategy == "defer":
+        if ir.varies(plan):
+            raise EmberError(
+                f"defer runs the plan again for its lineage, and this one ({outline(plan)}) samples rows or "
+                "computes a random value, so a second run gives other rows; capture it with strategy='inject'"
+            )
         annotated = annotate(plan, workload, inline_rids=bound)  # Defer annotates again, fully, in its background capture
     else:
         annotated = _annotated(plan, workload, sources, bound)
     names = [a.name for a in plan.output]
-    if strategy == "inject" or (strategy == "auto" and all(t.inline or t.local for t in annotated.tables)):
+    inline = all(t.inline or t.local for t in annotated.tables)
+    if strategy == "inject" or (strategy == "auto" and (inline or ir.varies(plan))):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)

@@ -34,7 +34,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     """
     jvm = Jvm(df.sparkSession)
     written, sources = import_plan(jvm, df)
-    _check_deterministic(written)
+    _check_deterministic(written, exact)
     plan = lift_limits(written, exact)
     annotate(plan)  # refuses, before any job, what ember cannot trace
     inference = push_down(plan)
@@ -49,16 +49,22 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     return InferredLineage(jvm, plan, output, numbered, inference, exact, iterative, segment, saved, candidates)
 
 
-def _check_deterministic(plan: ir.Node) -> None:
-    """A re-run must compute the same rows: random expressions cannot be traced lazily."""
+def _check_deterministic(plan: ir.Node, exact: bool) -> None:
+    """A re-run must compute the same rows: random expressions cannot be traced lazily,
+    nor a sample exactly (a re-run over fewer rows draws others; a superset ignores it)."""
     for node in ir.walk(plan):
+        if exact and isinstance(node, ir.Passthrough) and node.kind in ("sample", ir.RANDOM_SAMPLE):
+            raise UnsupportedOperatorError(
+                "ember.infer cannot trace a sample exactly: a re-run over the traced rows alone draws "
+                "other rows; use ember.capture, or ember.infer(df, exact=False) for a superset"
+            )
         for e in node.expressions():
             if not e.deterministic:
                 raise UnsupportedOperatorError(
                     f"ember.infer cannot trace the nondeterministic expression {e.sql}; use ember.capture"
                 )
             for sub in e.subqueries:
-                _check_deterministic(sub)
+                _check_deterministic(sub, exact)
 
 
 __all__ = ["InferredLineage", "infer"]

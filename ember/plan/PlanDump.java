@@ -27,6 +27,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.Range;
+import org.apache.spark.sql.catalyst.plans.logical.Sample;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
@@ -138,6 +139,10 @@ public final class PlanDump {
         } else if (p instanceof Expand x) {
             field("projections");
             array(x.projections(), row -> list((scala.collection.Seq<?>) row, true));
+        } else if (p instanceof Sample x) {
+            tops("exprs", p.expressions());
+            field("seeded");
+            out.append(x.seed().isDefined());
         } else if (p.children().isEmpty()) {
             leaf(p);
         } else {

@@ -432,16 +432,25 @@ def with_children(node: Node, children: tuple[Node, ...]) -> Node:
     return node
 
 
+RANDOM_SAMPLE = "random sample"  # a sample with no seed (TABLESAMPLE): Spark draws one per run
+
+
 def repeatable(plan: Node) -> bool:
-    """Whether running the plan twice over unchanged sources gives the same rows: no
-    nondeterministic expression, no sample, and no limit or window whose rows could be
-    chosen differently among ties."""
-    for n in walk(plan):
-        if isinstance(n, Limit | Window) or (isinstance(n, Passthrough) and n.kind == "sample"):
-            return False
-        if any(not e.deterministic for e in n.expressions()):
-            return False
-    return True
+    """Whether running the plan twice over unchanged sources gives the same rows: it does
+    not vary, and has no sample (a seeded one draws by partition, which another job may
+    cut otherwise), limit or window whose rows could be chosen differently among ties."""
+    return not varies(plan) and not any(
+        isinstance(n, Limit | Window) or (isinstance(n, Passthrough) and n.kind == "sample") for n in walk(plan)
+    )
+
+
+def varies(plan: Node) -> bool:
+    """Whether two runs of the plan may well give other rows: a sample with no seed, or a
+    nondeterministic expression."""
+    return any(
+        (isinstance(n, Passthrough) and n.kind == RANDOM_SAMPLE) or any(not e.deterministic for e in n.expressions())
+        for n in walk(plan)
+    )
 
 
 def walk(node: Node) -> list[Node]:

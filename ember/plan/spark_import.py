@@ -159,7 +159,8 @@ class Importer:
             child = self.node(p.child)
             added = tuple(a for a in p.output if a not in child.output)
             exprs = self.exprs(p.exprs.get("exprs", ()))
-            return ir.Passthrough(child, kind=_PASSTHROUGH[kind], added=added, exprs=exprs, handle=p.handle)
+            named = ir.RANDOM_SAMPLE if kind == "Sample" and not p.facts.get("seeded") else _PASSTHROUGH[kind]
+            return ir.Passthrough(child, kind=named, added=added, exprs=exprs, handle=p.handle)
         shown = p.handle.simpleString(200) if p.handle is not None else kind
         raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {shown!s}")
 

@@ -227,6 +227,19 @@ def test_window_functions(views: SparkSession) -> None:
           o.select(w, lambda v: v[:2]))
 
 
+def test_a_window_over_a_sample_drawn_anew_each_run(spark: SparkSession) -> None:
+    """A rank's lineage is its whole partition, which the side-table job must see as the
+    job drew it (TABLESAMPLE draws its seed per run): the oracle is the output itself."""
+    spark.range(300).selectExpr("id", "id % 4 AS k", "(id * 7) % 11 AS x").createOrReplaceTempView("drawn")
+    query = "SELECT id, k, rank() OVER (PARTITION BY k ORDER BY x) AS r FROM drawn TABLESAMPLE (40 PERCENT)"
+    lin = ember.capture(spark.sql(query), strategy="inject")
+    out = lin.output().to_pylist()
+    assert 0 < len(out) < 300
+    for oid, row in enumerate(out):
+        want = sorted(r["id"] for r in out if r["k"] == row["k"])
+        assert lin.backward(oids=[oid]).ids("range").tolist() == want
+
+
 def test_explode_and_posexplode(views: SparkSession) -> None:
     check(views.sql("SELECT k, explode(array(1, 2)) AS e FROM a"),
           [((*v[:1], e), lin) for v, lin in a() for e in (1, 2)])

@@ -80,3 +80,19 @@ def test_rows_are_matched_by_value_with_duplicates_in_order() -> None:
         match_rows(user, captured.set_column(0, "k", pa.array([None, 1, 3, 1])))
     with pytest.raises(ember.EmberError, match="returned 3 rows"):
         match_rows(user, captured.slice(0, 3))
+
+
+def test_a_sample_drawn_anew_each_run_is_injected_and_refused_by_defer(spark: SparkSession) -> None:
+    """Defer runs the plan again for its lineage; TABLESAMPLE draws its seed per run."""
+    spark.range(200).selectExpr("id", "id % 3 AS k").createOrReplaceTempView("drawn")
+    spark.createDataFrame([(1, 0), (2, 1), (9, 2)], "id long, k long").createOrReplaceTempView("keys")
+    query = "SELECT id, k FROM drawn TABLESAMPLE (50 PERCENT) WHERE k IN (SELECT k FROM keys WHERE id > 1)"
+    lin = ember.capture(spark.sql(query))  # a semi join's witnesses: a side-table job
+    assert lin.mode == "inject"
+    assert 0 < lin.output().num_rows < 133
+    for oid, row in enumerate(lin.output().to_pylist()):
+        trace = lin.backward(oids=[oid])
+        assert trace.ids("range").tolist() == [row["id"]]
+        assert trace.ids("keys").tolist() == [row["k"]]
+    with pytest.raises(ember.EmberError, match="strategy='inject'"):
+        ember.capture(spark.sql(query), strategy="defer")
