@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from ember import duck
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
-from ember.plan.duck_sql import parquet_file, partition_columns
+from ember.plan.duck_sql import parquet_file, partition_columns, quoted
 from ember.plan.sources import Source, SourceFile, file_facts, local_path
 
 RID = "ember_rid"
@@ -38,10 +38,14 @@ def source_relation(source: Source) -> pa.Table | str:
         return source.data.append_column(RID, pa.array(np.arange(source.rows, dtype=np.int64)))
     if source.kind == "parquet":
         check_unchanged(source)
-        return " UNION ALL ".join(
+        files = " UNION ALL BY NAME ".join(
             f"SELECT * EXCLUDE (file_row_number), file_row_number + {f.offset} AS {RID} FROM {parquet_file(source, f)}"
             for f in source.files
         )
+        if not source.columns:
+            return files
+        columns = ", ".join(quoted(c) for c in (*source.columns, *(n for n, _ in source.partitioning), RID))
+        return f"SELECT {columns} FROM ({files})"
     if source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])
         return f"SELECT {start} + i * {step} AS id, i AS {RID} FROM range({source.rows}) t(i)"
@@ -72,21 +76,35 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
 
 
 def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:
+    if not source.files:
+        return pa.table({})
     parts: list[pa.Table] = []
     for f in source.files:
         lo, hi = np.searchsorted(rids, [f.offset, f.offset + f.rows])
-        if lo == hi:
-            continue
-        local = rids[lo:hi] - f.offset
-        path = local_path(f.uri)
-        part = _few_rows(path, local) if local.size <= FEW_ROWS else _row_groups(path, local)
-        parts.append(_partitioned(source, f, _unviewed(part).cast(_unviewed(pq.read_schema(path).empty_table()).schema)))
+        if lo < hi:
+            parts.append(_file_rows(source, f, rids[lo:hi] - f.offset))
     if not parts:
-        if not source.files:
-            return pa.table({})
-        f = source.files[0]
-        return _partitioned(source, f, _unviewed(pq.read_schema(local_path(f.uri)).empty_table()))
-    return pa.concat_tables(parts)
+        parts.append(_file_rows(source, source.files[0], rids[:0]))
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def _file_rows(source: Source, f: SourceFile, rows: np.ndarray) -> pa.Table:
+    """Rows of one file, with the source's columns as Spark reads them: by name (a column
+    the file lacks is null), then its partition columns."""
+    path = local_path(f.uri)
+    held = _unviewed(pq.read_schema(path).empty_table()).schema
+    if rows.size:
+        read = _few_rows(path, rows) if rows.size <= FEW_ROWS else _row_groups(path, rows)
+        part = _unviewed(read).cast(held)
+    else:
+        part = held.empty_table()
+    if source.columns:
+        names = {n.lower(): n for n in part.column_names}
+        part = pa.table(
+            [part.column(names[c.lower()]) if c.lower() in names else pa.nulls(part.num_rows) for c in source.columns],
+            names=list(source.columns),
+        )
+    return _partitioned(source, f, part)
 
 
 def _partitioned(source: Source, f: SourceFile, rows: pa.Table) -> pa.Table:

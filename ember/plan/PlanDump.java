@@ -168,6 +168,8 @@ public final class PlanDump {
                 array(location.rootPaths(), path -> string(path.toString()));
                 field("files");
                 array(CollectionConverters.asScala(Arrays.asList(location.inputFiles())), f -> string((String) f));
+                field("columns");
+                array(r.dataSchema(), f -> string(((StructField) f).name()));
                 field("partitioning");
                 array(r.partitionSchema(), f -> {
                     StructField column = (StructField) f;

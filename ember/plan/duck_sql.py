@@ -203,9 +203,10 @@ def python_literal(value: Any) -> str | None:
 def numbered_parquet(source: Source, rid: str) -> str | None:
     """SQL for the rows of a source's Parquet files with each row's rid as column `rid`
     (its position in its file plus the rows of earlier files, as Spark numbers them), or
-    None where the files are not local."""
+    None where the files are not local. Files are matched by column name, as Spark reads
+    them (a dataset's files may hold their columns in another order, or more of them)."""
     try:
-        return " UNION ALL ".join(f"SELECT file_row_number + {f.offset} AS {rid}, * FROM {parquet_file(source, f)}" for f in source.files)
+        return " UNION ALL BY NAME ".join(f"SELECT file_row_number + {f.offset} AS {rid}, * FROM {parquet_file(source, f)}" for f in source.files)
     except ValueError:
         return None
 

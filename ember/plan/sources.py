@@ -40,6 +40,7 @@ class Source:
     rows: int
     files: tuple[SourceFile, ...] = ()
     partitioning: tuple[tuple[str, str], ...] = ()  # partition columns (name, Spark type), in Spark's order
+    columns: tuple[str, ...] = ()  # a file source's columns as Spark reads them (by name: files may differ); () as the files hold them
     options: tuple[tuple[str, str], ...] = ()
     data: Any = field(default=None, compare=False, hash=False, repr=False)  # pyarrow.Table for memory
     kept: Any = field(default=None, compare=False, hash=False, repr=False)  # a loaded store's row copy (store.kept)

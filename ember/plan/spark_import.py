@@ -283,7 +283,8 @@ class Importer:
         roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
         data = p.handle if fmt != "parquet" else None
-        return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, data=data))
+        columns = tuple(str(c) for c in p.facts.get("columns", ()))
+        return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data))
 
     def _LocalRelation(self, p: PlanTree) -> ir.Node:
         return self._memory(p)

@@ -225,6 +225,7 @@ class _Writer:
             "rows": source.rows,
             "files": [asdict(f) for f in source.files],
             "partitioning": [list(column) for column in source.partitioning],
+            "columns": list(source.columns),
         }
         if source.kind == "memory":
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
@@ -376,7 +377,8 @@ class _Reader:
         files = tuple(saved_file(f) for f in meta["files"])
         partitioning = tuple((str(name), str(dtype)) for name, dtype in meta.get("partitioning", ()))
         kept = KeptRows(self.fs, f"{self.root}/{meta['kept']['file']}", meta["kept"]["rows"]) if "kept" in meta else None
-        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, data=data, kept=kept)
+        columns = tuple(str(c) for c in meta.get("columns", ()))
+        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, columns, data=data, kept=kept)
 
 
 class StoredPlain(Segmented):
