@@ -25,7 +25,7 @@ from ember.plan.columns import column_lineage
 from ember.plan.ir import outline, walk
 from ember.plan.jvm import Jvm
 from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
-from ember.plan.spark_import import import_plan
+from ember.plan.spark_import import import_plan, reads_clock
 from ember.query import grouped
 from ember.query.grouped import Grouping
 from ember.query.trace import OID
@@ -65,7 +65,7 @@ def capture(
     modification time); "auto" injects when the plan needs no side-table job (lineage
     then rides in the job itself, or in side tables DuckDB reads from local Parquet
     files after it) or when a second run would give other rows (a sample, a random
-    value), and defers otherwise.
+    value, the time), and defers otherwise.
 
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
@@ -96,18 +96,20 @@ def capture(
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
+    varies = strategy != "inject" and (ir.varies(plan) or reads_clock(jvm, df))
     if strategy == "defer":
-        if ir.varies(plan):
+        if varies:
             raise EmberError(
                 f"defer runs the plan again for its lineage, and this one ({outline(plan)}) samples rows or "
-                "computes a random value, so a second run gives other rows; capture it with strategy='inject'"
+                "computes a random value or the time, so a second run gives other rows; capture it with "
+                "strategy='inject'"
             )
         annotated = annotate(plan, workload, inline_rids=bound)  # Defer annotates again, fully, in its background capture
     else:
         annotated = _annotated(plan, workload, sources, bound)
     names = [a.name for a in plan.output]
     inline = all(t.inline or t.local for t in annotated.tables)
-    if strategy == "inject" or (strategy == "auto" and (inline or ir.varies(plan))):
+    if strategy == "inject" or (strategy == "auto" and (inline or varies)):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)

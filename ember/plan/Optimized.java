@@ -3,10 +3,12 @@ package ember.jvm;
 import java.util.LinkedHashSet;
 import java.util.Set;
 
+import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.sql.internal.SQLConf$;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The user's plan optimized for the import, with ember's rules excluded on top of the
@@ -30,5 +32,42 @@ public final class Optimized {
         }
         conf.setConfString(KEY, String.join(",", rules));
         return SQLConf$.MODULE$.withExistingConf(conf, () -> session.sessionState().optimizer().execute(analyzed));
+    }
+
+    /** Functions of the clock, which each optimization of a plan folds to its own time. */
+    private static final Set<String> CLOCK = Set.of(
+        "CurrentTimestamp", "Now", "CurrentDate", "LocalTimestamp", "CurrentTime",
+        "CurrentTimestampNanos", "LocalTimestampNanos");
+
+    /** Whether an analyzed plan reads the clock, so each run of it computes other values. */
+    public boolean readsClock(LogicalPlan plan) {
+        for (Expression e : CollectionConverters.asJava(plan.expressions())) {
+            if (clock(e)) {
+                return true;
+            }
+        }
+        for (LogicalPlan child : CollectionConverters.asJava(plan.children())) {
+            if (readsClock(child)) {
+                return true;
+            }
+        }
+        for (LogicalPlan sub : CollectionConverters.asJava(plan.subqueries())) {
+            if (readsClock(sub)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static boolean clock(Expression e) {
+        if (CLOCK.contains(e.getClass().getSimpleName())) {
+            return true;
+        }
+        for (Expression child : CollectionConverters.asJava(e.children())) {
+            if (clock(child)) {
+                return true;
+            }
+        }
+        return false;
     }
 }

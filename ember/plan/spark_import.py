@@ -102,6 +102,12 @@ def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
     return javac.helper(jvm, "Optimized").plan(jvm.jsession, jvm.analyzed(df), ",".join(EXCLUDED_RULES))
 
 
+def reads_clock(jvm: Jvm, df: DataFrame) -> bool:
+    """Whether `df` reads the clock (`current_timestamp()`, `current_date()`, ...): Spark
+    folds each into the time of the plan's optimization, so a second run differs."""
+    return bool(javac.helper(jvm, "Optimized").readsClock(jvm.analyzed(df)))
+
+
 @dataclass
 class Importer:
     """Reads one optimized plan; sources are shared across the plan by their key."""

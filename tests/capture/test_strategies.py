@@ -96,3 +96,17 @@ def test_a_sample_drawn_anew_each_run_is_injected_and_refused_by_defer(spark: Sp
         assert trace.ids("keys").tolist() == [row["k"]]
     with pytest.raises(ember.EmberError, match="strategy='inject'"):
         ember.capture(spark.sql(query), strategy="defer")
+
+
+@pytest.mark.parametrize("clock", ["current_timestamp()", "current_date()", "now()"])
+def test_a_plan_reading_the_clock_is_injected_and_refused_by_defer(spark: SparkSession, sales: Path, clock: str) -> None:
+    """Spark folds the clock into each optimization's own time, so Defer's second run would
+    compute other rows than the job (the default strategy used to pick it and then fail)."""
+    df = spark.read.parquet(str(sales))
+    query = df.join(df.groupBy("shop").count(), "shop").selectExpr("shop", "count", f"{clock} AS at")
+    lin = ember.capture(query)  # its groups are a side-table job: with no clock, auto defers
+    assert lin.mode == "inject"
+    for oid, row in enumerate(lin.output().to_pylist()[:20]):
+        assert lin.backward(oids=[oid]).ids("sales").tolist() == list(range(row["shop"], 500, 7))  # its shop's group
+    with pytest.raises(ember.EmberError, match="strategy='inject'"):
+        ember.capture(query, strategy="defer")
