@@ -15,7 +15,7 @@ from ember.infer.saving import run_saving
 from ember.infer.segments import split
 from ember.plan import ir
 from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
+from ember.plan.spark_import import import_plan, reads_clock
 
 
 def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> InferredLineage:
@@ -39,7 +39,14 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     annotate(plan)  # refuses, before any job, what ember cannot trace
     inference = push_down(plan)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    segment = split(plan) if exact and why_rerun(plan, inference) is not None else None
+    rerun = exact and why_rerun(plan, inference) is not None
+    segment = split(plan) if rerun else None
+    if rerun and segment is None and reads_clock(jvm, df):
+        raise UnsupportedOperatorError(
+            "ember.infer cannot trace this plan exactly: its traces re-run it, and it reads the clock "
+            "(current_timestamp() and its kin), which a re-run reads anew; use ember.capture, or "
+            "ember.infer(df, exact=False) for a superset"
+        )
     ran = None if segment is None or not segment.saves else run_saving(jvm, written, segment, numbered)
     if segment is not None and segment.saves and ran is None:
         segment = None  # a save point the job's plan does not hold: traces re-run
