@@ -236,7 +236,21 @@ class Builder:
             cols.append(_frame_count(spec, c.expr).alias(c.attr.name))
         analyzed = self.jvm.analyzed(self.jvm.dataframe(child).select("*", *cols))
         found = {str(e.name()): e for w in _windows(analyzed) for e in iterate(w.windowExpressions())}
-        return [self.jvm.alias(found[c.attr.name].child(), c.attr.name, c.attr.id) for c in made]
+        return [self.jvm.alias(self._valued(found[c.attr.name].child(), c.expr), c.attr.name, c.attr.id) for c in made]
+
+    def _valued(self, window: JObj, count: ir.AnyExpr) -> JObj:
+        """A count whose frame starts or ends at a value offset (PySpark's frames take integers
+        only): made over the current row, then given the user's own bound."""
+        assert isinstance(count, ir.FrameCount)
+        value = None if count.frame is None else count.frame.values[0 if count.bound == "lo" else 1]
+        if value is None:
+            return window
+        spec = window.windowSpec()
+        made = spec.frameSpecification()
+        bounds = (value, made.upper()) if count.bound == "lo" else (made.lower(), value)
+        framed = self.jvm.name(EXPRESSIONS + ".SpecifiedWindowFrame")(made.frameType(), *bounds)
+        defined = self.jvm.name(EXPRESSIONS + ".WindowSpecDefinition")(spec.partitionSpec(), spec.orderSpec(), framed)
+        return self.jvm.name(EXPRESSIONS + ".WindowExpression")(window.windowFunction(), defined)
 
     def _Shared(self, node: ir.Shared) -> JObj:
         if node.key not in self.shared:
@@ -320,9 +334,10 @@ def _frame_count(spec: WindowSpec, count: ir.FrameCount) -> Column:
 
 
 def _offset(bound: str, unbounded: int) -> int:
+    """PySpark's frame bound; a value offset's count is made over the current row first."""
     if bound == "unbounded":
         return unbounded
-    return 0 if bound == "current" else int(bound)
+    return 0 if bound == "current" or bound.startswith("value ") else int(bound)
 
 
 def _windows(plan: JObj) -> list[JObj]:

@@ -60,13 +60,16 @@ class Constant:
 
 @dataclass(frozen=True)
 class Frame:
-    """A window function's frame: rows or range, bounds "unbounded", "current" or a signed
-    integer offset. `whole` is set for ranking functions, which read the whole partition."""
+    """A window function's frame: rows or range, bounds "unbounded", "current", a signed
+    integer offset, or a RANGE frame's value offset of another type (a decimal, a double,
+    an interval: its text, with its Catalyst literal in `values`). `whole` is set for
+    ranking functions, which read the whole partition."""
 
     kind: str  # "rows" | "range"
     lower: str
     upper: str
     whole: bool = False
+    values: tuple[Any, Any] = field(default=(None, None), compare=False, hash=False, repr=False)
 
     @property
     def partition_wide(self) -> bool:
@@ -280,8 +283,9 @@ class Union(Node):
 class Window(Unary):
     OPERATORS: ClassVar[str] = "window functions"
     LINEAGE: ClassVar[str] = (
-        "the row and every row of its window frame (lag and lead: the row they read; the whole "
-        "partition for ranking functions); a window column dropped unread is used by no row"
+        "the row and every row of its window frame, ROWS or RANGE (offsets of rows, or of the "
+        "ORDER BY value: a number, an interval); lag and lead: the row they read; the whole "
+        "partition for ranking functions; a window column dropped unread is used by no row"
     )
 
     columns: tuple[Named, ...] = ()

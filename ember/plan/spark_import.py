@@ -450,14 +450,24 @@ def _frame(named: Tree) -> ir.Frame:
     if frame.kind != "SpecifiedWindowFrame":
         raise UnsupportedOperatorError(f"ember cannot read the window frame {frame.text}")
     kind = "rows" if (frame.frame or "").startswith("RowFrame") else "range"
-    return ir.Frame(kind, _bound(frame.children[0]), _bound(frame.children[1]), whole=ranking)
+    lower, upper = (_bound(b, kind) for b in frame.children[:2])
+    values: tuple[JObj | None, JObj | None] = (None, None)
+    if lower.startswith("value ") or upper.startswith("value "):
+        assert named.handle is not None
+        made = (named.handle.child() if named.kind == "Alias" else named.handle).windowSpec().frameSpecification()
+        values = (made.lower() if lower.startswith("value ") else None, made.upper() if upper.startswith("value ") else None)
+    return ir.Frame(kind, lower, upper, whole=ranking, values=values)
 
 
-def _bound(e: Tree) -> str:
+def _bound(e: Tree, kind: str) -> str:
+    """A frame bound's spelling; a RANGE frame's value offset that is no integer (Spark
+    compares it with the ORDER BY value, in that value's type) is "value" and its text."""
     if e.kind in ("UnboundedPreceding", "UnboundedFollowing"):
         return "unbounded"
     if e.kind == "CurrentRow":
         return "current"
-    if e.kind == "Literal" and isinstance(e.value, int) and not isinstance(e.value, bool):
+    if e.kind == "Literal" and e.dtype in ("tinyint", "smallint", "int", "bigint") and isinstance(e.value, int):
         return str(e.value)
+    if e.kind == "Literal" and kind == "range" and e.value is not None:
+        return f"value {e.text}"
     raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e.text}")

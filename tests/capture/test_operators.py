@@ -6,8 +6,10 @@ mistake shows up as such, and `assert_same_lineage` checks both directions.
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -225,6 +227,64 @@ def test_window_functions(views: SparkSession) -> None:
     # a window column nothing reads is used by no row: Spark prunes the window, ember adds nothing
     check(views.sql("SELECT g, o FROM (SELECT *, sum(v) OVER (PARTITION BY g) AS s FROM w)"),
           o.select(w, lambda v: v[:2]))
+
+
+_RANGED = [
+    (i, i % 3, (i * 7) % 13 / 2 if i % 11 else None, datetime.date(2024, 1, 1) + datetime.timedelta(days=(i * 5) % 17),
+     datetime.datetime(2024, 1, 1) + datetime.timedelta(hours=(i * 7) % 30))
+    for i in range(40)
+]
+
+
+@pytest.mark.parametrize(
+    ("order", "lo", "hi", "frame"),
+    [
+        ("x", -1.5, 0.5, "x RANGE BETWEEN 1.5 PRECEDING AND 0.5 FOLLOWING"),
+        ("x", -1.0, 1.0, "x DESC RANGE BETWEEN 1.0 PRECEDING AND 1.0 FOLLOWING"),
+        ("x", 0.5, None, "x RANGE BETWEEN 0.5 FOLLOWING AND UNBOUNDED FOLLOWING"),
+        ("x", None, -0.5, "x DESC RANGE BETWEEN UNBOUNDED PRECEDING AND 0.5 PRECEDING"),
+        ("d", -3, 0, "d RANGE BETWEEN INTERVAL 3 DAYS PRECEDING AND CURRENT ROW"),
+        ("ts", -5, 2, "ts RANGE BETWEEN INTERVAL 5 HOURS PRECEDING AND INTERVAL 2 HOURS FOLLOWING"),
+    ],
+)
+def test_range_frames_with_value_offsets(
+    spark: SparkSession, order: str, lo: float | None, hi: float | None, frame: str
+) -> None:
+    """A RANGE frame whose offsets are values of the ORDER BY column's own type (a double,
+    an interval of a date or timestamp): the row and the rows whose value lies within them.
+    The oracle is the frame's definition over the rows."""
+    schema = "id int, k int, x double, d date, ts timestamp"
+    spark.createDataFrame(_RANGED, schema).createOrReplaceTempView("ranged")
+    query = f"SELECT id, count(*) OVER (PARTITION BY k ORDER BY {frame}) AS n FROM ranged"
+    lin = ember.capture(spark.sql(query), strategy="inject")
+    values = {r[0]: _ordered_by(r, order) for r in _RANGED}
+    sign = -1 if "DESC" in frame else 1
+    for oid, out in enumerate(lin.output().to_pylist()):
+        me = _RANGED[out["id"]]
+        framed = [r[0] for r in _RANGED if r[1] == me[1] and _within(values[me[0]], values[r[0]], sign, lo, hi)]
+        assert out["n"] == len(framed)
+        assert lin.backward(oids=[oid]).ids("ranged").tolist() == sorted({*framed, me[0]})  # and the row itself
+
+
+def _ordered_by(row: tuple[Any, ...], order: str) -> float | None:
+    """A row's ORDER BY value in the frame's units (days for a date, hours for a timestamp)."""
+    v = row[{"x": 2, "d": 3, "ts": 4}[order]]
+    if v is None or order == "x":
+        return v  # type: ignore[no-any-return]
+    moment = v if order == "ts" else datetime.datetime.combine(v, datetime.time())
+    return (moment - datetime.datetime(2024, 1, 1)).total_seconds() / (3600 if order == "ts" else 86400)
+
+
+def _within(mine: float | None, theirs: float | None, sign: int, lo: float | None, hi: float | None) -> bool:
+    """Spark's RANGE frame (None: unbounded): nulls sort first ascending, last descending,
+    and are each other's peers; a null row's value offsets stop at its peers."""
+    nulls_first = sign == 1
+    if mine is None:
+        return theirs is None or ((hi is None) if nulls_first else (lo is None))
+    if theirs is None:
+        return (lo is None) if nulls_first else (hi is None)
+    step = sign * (theirs - mine)
+    return (lo is None or lo <= step) and (hi is None or step <= hi)
 
 
 def test_a_window_over_a_sample_drawn_anew_each_run(spark: SparkSession) -> None:
