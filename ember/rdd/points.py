@@ -280,7 +280,8 @@ class IndexedInput(Point):
 
 
 class TextInput(Point):
-    """A local text file read by `sc.textFile`; ids are (split, byte offset of the line)."""
+    """A local text file read by `sc.textFile`; ids are (split, byte offset of the line).
+    Lines end as Hadoop's reader ends them: at LF, CRLF or a lone CR."""
 
     def __init__(self, lc: LineageContext, path: str, min_partitions: int | None) -> None:
         lines = lc.sc.textFile(path, min_partitions)
@@ -290,15 +291,12 @@ class TextInput(Point):
             url = urlparse(split.getPath().toString())
             if url.scheme not in ("", "file"):
                 raise LineageSourceError(f"{path}: only local files can be re-read by offset")
-            splits.append((url.path, int(split.getStart())))
-        for file in {p for p, _ in splits}:
+            splits.append((url.path, int(split.getStart()), int(split.getStart() + split.getLength())))
+        for file in {p for p, *_ in splits}:
             if os.path.getsize(file) > MASK:
                 raise LineageSourceError(
                     f"{file}: larger than {MASK} bytes, the largest offset an id holds"
                 )
-            with open(file, "rb") as f:
-                if b"\r\n" in f.read(1 << 16):
-                    raise LineageSourceError(f"{file}: CRLF line ends; ids assume LF")
         super().__init__(lc, (), len(splits))
         self.lines = lines
         self.splits = splits
@@ -307,19 +305,22 @@ class TextInput(Point):
         base, splits = self.base, self.splits
 
         def tag(pid: int, lines: Iterable[str]) -> Iterator[tuple[str, Ref]]:
-            path, pos = splits[pid]
+            path, pos, end = splits[pid]
             slot = (base + pid) << SHIFT
-            with open(path, "rb") as f:
+            if not os.path.getsize(path):
+                return
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
                 if pos:  # Hadoop's reader skips the partial line a split starts in
-                    f.seek(pos)
-                    pos += len(f.readline())
+                    pos = _line_after(m, pos)
+                last = m.find(b"\n", end)
+                # With no CR in the split (its last line included), an ASCII line's bytes are
+                # its characters and an LF; else each line's end is found in the file.
+                plain = m.find(b"\r", pos, len(m) if last < 0 else last) < 0
                 for line in lines:
                     yield line, slot | pos
-                    if line.isascii():
-                        pos += len(line) + 1
-                    else:  # the line's own bytes: a file need not be UTF-8 (Spark decoded
-                        f.seek(pos)  # what is not with replacement characters)
-                        pos += len(f.readline())
+                    # the line's own bytes where they may not be its characters: a file need
+                    # not be UTF-8 (Spark decoded what is not with replacement characters)
+                    pos = pos + len(line) + 1 if plain and line.isascii() else _line_after(m, pos)
 
         return self.lines.mapPartitionsWithIndex(tag, preservesPartitioning=True)
 
@@ -344,10 +345,22 @@ def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
     if not ns:
         return
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        size, find = len(m), m.find
         for n in ns:
-            end = find(b"\n", n)
-            yield slot | n, m[n : size if end < 0 else end].decode(errors="replace")  # as Spark decodes
+            yield slot | n, m[n : _line_end(m, n)].decode(errors="replace")  # as Spark decodes
+
+
+def _line_end(m: mmap.mmap, pos: int) -> int:
+    """Where the line starting at `pos` ends: at its LF or CR (Hadoop ends lines at either)."""
+    lf = m.find(b"\n", pos)
+    stop = len(m) if lf < 0 else lf
+    cr = m.find(b"\r", pos, stop)
+    return stop if cr < 0 else cr
+
+
+def _line_after(m: mmap.mmap, pos: int) -> int:
+    """Where the line after the one starting at `pos` starts (past an LF, a CRLF or a CR)."""
+    end = _line_end(m, pos)
+    return end + 2 if m[end : end + 2] == b"\r\n" else end + 1
 
 
 class Captured(Point):

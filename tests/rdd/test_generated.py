@@ -171,28 +171,44 @@ def test_generated_program_lineage_equals_oracle(
 
 
 # text files: lines of ASCII, Latin-1 or any text (never a line end), empty at times,
-# written as UTF-8 or Latin-1, with or without a last line end, read in 1-4 splits
+# written as UTF-8 or Latin-1, each ended by LF, CRLF or CR, the last at times by none,
+# read in 1-4 splits
 _TEXTS = {"utf-8": st.text(st.characters(exclude_characters="\r\n", exclude_categories=("Cs",)), max_size=6),
           "latin-1": st.text(st.characters(max_codepoint=0xFF, exclude_characters="\r\n"), max_size=6)}
+_ENDS = st.sampled_from(["\n", "\n", "\r\n", "\r"])
 texts = st.sampled_from(sorted(_TEXTS)).flatmap(
-    lambda enc: st.tuples(st.just(enc), st.lists(_TEXTS[enc], min_size=1, max_size=12), st.booleans()))
+    lambda enc: st.tuples(st.just(enc), st.lists(st.tuples(_TEXTS[enc], _ENDS), min_size=1, max_size=12), st.booleans()))
+
+
+def _split_lines(content: bytes) -> list[tuple[int, bytes]]:
+    """(offset, bytes) of each line, as Hadoop's reader ends lines: at LF, CRLF or CR."""
+    found, start, i = [], 0, 0
+    while i < len(content):
+        if content[i] in b"\r\n":
+            found.append((start, content[start:i]))
+            i += 2 if content[i : i + 2] == b"\r\n" else 1
+            start = i
+        else:
+            i += 1
+    return found + ([(start, content[start:])] if start < len(content) else [])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts, splits=st.integers(1, 4), pick=st.randoms(use_true_random=False))
 def test_generated_text_file_lines_are_their_byte_offsets(
-    spark: SparkSession, tmp_path_factory: Any, text: tuple[str, list[str], bool], splits: int, pick: Any
+    spark: SparkSession, tmp_path_factory: Any, text: tuple[str, list[tuple[str, str]], bool], splits: int, pick: Any
 ) -> None:
     """A line count by length over a text file: each count's lines, and the counts a line
     reaches, are the lines' own byte offsets and the lines as Spark read them."""
     encoding, lines, last_end = text
-    content = b"\n".join(line.encode(encoding) for line in lines) + (b"\n" if last_end else b"")
+    content = "".join(line + end for line, end in lines).encode(encoding)
+    if not last_end:
+        content = content.removesuffix(lines[-1][1].encode())
     path = tmp_path_factory.mktemp("text") / "lines.txt"
     path.write_bytes(content)
-    raw = content.split(b"\n")[: -1 if content.endswith(b"\n") or not content else None]
-    offsets = [sum(len(b) + 1 for b in raw[:i]) for i in range(len(raw))]
+    offsets = [offset for offset, _ in _split_lines(content)]
     read = spark.sparkContext.textFile(str(path), splits).collect()  # as Spark decodes them
-    assert len(read) == len(raw)
+    assert len(read) == len(offsets)
     assume(read)
     lc = LineageContext(spark.sparkContext)
     try:

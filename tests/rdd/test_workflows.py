@@ -80,6 +80,23 @@ def test_a_file_that_is_not_utf8_is_traced_by_its_own_bytes(lc: LineageContext, 
         assert [(off, line) for (_, _, off), line in traced] == [(offsets[i], lines[i].replace("\xe9", "\ufffd"))]
 
 
+def test_lines_ended_by_crlf_or_a_lone_cr_are_traced_by_their_own_offsets(lc: LineageContext, tmp_path: Path) -> None:
+    """Hadoop's reader ends a line at LF, CRLF or CR: a file saved on Windows has CRLF
+    past its first lines (once refused only in its first 64 KB, drifting after), an old
+    Mac file lone CRs; ids are the lines' byte offsets and records the lines themselves."""
+    lines = [f"n{i} {'x' * (10 + i % 7)}" for i in range(6000)]
+    ends = ["\n" if i < 5000 else "\r\n" if i % 2 else "\r" for i in range(6000)]  # CRs from byte ~97 K on
+    content = "".join(line + end for line, end in zip(lines, ends, strict=True)).encode()
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(content)
+    offsets = [sum(len(x) + len(e) for x, e in zip(lines[:i], ends[:i], strict=True)) for i in range(len(lines))]
+    counts = lc.textFile(str(path), 3).map(lambda line: (line.split()[0], 1)).reduceByKey(lambda a, b: a + b)
+    assert len(counts.collect()) == len(lines)
+    for i in (0, 4999, 5000, 5001, 5999):
+        traced = counts.filter(lambda kv, k=f"n{i}": kv[0] == k).getLineage().goBackAll().collectWithIds()
+        assert [(off, line) for (_, _, off), line in traced] == [(offsets[i], lines[i])]
+
+
 def test_s2_forward_from_keyword_lines_reaches_their_reports(lc: LineageContext, log: Log) -> None:
     errors = errors_of(lc.textFile(str(log.path), PARTITIONS))
     reports = reports_of(counts_of(errors))
