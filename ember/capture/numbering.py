@@ -70,7 +70,7 @@ class TextNumbering:
             for key, _, rid, _ in self.splits:
                 uri = key.rsplit("@", 1)[0]
                 offsets[uri] = min(offsets.get(uri, rid), rid)
-            again = TextNumbering(self.jvm, self.relation, _splits(_split_counts(self.relation, self.jvm), offsets), layout)
+            again = TextNumbering(self.jvm, self.relation, _splits(_split_counts(self.jvm, self.relation), offsets), layout)
             if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
                 raise StaleSourceError("a CSV/JSON source's files hold other rows than at capture; capture again")
             self._recounted[layout] = again
@@ -166,7 +166,7 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     Rids number all of a source's files: those of a table's partitions the job skips
     are counted by a reader of them alone."""
     layout = _layout(jvm)
-    by_file = _split_counts(source.data, jvm)
+    by_file = _split_counts(jvm, source.data)
     rows = {uri: sum(n for _, n, _ in blocks) for uri, blocks in by_file.items()}
     read = {spark_uri(str(uri)) for uri in source.data.relation().location().inputFiles()}
     skipped = [f.uri for f in source.files if f.uri not in read]
@@ -181,7 +181,7 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     return replace(source, rows=offset, files=tuple(files), data=numbering)
 
 
-def _split_counts(relation: JObj, jvm: Jvm) -> dict[str, list[tuple[int, int, int]]]:
+def _split_counts(jvm: Jvm, relation: JObj) -> dict[str, list[tuple[int, int, int]]]:
     """Per file the relation reads: each split's start, rows and first row id, in one pass
     under the session's layout."""
     counts = (
