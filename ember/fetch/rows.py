@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 
 from ember import duck
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
-from ember.plan.duck_sql import parquet_file, partition_columns, quoted
+from ember.plan.duck_sql import parquet_file, partition_columns, quoted, quoted_text
 from ember.plan.sources import Source, SourceFile, file_facts, local_path
 
 RID = "ember_rid"
@@ -125,10 +125,10 @@ def _few_rows(path: Path, rows: np.ndarray) -> pa.Table:
     """DuckDB filters on the row number first and decodes only the pages holding the rows."""
     con = duck.connect()
     try:
-        file = str(path).replace("'", "''")
         listed = ",".join(map(str, rows.tolist()))
         return con.sql(
-            f"SELECT * EXCLUDE (file_row_number) FROM read_parquet('{file}', file_row_number = true, hive_partitioning = false) "
+            f"SELECT * EXCLUDE (file_row_number) FROM read_parquet({quoted_text(str(path))}, file_row_number = true, "
+            f"hive_partitioning = false) "
             f"WHERE file_row_number IN ({listed}) ORDER BY file_row_number"
         ).to_arrow_table()
     finally:
