@@ -352,11 +352,12 @@ def _ordered(rows: list[o.Row], fn: str) -> list[o.Row]:
 
 
 def register(
-    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None, fmt: str = "parquet"
+    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None, fmt: str = "parquet", flipped: bool = False
 ) -> dict[str, Table]:
     """The two generated tables as temp views `t0` and `t1` (in memory, or two files each
-    under `folder`, Parquet, CSV or JSON lines, numbered as if concatenated in path order),
-    and by name for the oracle."""
+    under `folder`, Parquet, CSV or JSON lines, numbered as if concatenated in path order;
+    `flipped`: each second Parquet file holds its columns as (v, k), which Spark reads by
+    name), and by name for the oracle."""
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
         if folder is None:
@@ -365,17 +366,17 @@ def register(
         (folder / name).mkdir()
         half = len(rows) // 2  # two files (the first empty for one row): rids run on across them
         for part, chunk in enumerate((rows[:half], rows[half:])):
-            _write(folder / name / f"part-{part}.{fmt}", chunk, fmt)
+            _write(folder / name / f"part-{part}.{fmt}", chunk, fmt, ("v", "k") if flipped and part else ("k", "v"))
         reader = spark.read.schema("k int, v int")
         (reader.parquet if fmt == "parquet" else reader.csv if fmt == "csv" else reader.json)(
             str(folder / name)).createOrReplaceTempView(name)
     return tables
 
 
-def _write(path: Path, rows: Table, fmt: str) -> None:
+def _write(path: Path, rows: Table, fmt: str, order: tuple[str, str]) -> None:
     if fmt == "parquet":
         columns = {c: pa.array([r[i] for r in rows], pa.int32()) for i, c in enumerate(("k", "v"))}
-        pq.write_table(pa.table(columns), path)
+        pq.write_table(pa.table({c: columns[c] for c in order}), path)
     elif fmt == "csv":  # an empty field is a null
         path.write_text("".join(",".join("" if x is None else str(x) for x in r) + "\n" for r in rows))
     else:
@@ -426,12 +427,12 @@ def test_generated_pipeline_lineage_equals_oracle(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
+@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]), flipped=st.booleans())
 def test_generated_pipeline_over_parquet_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str, flipped: bool
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        check(spark, plan, register(spark, t0, t1, Path(folder)), strategy)
+        check(spark, plan, register(spark, t0, t1, Path(folder), flipped=flipped), strategy)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
