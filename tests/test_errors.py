@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def test_source_changed_on_disk_since_capture(parquet_source: tuple[Path, DataFr
 
 @pytest.fixture
 def job_group(spark: SparkSession) -> Iterator[str]:
-    group = "ember-refused-plan"
+    group = f"ember-refused-plan-{uuid.uuid4().hex}"  # Spark keeps a group's jobs: one per test
     spark.sparkContext.setJobGroup(group, "must stay empty")
     yield group
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
