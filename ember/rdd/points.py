@@ -16,6 +16,7 @@ that produced it and exists only once that attempt has succeeded.
 
 from __future__ import annotations
 
+import codecs
 import mmap
 import os
 import pickle
@@ -346,7 +347,40 @@ def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
         return
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         for n in ns:
-            yield slot | n, m[n : _line_end(m, n)].decode(errors="replace")  # as Spark decodes
+            yield slot | n, m[n : _line_end(m, n)].decode(errors=_AS_JAVA)  # as Spark decodes
+
+
+def _java_malformed(b: bytes, i: int) -> int:
+    """How many bytes from `i` Java's UTF-8 decoder (Hadoop's `Text`, so `sc.textFile`)
+    replaces with one U+FFFD: Python replaces the longest valid prefix's bytes one by one
+    (`\xed\xa0` at a line's end is two U+FFFD there, one in Java)."""
+    b1, left = b[i], len(b) - i
+
+    def bad(k: int) -> bool:  # byte i+k is not a continuation byte
+        return (b[i + k] & 0xC0) != 0x80
+
+    if 0xE0 <= b1 <= 0xEF:
+        if (b1 == 0xE0 and left > 1 and (b[i + 1] & 0xE0) == 0x80) or (left > 1 and bad(1)):
+            return 1
+        if left < 3:
+            return left  # cut short by the line's end: the rest is one
+        return 2 if bad(2) else 3  # (three: a surrogate's encoding)
+    if 0xF0 <= b1 <= 0xF4:
+        if left > 1 and ((b1 == 0xF0 and not 0x90 <= b[i + 1] <= 0xBF) or (b1 == 0xF4 and (b[i + 1] & 0xF0) != 0x80) or bad(1)):
+            return 1
+        if left > 2 and bad(2):
+            return 2
+        return left if left < 4 else 3
+    return 1
+
+
+def _java_replace(e: UnicodeError) -> tuple[str, int]:
+    assert isinstance(e, UnicodeDecodeError)
+    return "\ufffd", e.start + _java_malformed(e.object, e.start)
+
+
+_AS_JAVA = "ember-java-replace"
+codecs.register_error(_AS_JAVA, _java_replace)
 
 
 def _line_end(m: mmap.mmap, pos: int) -> int:
