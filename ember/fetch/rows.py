@@ -78,19 +78,16 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
 def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:
     if not source.files:
         return pa.table({})
-    parts: list[pa.Table] = []
-    for f in source.files:
-        lo, hi = np.searchsorted(rids, [f.offset, f.offset + f.rows])
-        if lo < hi:
-            parts.append(_file_rows(source, f, rids[lo:hi] - f.offset))
-    if not parts:
-        parts.append(_file_rows(source, source.files[0], rids[:0]))
-    return pa.concat_tables(parts, promote_options="permissive")
+    spans = [(f, np.searchsorted(rids, [f.offset, f.offset + f.rows])) for f in source.files]
+    read = [(f, _file_rows(source, f, rids[lo:hi] - f.offset)) for f, (lo, hi) in spans if lo < hi]
+    if not read:
+        read = [(source.files[0], _file_rows(source, source.files[0], rids[:0]))]
+    return pa.concat_tables(_partitioned(source, read), promote_options="permissive")
 
 
 def _file_rows(source: Source, f: SourceFile, rows: np.ndarray) -> pa.Table:
     """Rows of one file, with the source's columns as Spark reads them: by name (a column
-    the file lacks is null), then its partition columns."""
+    the file lacks is null)."""
     path = local_path(f.uri)
     held = _unviewed(pq.read_schema(path).empty_table()).schema
     if rows.size:
@@ -98,27 +95,31 @@ def _file_rows(source: Source, f: SourceFile, rows: np.ndarray) -> pa.Table:
         part = _unviewed(read).cast(held)
     else:
         part = held.empty_table()
-    if source.columns:
-        names = {n.lower(): n for n in part.column_names}
-        part = pa.table(
-            [part.column(names[c.lower()]) if c.lower() in names else pa.nulls(part.num_rows) for c in source.columns],
-            names=list(source.columns),
-        )
-    return _partitioned(source, f, part)
+    if not source.columns:
+        return part
+    names = {n.lower(): n for n in part.column_names}
+    return pa.table(
+        [part.column(names[c.lower()]) if c.lower() in names else pa.nulls(part.num_rows) for c in source.columns],
+        names=list(source.columns),
+    )
 
 
-def _partitioned(source: Source, f: SourceFile, rows: pa.Table) -> pa.Table:
-    """A file's rows with its partition columns, typed as the source's other readers type them."""
+def _partitioned(source: Source, read: list[tuple[SourceFile, pa.Table]]) -> list[pa.Table]:
+    """Each file's rows with its partition columns, typed as the source's other readers
+    type them (one DuckDB query casts every file's values)."""
     if not source.partitioning:
-        return rows
+        return [rows for _, rows in read]
     con = duck.connect()
     try:
-        values = con.sql(f"SELECT {partition_columns(source, f)}").to_arrow_table()
+        values = con.sql(" UNION ALL ".join(f"SELECT {partition_columns(source, f)}" for f, _ in read)).to_arrow_table()
     finally:
         con.close()
-    for name, column in zip(values.column_names, values.columns, strict=True):
-        rows = rows.append_column(name, pa.repeat(column[0], rows.num_rows))
-    return _unviewed(rows)
+    out = []
+    for i, (_, rows) in enumerate(read):
+        for name, column in zip(values.column_names, values.columns, strict=True):
+            rows = rows.append_column(name, pa.repeat(column[i], rows.num_rows))
+        out.append(_unviewed(rows))
+    return out
 
 
 def _few_rows(path: Path, rows: np.ndarray) -> pa.Table:
