@@ -536,9 +536,9 @@ class _Rewriter:
             bounds[f] = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint"))
             extra += [ir.Named(ir.FrameCount("lo", f), bounds[f][0]), ir.Named(ir.FrameCount("hi", f), bounds[f][1])]
         window: ir.Node = replace(node, child=child, columns=node.columns + tuple(extra))
-        # Frame positions, and a partition whose rows a second run would draw otherwise (a
-        # sample without a seed), must mean the same rows in the job and in the side table.
-        if partial or ir.varies(node.child):
+        # Frame positions, and a partition whose rows a second run could choose otherwise (a
+        # sample, a limit among ties), must mean the same rows in the job and in the side table.
+        if partial or not ir.repeatable(node.child):
             window = ir.Shared(window, key=next(self.ids))
         side_keys = tuple(self.fresh("key", p.dtype) for p in node.partition)
         side = ir.Project(

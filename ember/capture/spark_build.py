@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window as W
@@ -36,16 +35,20 @@ class Builder:
     # exprId → (output Seq of the latest built node that outputs it, position), fetched on use:
     # reading every attribute of every node cost four py4j round trips each.
     outputs: dict[int, tuple[JObj, int]] = field(default_factory=dict)
-    shared: dict[int, tuple[DataFrame, JObj]] = field(default_factory=dict)
+    shared: dict[int, JObj] = field(default_factory=dict)  # ir.Shared key → its InMemoryRelation
     # What an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`), on the cluster
     # when staged side tables hold them.
     keys: pa.Table | DataFrame | None = None
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
-        for df, _ in self.shared.values():
-            df.unpersist()
+        for relation in self.shared.values():
+            relation.cacheBuilder().clearCache(False)
         self.shared.clear()
+
+    def cached(self, key: int) -> DataFrame:
+        """The rows of a cached subplan, read from its cache once a job filled it."""
+        return self._prepared(self.shared[key])
 
     def logical(self, name: str) -> JObj:
         return self.jvm.name(f"{LOGICAL}.{name}")
@@ -53,7 +56,10 @@ class Builder:
     def dataframe(self, node: ir.Node) -> DataFrame:
         """The built plan as a DataFrame Spark neither analyzes nor optimizes again
         (`Prepared.java`): it is built resolved, of pieces Spark optimized for the import."""
-        jdf = javac.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, self.build(node))
+        return self._prepared(self.build(node))
+
+    def _prepared(self, plan: JObj) -> DataFrame:
+        jdf = javac.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, plan)
         return DataFrame(jdf, self.jvm.spark)
 
     def build(self, node: ir.Node) -> JObj:
@@ -254,10 +260,9 @@ class Builder:
 
     def _Shared(self, node: ir.Shared) -> JObj:
         if node.key not in self.shared:
-            df = self.jvm.dataframe(self.build(node.child))
-            df.persist(StorageLevel.MEMORY_AND_DISK)
-            self.shared[node.key] = (df, df._jdf.queryExecution().withCachedData())
-        return self.shared[node.key][1]
+            made = javac.helper(self.jvm, "Prepared").cached(self.jvm.jsession, self.build(node.child))
+            self.shared[node.key] = made
+        return self.shared[node.key]
 
     def _Keys(self, node: ir.Keys) -> JObj:
         """The supplied values as a local relation, typed and identified as the attributes

@@ -41,7 +41,7 @@ def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Sou
         data = {}
         for node, key in keys.items():
             columns = [a for a in node.output if a.id in wanted[key]]
-            cached = builder.shared[key][0]
+            cached = builder.cached(key)
             renamed = cached.toDF(*[f"c{i}" for i in range(len(cached.columns))])
             rows = renamed.select(*[f"c{node.output.index(a)}" for a in columns]).toArrow()
             table = pa.table(rows.columns, names=[a.name for a in columns])

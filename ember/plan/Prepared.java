@@ -13,6 +13,10 @@ import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.QueryExecution;
 import org.apache.spark.sql.execution.QueryExecution$;
+import org.apache.spark.sql.execution.columnar.InMemoryRelation;
+import org.apache.spark.sql.execution.columnar.InMemoryRelation$;
+import org.apache.spark.storage.StorageLevel;
+import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -29,6 +33,17 @@ public final class Prepared {
     public Dataset<Row> dataframe(SparkSession session, LogicalPlan plan) {
         QueryExecution qe = new Light(session, plan);
         return new Dataset<>(qe, RowEncoder$.MODULE$.encoderFor(qe.analyzed().schema()));
+    }
+
+    /**
+     * The plan cached as `Dataset.persist` would cache it, but planned as it is: the cache
+     * manager would optimize the plan again, and Spark 4.3 optimizing its own optimized plan
+     * can change the answer (it folds a NOT IN subquery's literal column into the null-aware
+     * anti join, which then excludes nothing). Not registered with the cache manager: ember
+     * puts the relation where the plan was and drops it when done.
+     */
+    public InMemoryRelation cached(SparkSession session, LogicalPlan plan) {
+        return InMemoryRelation$.MODULE$.apply(StorageLevel.MEMORY_AND_DISK(), new Light(session, plan), Option.empty());
     }
 
     private static final class Light extends QueryExecution {

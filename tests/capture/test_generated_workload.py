@@ -30,7 +30,8 @@ _K = 1  # the value of `k` the pushed-down and the partitioned predicates ask fo
     pick=st.randoms(use_true_random=False),
 )
 # A window over a NOT IN against a sorted LIMIT (Spark pushes the anti join below the
-# window): sharing (caching) that window once gave Defer's run another answer than the job.
+# window): caching that window through Spark's cache manager optimized it again and gave
+# Defer's run another answer than the job (`test_spark_build`).
 @example(plan=("not in", ("window", ("scan", "t0"), "rank"), ("total", ("top", ("scan", "t0"), 1))),
          t0=[(0, 0), (1, 0)], t1=[(0, 0)], how="sources", pick=random.Random(0))
 def test_a_workload_keeps_exactly_the_lineage_it_reads(
