@@ -352,24 +352,26 @@ def _ordered(rows: list[o.Row], fn: str) -> list[o.Row]:
 
 
 def register(
-    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None, fmt: str = "parquet", flipped: bool = False
+    spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None, fmt: str = "parquet", layout: str = "plain"
 ) -> dict[str, Table]:
     """The two generated tables as temp views `t0` and `t1` (in memory, or two files each
-    under `folder`, Parquet, CSV or JSON lines, numbered as if concatenated in path order;
-    `flipped`: each second Parquet file holds its columns as (v, k), which Spark reads by
-    name), and by name for the oracle."""
+    under `folder`, Parquet, CSV or JSON lines, numbered as if concatenated in path order),
+    and by name for the oracle. `layout` "flipped": each second Parquet file holds its
+    columns as (v, k), which Spark reads by name; "partitioned": the files sit in folders
+    p=0 and p=1, so the source has a partition column the views leave out."""
     tables = {"t0": t0, "t1": t1}
     for name, rows in tables.items():
         if folder is None:
             spark.createDataFrame(rows, "k int, v int").createOrReplaceTempView(name)
             continue
-        (folder / name).mkdir()
         half = len(rows) // 2  # two files (the first empty for one row): rids run on across them
         for part, chunk in enumerate((rows[:half], rows[half:])):
-            _write(folder / name / f"part-{part}.{fmt}", chunk, fmt, ("v", "k") if flipped and part else ("k", "v"))
+            inner = folder / name / (f"p={part}" if layout == "partitioned" else "")
+            inner.mkdir(parents=True, exist_ok=True)
+            _write(inner / f"part-{part}.{fmt}", chunk, fmt, ("v", "k") if layout == "flipped" and part else ("k", "v"))
         reader = spark.read.schema("k int, v int")
-        (reader.parquet if fmt == "parquet" else reader.csv if fmt == "csv" else reader.json)(
-            str(folder / name)).createOrReplaceTempView(name)
+        read = (reader.parquet if fmt == "parquet" else reader.csv if fmt == "csv" else reader.json)(str(folder / name))
+        read.select("k", "v").createOrReplaceTempView(name)
     return tables
 
 
@@ -427,18 +429,24 @@ def test_generated_pipeline_lineage_equals_oracle(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]), flipped=st.booleans())
+@given(
+    plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]),
+    layout=st.sampled_from(["plain", "flipped", "partitioned"]),
+)
 def test_generated_pipeline_over_parquet_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str, flipped: bool
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str, layout: str
 ) -> None:
     with tempfile.TemporaryDirectory() as folder:
-        check(spark, plan, register(spark, t0, t1, Path(folder), flipped=flipped), strategy)
+        check(spark, plan, register(spark, t0, t1, Path(folder), layout=layout), strategy)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]), fmt=st.sampled_from(["csv", "json"]))
+@given(
+    plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]), fmt=st.sampled_from(["csv", "json"]),
+    layout=st.sampled_from(["plain", "partitioned"]),
+)
 def test_generated_pipeline_over_text_files_equals_oracle(
-    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str, fmt: str
+    spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str, fmt: str, layout: str
 ) -> None:
     with tempfile.TemporaryDirectory() as folder, _small_splits(spark):
-        check(spark, plan, register(spark, t0, t1, Path(folder), fmt), strategy)
+        check(spark, plan, register(spark, t0, t1, Path(folder), fmt, layout), strategy)
