@@ -10,9 +10,10 @@ of 0 or 1, with `v` kept or replaced), a repartition, a global count, correlated
 subqueries (a count or max of the other side's rows of the same `k`, or a count of those
 with a greater `v`, as a column or in a filter), window functions (rank, dense_rank,
 row_number, ntile, a count over the whole partition, a running count, a count over a range
-frame; over distinct rows, whose order is then certain: lag, lead, counts and sums over row
-frames), union all, distinct, intersect and except (distinct and all). Two tiny tables (one
-to eight rows, values 0-3) make joins and groups collide often. Over Parquet files the same
+frame, by row offsets or by a double's values in descending order; over distinct rows,
+whose order is then certain: lag, lead, counts and sums over row frames), union all,
+distinct, intersect and except (distinct and all). Two tiny tables (one to eight rows,
+values 0-3) make joins and groups collide often. Over Parquet files the same
 plans take the paths in-memory tables never do: scans numbered by row position, and side
 tables DuckDB reads from the files beside or after the job (`capture.local_sides`). Over
 CSV and JSON files, cut into splits of a few lines each, rows are numbered by counting.
@@ -58,7 +59,10 @@ _JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti
     *((how, "<") for how in ("inner", "left", "semi", "anti"))]
 _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
                "distinct": lambda: F.count_distinct("v")}
-_WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving")
+_WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving", "valued")
+# a RANGE frame whose offsets are values of a double ORDER BY, descending (PySpark's own
+# frames take whole numbers only): in `v`, from v + 1 (0.5 before, descending) down to v - 2
+_VALUED = "count(1) OVER (PARTITION BY k ORDER BY v * 0.5D DESC RANGE BETWEEN 0.5 PRECEDING AND 1.0 FOLLOWING)"
 # over distinct rows (no ties): a function, and its frame as row offsets (None: unbounded)
 _ORDERED: dict[str, tuple[int | None, int | None]] = {
     "lag": (-1, -1), "lead": (2, 2), "rows": (-1, 1), "rows before": (None, -1), "rows after": (1, None)}
@@ -148,8 +152,9 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
             "whole": (F.count(F.lit(1)), part),
             "running": (F.count(F.lit(1)), part.orderBy("v")),
             "moving": (F.count(F.lit(1)), part.orderBy("v").rangeBetween(-1, 0)),
+            "valued": (F.expr(_VALUED), None),
         }[p[2]]
-        return _used(child.select("k", fn.over(spec).cast("int").alias("v")))
+        return _used(child.select("k", (fn if spec is None else fn.over(spec)).cast("int").alias("v")))
     if op == "ordered":
         spec = Window.partitionBy("k").orderBy("v")
         lo, hi = _ORDERED[p[2]]
@@ -303,6 +308,8 @@ def _in_frame(window: str, w: int | None, v: int | None) -> bool:
         return w is None
     if window == "running":
         return w is None or w <= v
+    if window == "valued":  # descending: nulls last, a non-null row's frame holds none
+        return w is not None and v - 2 <= w <= v + 1
     return w is not None and v - 1 <= w <= v
 
 
