@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 import ember
 from ember.errors import (
@@ -120,6 +121,27 @@ def test_untraceable_operator_is_refused_before_any_job(spark: SparkSession, job
     with pytest.raises(UnsupportedOperatorError, match="mapInArrow"):
         ember.capture(df.filter("x > 0"))
     assert not marker.exists()
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
+
+
+def test_a_python_udtf_with_terminate_is_refused_before_any_job(spark: SparkSession, job_group: str) -> None:
+    """Spark pins the rows terminate() yields, after a partition's last row, to that row."""
+
+    class Total:
+        def __init__(self) -> None:
+            self.total = 0
+
+        def eval(self, x: int) -> Iterator[tuple[int]]:
+            self.total += x
+            yield (x,)
+
+        def terminate(self) -> Iterator[tuple[int]]:
+            yield (self.total,)
+
+    spark.udtf.register("running_total", F.udtf(Total, returnType="y: int"))
+    spark.createDataFrame([(1,), (2,)], "x int").createOrReplaceTempView("udtf_input")
+    with pytest.raises(UnsupportedOperatorError, match="Total: it has a terminate"):
+        ember.capture(spark.sql("SELECT x, y FROM udtf_input, LATERAL running_total(x)"))
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
 
 

@@ -120,7 +120,17 @@ class Builder:
     _Scan = _same
     _Limit = _same
     _Passthrough = _same
-    _Generate = _same
+
+    def _Generate(self, node: ir.Generate) -> JObj:
+        """A Generate keeps its child's new columns by itself; a Python UDTF names the child
+        columns it keeps, so it is made again keeping the slots too."""
+        kind = str(node.handle.nodeName())
+        if kind not in ("BatchEvalPythonUDTF", "ArrowEvalPythonUDTF"):
+            return self._same(node)
+        child = self.build(node.child)
+        h = node.handle
+        args = (h.udtf(), self.seq([self.attr(a) for a in node.kept]), h.resultAttrs(), child)
+        return self.logical(kind)(*args, *((h.evalType(),) if kind == "ArrowEvalPythonUDTF" else ()))
 
     def _Filter(self, node: ir.Filter) -> JObj:
         return self.logical("Filter")(self.expr(node.cond), self.build(node.child))

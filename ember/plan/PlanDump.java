@@ -5,6 +5,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
+import java.util.Base64;
 import java.util.function.Consumer;
 
 import org.apache.spark.sql.catalyst.expressions.Alias;
@@ -19,6 +20,7 @@ import org.apache.spark.sql.catalyst.expressions.SpecifiedWindowFrame;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
 import org.apache.spark.sql.catalyst.plans.ExistenceJoin;
 import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
+import org.apache.spark.sql.catalyst.plans.logical.BaseEvalPythonUDTF;
 import org.apache.spark.sql.catalyst.plans.logical.Expand;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
 import org.apache.spark.sql.catalyst.plans.logical.Generate;
@@ -40,6 +42,7 @@ import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag$;
 
 /**
  * A Catalyst plan as one JSON document, so ember's plan import costs one py4j round trip
@@ -136,6 +139,18 @@ public final class PlanDump {
             attributes(x.generatorOutput());
             field("kept");
             attributes(x.requiredChildOutput());
+        } else if (p instanceof BaseEvalPythonUDTF x) {
+            // Like a Generate: each input row's eval() rows follow it. The pickled handler
+            // class tells whether it has a terminate() too, whose rows no one input row made.
+            field("gen");
+            top(x.udtf());
+            field("generated");
+            attributes(x.resultAttrs());
+            field("kept");
+            attributes(x.requiredChildOutput());
+            field("command");
+            byte[] command = (byte[]) x.udtf().func().command().toArray(ClassTag$.MODULE$.Byte());
+            string(Base64.getEncoder().encodeToString(command));
         } else if (p instanceof Expand x) {
             field("projections");
             array(x.projections(), row -> list((scala.collection.Seq<?>) row, true));

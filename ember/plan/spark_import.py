@@ -10,10 +10,12 @@ any job runs.
 
 from __future__ import annotations
 
+import base64
 import itertools
 from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
+from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import DataFrame
 
 from ember.errors import UnsupportedOperatorError
@@ -84,8 +86,6 @@ _PASSTHROUGH = {
     "RebalancePartitions": "repartition",
     "BatchEvalPython": "python udf",
     "ArrowEvalPython": "pandas udf",
-    "BatchEvalPythonUDTF": "python udtf",
-    "ArrowEvalPythonUDTF": "python udtf",
     "Sample": "sample",
 }
 
@@ -238,6 +238,27 @@ class Importer:
             kept=p.attrs["kept"],
             handle=p.handle,
         )
+
+    def _python_udtf(self, p: PlanTree) -> ir.Node:
+        """A Python UDTF called per input row, as a generate: the rows its `eval` yields for
+        a row follow that row. Spark pins the rows a `terminate` yields, after a partition's
+        last row, to that last row, though any row of the partition may have made them."""
+        handler = _handler(p.facts["command"])
+        name = getattr(handler, "__name__", "") if isinstance(handler, type) else ""
+        if not name:
+            raise UnsupportedOperatorError(
+                "ember cannot trace a Python UDTF whose handler class it cannot read: it tells whether the "
+                "UDTF has a terminate(), whose rows Spark gives a partition's last input row's lineage"
+            )
+        if hasattr(handler, "terminate"):
+            raise UnsupportedOperatorError(
+                f"ember cannot trace the Python UDTF {name}: it has a terminate(), and Spark gives the rows "
+                "terminate() yields the lineage of a partition's last input row, whichever rows made them"
+            )
+        return self._Generate(p)
+
+    _BatchEvalPythonUDTF = _python_udtf
+    _ArrowEvalPythonUDTF = _python_udtf
 
     def _Expand(self, p: PlanTree) -> ir.Node:
         return ir.Expand(
@@ -471,3 +492,12 @@ def _bound(e: Tree, kind: str) -> str:
     if e.kind == "Literal" and kind == "range" and e.value is not None:
         return f"value {e.text}"
     raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e.text}")
+
+
+def _handler(command: str) -> object:
+    """A Python UDTF's handler class, unpickled from its plan (None if it cannot be: a
+    large one is pickled as a broadcast, for instance)."""
+    try:
+        return CloudPickleSerializer().loads(base64.b64decode(command))
+    except Exception:  # whatever unpickling the user's class raises: then it is not known
+        return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 import ember
@@ -305,6 +306,30 @@ def test_explode_and_posexplode(views: SparkSession) -> None:
           [((*v[:1], e), lin) for v, lin in a() for e in (1, 2)])
     check(views.sql("SELECT k, posexplode(array(7, 8)) FROM a"),
           [((*v[:1], i, e), lin) for v, lin in a() for i, e in enumerate((7, 8))])
+
+
+def test_python_udtfs_called_per_row(views: SparkSession) -> None:
+    """A Python UDTF over each row's values (LATERAL) or over a TABLE argument, row by row
+    or in Arrow batches: each row its eval() yields has the lineage of the row it was
+    called for (Spark keeps a LATERAL call's row beside its output; a TABLE call's not)."""
+
+    class Repeat:
+        def eval(self, k: int) -> Iterator[tuple[int]]:
+            yield from ((i,) for i in range(k if k > 1 else 0))
+
+    class Tens:
+        def eval(self, row: Row) -> Iterator[tuple[int, str]]:
+            if row["k"] > 1:
+                yield row["k"] * 10, row["v"]
+
+    repeated = [((v[0], i), lin) for v, lin in a() for i in range(v[0] if v[0] > 1 else 0)]
+    for arrow in (False, True):  # declared deterministic, so defer may run them again
+        views.udtf.register("repeat_k", F.udtf(Repeat, returnType="i: int", useArrow=arrow).asDeterministic())
+        check(views.sql("SELECT k, i FROM a, LATERAL repeat_k(k)"), repeated)
+        views.udtf.register("tens", F.udtf(Tens, returnType="k10: int, v: string", useArrow=arrow).asDeterministic())
+        check(views.sql("SELECT * FROM tens(TABLE(a))"), [((v[0] * 10, v[1]), lin) for v, lin in a() if v[0] > 1])
+    views.udtf.register("repeat_k", F.udtf(Repeat, returnType="i: int"))  # as UDTFs are by default
+    o.assert_same_lineage(ember.capture(views.sql("SELECT k, i FROM a, LATERAL repeat_k(k)")), repeated)  # injected
 
 
 def test_pivot(views: SparkSession) -> None:

@@ -22,9 +22,16 @@ def test_a_cached_subplan_answers_as_the_plan_does(spark: SparkSession) -> None:
     root, sources = import_plan(Jvm(spark), df)
     assert any(isinstance(n, ir.Limit) for n in ir.walk(root))  # the shape Spark mis-answers
     builder = Builder(Jvm(spark), sources)
+    cached_before = _cached_rdds(spark)
     try:
         got = builder.dataframe(ir.Shared(root, key=1)).collect()
         again = builder.cached(1).collect()  # read back from the filled cache
+        assert _cached_rdds(spark) == cached_before + 1
     finally:
         builder.release()
     assert sorted(map(tuple, got)) == sorted(map(tuple, again)) == [(1, 6), (2, 7)]
+    assert _cached_rdds(spark) == cached_before  # nothing left cached
+
+
+def _cached_rdds(spark: SparkSession) -> int:
+    return int(spark.sparkContext._jsc.getPersistentRDDs().size())
