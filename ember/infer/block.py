@@ -36,7 +36,7 @@ from ember.plan import ir
 from ember.plan.catalyst import Tree
 from ember.plan.duck_sql import python_literal, sql
 
-_KEEP_ROWS = ("sort", "repartition")
+_KEEP_ROWS = ("sort", "repartition", "observe")
 
 
 def columns(plan: ir.Node) -> dict[int, set[ir.Attr]]:

@@ -29,7 +29,7 @@ from ember.infer.pushdown import Inference, key_columns, origins
 from ember.plan import ir
 from ember.plan.ir import column_of, walk
 
-_KEEP_ROWS = ("sort", "repartition")
+_KEEP_ROWS = ("sort", "repartition", "observe")
 
 
 # why a plan's predicates are not its exact lineage, and the node where that shows

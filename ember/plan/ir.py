@@ -184,7 +184,7 @@ class Passthrough(Unary):
     """An operator that keeps every input row's columns and adds columns computed from that
     row alone (Python UDF evaluation, repartition, sample, ...)."""
 
-    OPERATORS: ClassVar[str] = "sort, repartition, sample, Python UDF evaluation"
+    OPERATORS: ClassVar[str] = "sort, repartition, sample, Python UDF evaluation, observed metrics (`df.observe`)"
     LINEAGE: ClassVar[str] = "the row it came from"
 
     kind: str = ""
@@ -313,7 +313,9 @@ class Shared(Unary):
 
 @dataclass(frozen=True)
 class Generate(Unary):
-    OPERATORS: ClassVar[str] = "explode / generate (and the replication inside INTERSECT/EXCEPT ALL)"
+    OPERATORS: ClassVar[str] = (
+        "explode / generate, Python UDTFs without terminate() (and the replication inside INTERSECT/EXCEPT ALL)"
+    )
     LINEAGE: ClassVar[str] = "the row it came from"
 
     generator: Expr = field(default_factory=lambda: Expr("", frozenset()))

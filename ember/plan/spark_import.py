@@ -86,6 +86,7 @@ _PASSTHROUGH = {
     "RebalancePartitions": "repartition",
     "BatchEvalPython": "python udf",
     "ArrowEvalPython": "pandas udf",
+    "CollectMetrics": "observe",
     "Sample": "sample",
 }
 
@@ -164,7 +165,8 @@ class Importer:
         if kind in _PASSTHROUGH:
             child = self.node(p.child)
             added = tuple(a for a in p.output if a not in child.output)
-            exprs = self.exprs(p.exprs.get("exprs", ()))
+            # observed metrics (`df.observe`) aggregate over the rows: no row's own columns
+            exprs = self.exprs(p.exprs.get("exprs", ())) if kind != "CollectMetrics" else ()
             named = ir.RANDOM_SAMPLE if kind == "Sample" and not p.facts.get("seeded") else _PASSTHROUGH[kind]
             return ir.Passthrough(child, kind=named, added=added, exprs=exprs, handle=p.handle)
         shown = p.handle.simpleString(200) if p.handle is not None else kind

@@ -16,7 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 
 import ember
@@ -330,6 +330,15 @@ def test_python_udtfs_called_per_row(views: SparkSession) -> None:
         check(views.sql("SELECT * FROM tens(TABLE(a))"), [((v[0] * 10, v[1]), lin) for v, lin in a() if v[0] > 1])
     views.udtf.register("repeat_k", F.udtf(Repeat, returnType="i: int"))  # as UDTFs are by default
     o.assert_same_lineage(ember.capture(views.sql("SELECT k, i FROM a, LATERAL repeat_k(k)")), repeated)  # injected
+
+
+def test_observed_metrics(views: SparkSession) -> None:
+    """`df.observe` counts rows as they pass: each row passes on as it came."""
+    seen = Observation("seen")
+    df = views.table("a").observe(seen, F.count(F.lit(1)).alias("n")).filter("k > 1")
+    check(df, o.where(a(), lambda v: v[0] > 1))
+    assert seen.get == {"n": 4}  # every row of `a` counted once
+    check(views.table("a").observe("named", F.max("k")).select("v"), o.select(a(), lambda v: (v[1],)))
 
 
 def test_pivot(views: SparkSession) -> None:
