@@ -145,6 +145,13 @@ def test_a_python_udtf_with_terminate_is_refused_before_any_job(spark: SparkSess
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
 
 
+def test_a_recursive_cte_is_refused_before_any_job(spark: SparkSession, job_group: str) -> None:
+    df = spark.sql("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r")
+    with pytest.raises(UnsupportedOperatorError, match="recursive CTE"):
+        ember.capture(df)
+    assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
+
+
 @pytest.mark.parametrize("fmt", ["csv", "json"])
 def test_text_files_that_drop_malformed_rows_are_refused_before_any_job(
     spark: SparkSession, job_group: str, tmp_path: Path, fmt: str

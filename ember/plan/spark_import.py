@@ -156,6 +156,11 @@ class Importer:
             raise UnsupportedOperatorError(
                 f"ember cannot trace {kind} ({_UNSUPPORTED[kind]}): its output rows have no known input rows"
             )
+        if kind == "UnionLoop":
+            raise UnsupportedOperatorError(
+                "ember cannot trace a recursive CTE (WITH RECURSIVE) yet: each round's rows would carry "
+                "the lineage of the rows they were made from, rounds deep"
+            )
         method = getattr(self, f"_{kind}", None)
         if method is not None:
             node: ir.Node = method(p)
