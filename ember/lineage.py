@@ -18,7 +18,7 @@ from ember import duck
 from ember.capture.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
 from ember.fetch.rows import RID, check_unchanged, source_relation
-from ember.plan.sources import Source, SourceFile, saved_file
+from ember.plan.sources import COUNTED, Source, SourceFile, saved_file
 from ember.query import distributed, grouped
 from ember.query.distributed import SparkTrace
 from ember.query.grouped import Grouping
@@ -224,7 +224,7 @@ class Lineage:
             "plan": self.plan,
             "written": [asdict(f) for f in self.written],
             "columns": [[name, [list(o) for o in origins]] for name, origins in self.columns],
-            "text": {s.key: s.data.recipe() for s in sources if s.kind in ("csv", "json") and s.data is not None},
+            "text": {s.key: s.data.recipe() for s in sources if s.kind in COUNTED and s.data is not None},
         }
         copies = {k: t for k, t in kept.items() if t is not None}
         stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings, copies)
@@ -274,7 +274,7 @@ class Lineage:
 def load(path: str, spark: SparkSession | None = None) -> Lineage:
     """Opens a lineage store written by `Lineage.save`.
 
-    Traces need no Spark; `spark` is needed only to fetch rows of CSV/JSON sources
+    Traces need no Spark; `spark` is needed only to fetch rows of CSV, JSON, text and ORC sources
     (they are counted again in this session).
     """
     stored = read_store(path)
@@ -290,7 +290,7 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
 
 
 def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | None) -> Source:
-    if source.kind not in ("csv", "json") or spark is None or source.key not in recipes:
+    if source.kind not in COUNTED or spark is None or source.key not in recipes:
         return source
     return reopen_text(spark, source, recipes[source.key])
 
@@ -305,7 +305,7 @@ def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
 
 
 def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
-    if where is not None and ids is None and src.kind in ("csv", "json"):
+    if where is not None and ids is None and src.kind in COUNTED:
         return _select_text(src, where)
     if where is not None and ids is None:
         return _select(source_relation(src), where, RID, f"source {src.name!r}")
@@ -350,7 +350,7 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
 
 
 def _select_text(source: Source, where: str) -> np.ndarray:
-    """Rids of a CSV/JSON source's rows matching `where`, evaluated by Spark (one job)."""
+    """Rids of a counted (CSV, JSON, text, ORC) source's rows matching `where`, evaluated by Spark (one job)."""
     check_unchanged(source)
     if source.data is None:
         raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)")

@@ -27,9 +27,8 @@ from ember.cli.record import Action, Script, Stop
 from ember.cli.runstore import OUTPUT_FILE, CliError, Entry, Run, store_manifest, write_run
 from ember.infer import InferredLineage
 from ember.lineage import Lineage
+from ember.plan.sources import COUNTED
 from ember.query.trace import OID
-
-TEXT_KINDS = ("csv", "json")  # sources whose rows only Spark can read back
 
 
 def now() -> str:
@@ -88,7 +87,7 @@ def open_entry(folder: Path, run: Run, entry: Entry, err: Console) -> Lineage | 
         raise CliError(f"entry {entry.name!r} was not captured: {entry.reason}")
     if entry.status == "eager":
         kinds = {s.get("kind") for s in store_manifest(folder, entry).get("sources", [])}
-        spark = _session() if kinds & set(TEXT_KINDS) else None
+        spark = _session() if kinds & set(COUNTED) else None
         return ember.load(str(folder / entry.name), spark)
     return _replay(folder, run, entry, err)
 
@@ -131,7 +130,7 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
 
 
 def _session() -> SparkSession:
-    """The active SparkSession, else a quiet local one (CSV/JSON rows are read by Spark)."""
+    """The active SparkSession, else a quiet local one (rows of CSV, JSON, text and ORC sources are read by Spark)."""
     from ember.tpch import local_spark
 
     return SparkSession.getActiveSession() or local_spark("ember")

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from ember import duck
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
 from ember.plan.duck_sql import parquet_file, partition_columns, quoted, quoted_text
-from ember.plan.sources import Source, SourceFile, file_facts, local_path
+from ember.plan.sources import COUNTED, Source, SourceFile, file_facts, local_path
 
 RID = "ember_rid"
 FEW_ROWS = 20_000  # up to this many rows of a file are fetched by row number, page by page
@@ -62,7 +62,7 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
         if kept is not None:
             return kept
         table = _parquet_rows(source, rids)
-    elif source.kind in ("csv", "json"):
+    elif source.kind in COUNTED:
         check_unchanged(source)
         if source.data is None:
             raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading its rows needs ember.load(path, spark)")

@@ -23,6 +23,7 @@ from ember.plan import catalyst, domains, duck_sql, ir, javac
 from ember.plan.catalyst import PlanTree, Tree
 from ember.plan.jvm import EXPRESSIONS, JObj, Jvm, iterate
 from ember.plan.sources import (
+    COUNTED,
     Source,
     SourceFile,
     file_facts,
@@ -286,13 +287,13 @@ class Importer:
         key = source_key(p)
         assert key is not None
         fmt = key.split(":", 1)[0]
-        if fmt not in ("parquet", "csv", "json"):
+        if fmt != "parquet" and fmt not in COUNTED:
             raise UnsupportedOperatorError(
-                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON and in-memory sources are)"
+                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, text, ORC and in-memory sources are)"
             )
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        if fmt != "parquet" and _option(p.handle, "mode").upper() == "DROPMALFORMED":
+        if fmt in ("csv", "json") and _option(p.handle, "mode").upper() == "DROPMALFORMED":
             raise UnsupportedOperatorError(
                 f"ember cannot number the rows of {fmt} files read with mode DROPMALFORMED: which rows "
                 "Spark drops depends on the columns a job reads; read them with mode PERMISSIVE (the "

@@ -9,8 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.orc as orc
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import ember
 from ember.capture.numbering import RID, number_source
@@ -51,7 +54,7 @@ def test_rows_are_numbered_again_under_a_new_layout(spark: SparkSession, layout:
     assert all(r.k == r[RID] for r in rows)
     scanned = jvm.dataframe(numbering.relation)
     ided, rid = numbering.ided(scanned)  # the counts of the old layout, in a job of the new one
-    with pytest.raises(Exception, match="ember counted this CSV/JSON source's rows under other Spark settings"):
+    with pytest.raises(Exception, match="source's rows under other Spark settings for splitting files"):
         ided.select(rid).collect()
 
 
@@ -68,6 +71,37 @@ def test_traced_rows_fetched_after_the_layout_changed(
         want = [k for k in range(80) if k % 3 == row["v"]]
         assert trace.ids(folder.name).tolist() == want
         assert trace.rows(folder.name).column("k").to_pylist() == want
+
+
+@pytest.mark.parametrize("fmt", ["text", "wholetext", "orc"])
+def test_text_and_orc_files_are_numbered_in_file_order(spark: SparkSession, layout: None, tmp_path: Path, fmt: str) -> None:
+    """Log lines read with `spark.read.text` (a line a row, or a file a row), and ORC files
+    of several stripes, cut into splits of a few lines or stripes: a row's rid is its place
+    in the files taken in path order, written here without Spark."""
+    src = tmp_path / "logs"
+    src.mkdir()
+    lines = [f"{'error' if i % 4 == 0 else 'info'} {i}" for i in range(90)]
+    for n, chunk in enumerate((lines[:50], lines[50:])):
+        if fmt == "orc":
+            table = pa.table({"value": chunk, "n": list(range(len(chunk)))})
+            orc.write_table(table, src / f"part-{n}.orc", stripe_size=256, batch_size=8)
+        else:
+            (src / f"part-{n}.txt").write_text("".join(f"{line}\n" for line in chunk))
+    if fmt == "orc":
+        df, rows = spark.read.orc(str(src)), lines
+    else:
+        df = spark.read.text(str(src), wholetext=fmt == "wholetext")
+        rows = lines if fmt == "text" else ["".join(f"{x}\n" for x in c) for c in (lines[:50], lines[50:])]
+    job = df.filter(F.col("value").startswith("error")).groupBy(F.lit(1)).count()
+    lin = ember.capture(job)
+    want = [rid for rid, value in enumerate(rows) if value.startswith("error")]
+    trace = lin.backward(oids=[0])
+    assert trace.ids("logs").tolist() == want
+    assert ember.infer(job).backward(oids=[0]).ids("logs").tolist() == want  # lazily, too
+    assert trace.rows("logs").column("value").to_pylist() == [rows[rid] for rid in want]
+    lin.save(str(tmp_path / "saved"))
+    loaded = ember.load(str(tmp_path / "saved"), spark).backward(oids=[0])
+    assert loaded.rows("logs").column("value").to_pylist() == [rows[rid] for rid in want]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
