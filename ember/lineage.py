@@ -274,7 +274,7 @@ class Lineage:
 def load(path: str, spark: SparkSession | None = None) -> Lineage:
     """Opens a lineage store written by `Lineage.save`.
 
-    Traces need no Spark; `spark` is needed only to fetch rows of CSV, JSON, text and ORC sources
+    Traces need no Spark; `spark` is needed only to fetch rows of CSV, JSON, XML, text and ORC sources
     (they are counted again in this session).
     """
     stored = read_store(path)
@@ -350,7 +350,7 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
 
 
 def _select_text(source: Source, where: str) -> np.ndarray:
-    """Rids of a counted (CSV, JSON, text, ORC) source's rows matching `where`, evaluated by Spark (one job)."""
+    """Rids of a counted (CSV, JSON, XML, text, ORC) source's rows matching `where`, evaluated by Spark (one job)."""
     check_unchanged(source)
     if source.data is None:
         raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)")

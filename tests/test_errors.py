@@ -145,6 +145,11 @@ def test_a_python_udtf_with_terminate_is_refused_before_any_job(spark: SparkSess
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
 
 
+def test_a_streaming_dataframe_is_refused(spark: SparkSession) -> None:
+    with pytest.raises(UnsupportedOperatorError, match="streaming"):
+        ember.capture(spark.readStream.format("rate").load())
+
+
 def test_a_recursive_cte_is_refused_before_any_job(spark: SparkSession, job_group: str) -> None:
     df = spark.sql("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT n FROM r")
     with pytest.raises(UnsupportedOperatorError, match="recursive CTE"):

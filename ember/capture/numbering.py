@@ -2,7 +2,7 @@
 
 Runs after the plan is accepted and before the job, so a refused plan runs nothing.
 In-memory tables are collected (they are on the driver already) and numbered by
-position. CSV, JSON, text and ORC files have no row index in Spark, so they are counted:
+position. CSV, JSON, XML, text and ORC files have no row index in Spark, so they are counted:
 
 Spark reads a text file in splits, each split's rows in file order, and a task's
 `monotonically_increasing_id` counts its rows consecutively. So a first pass counts
@@ -72,7 +72,7 @@ class TextNumbering:
                 offsets[uri] = min(offsets.get(uri, rid), rid)
             again = TextNumbering(self.jvm, self.relation, _splits(_split_counts(self.jvm, self.relation), offsets), layout)
             if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
-                raise StaleSourceError("a counted (CSV, JSON, text or ORC) source's files hold other rows than at capture; capture again")
+                raise StaleSourceError("a counted (CSV, JSON, XML, text or ORC) source's files hold other rows than at capture; capture again")
             self._recounted[layout] = again
         return self._recounted[layout]
 
@@ -91,7 +91,7 @@ class TextNumbering:
         place = F.col(_ID) - split["first"]
         counted = (place >= 0) & (place < split["rows"])
         failed = F.raise_error(F.lit(
-            "ember counted this CSV, JSON, text or ORC source's rows under other Spark settings for splitting files "
+            "ember counted this CSV, JSON, XML, text or ORC source's rows under other Spark settings for splitting files "
             "(spark.sql.files.*, default parallelism) than this job's; capture again"))
         rid = F.when(counted, split["rid"] + place).otherwise(failed.cast("long"))
         return ided, rid
@@ -131,7 +131,7 @@ def _reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: l
 
 
 def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> Source:
-    """A loaded store's counted source (CSV, JSON, text, ORC), read and counted again in this session.
+    """A loaded store's counted source (CSV, JSON, XML, text, ORC), read and counted again in this session.
 
     Rids are file-order row positions, so recounting under this session's splits gives
     the same numbers; a different count means the files changed.

@@ -130,7 +130,7 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
 
 
 def _session() -> SparkSession:
-    """The active SparkSession, else a quiet local one (rows of CSV, JSON, text and ORC sources are read by Spark)."""
+    """The active SparkSession, else a quiet local one (Spark reads counted sources' rows)."""
     from ember.tpch import local_spark
 
     return SparkSession.getActiveSession() or local_spark("ember")

@@ -30,7 +30,7 @@ def saved_file(fields: dict[str, Any]) -> SourceFile:
 SAVED = "saved"
 # File formats with no row index in Spark: their rows are numbered by counting each split
 # (`capture.numbering`), and only Spark reads them back.
-COUNTED = ("csv", "json", "text", "orc")
+COUNTED = ("csv", "json", "text", "orc", "xml")
 
 
 @dataclass(frozen=True)

@@ -289,11 +289,11 @@ class Importer:
         fmt = key.split(":", 1)[0]
         if fmt != "parquet" and fmt not in COUNTED:
             raise UnsupportedOperatorError(
-                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, text, ORC and in-memory sources are)"
+                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, XML, text, ORC and in-memory sources are)"
             )
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        if fmt in ("csv", "json") and _option(p.handle, "mode").upper() == "DROPMALFORMED":
+        if fmt in ("csv", "json", "xml") and _option(p.handle, "mode").upper() == "DROPMALFORMED":
             raise UnsupportedOperatorError(
                 f"ember cannot number the rows of {fmt} files read with mode DROPMALFORMED: which rows "
                 "Spark drops depends on the columns a job reads; read them with mode PERMISSIVE (the "
@@ -391,6 +391,11 @@ def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
 
 def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
     """The IR of `df`'s optimized plan and the sources it reads, by key."""
+    if df.isStreaming:
+        raise UnsupportedOperatorError(
+            "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
+            "foreachBatch is a batch one)"
+        )
     analyzed = jvm.analyzed(df)
     importer = Importer(jvm, view_names(jvm, analyzed))
     root = importer.node(catalyst.plan(jvm, optimized_plan(jvm, df)))

@@ -137,7 +137,7 @@ def _grouped(
         if node.get("modifiers"):
             raise InvalidPredicateError(f"workload query {sql!r}: ORDER BY, LIMIT and DISTINCT are not pushed down")
         if probe and sources[name].kind not in ("memory", "parquet", "range"):
-            return name, pa.table({})  # rows of counted sources (CSV, JSON, text, ORC) are numbered by the capture job itself
+            return name, pa.table({})  # a counted source's rows are numbered by the capture job itself
         _register_rows(con, sources[name], owners, rids, probe)
         con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM __ember_pairs JOIN __ember_source USING ({RID})')
         oid = item(con, OID)
@@ -164,7 +164,7 @@ def _register_rows(
     con.register("__ember_pairs", pa.table({OID: owners, RID: rids}))
     try:
         relation: pa.Table | str = source_relation(source)
-    except InvalidPredicateError:  # counted sources (CSV, JSON, text, ORC): Spark reads them
+    except InvalidPredicateError:  # counted sources (CSV, JSON, XML, text, ORC): Spark reads them
         relation = read_rows(source, np.unique(rids))
     if isinstance(relation, str):
         con.execute(f"CREATE TEMP VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}")

@@ -73,11 +73,13 @@ def test_traced_rows_fetched_after_the_layout_changed(
         assert trace.rows(folder.name).column("k").to_pylist() == want
 
 
-@pytest.mark.parametrize("fmt", ["text", "wholetext", "orc"])
-def test_text_and_orc_files_are_numbered_in_file_order(spark: SparkSession, layout: None, tmp_path: Path, fmt: str) -> None:
-    """Log lines read with `spark.read.text` (a line a row, or a file a row), and ORC files
-    of several stripes, cut into splits of a few lines or stripes: a row's rid is its place
-    in the files taken in path order, written here without Spark."""
+@pytest.mark.parametrize("fmt", ["text", "wholetext", "orc", "xml"])
+def test_text_orc_and_xml_files_are_numbered_in_file_order(
+    spark: SparkSession, layout: None, tmp_path: Path, fmt: str
+) -> None:
+    """Log lines read with `spark.read.text` (a line a row, or a file a row), ORC files of
+    several stripes and XML files, cut into splits of a few lines or stripes: a row's rid is
+    its place in the files taken in path order, written here without Spark."""
     src = tmp_path / "logs"
     src.mkdir()
     lines = [f"{'error' if i % 4 == 0 else 'info'} {i}" for i in range(90)]
@@ -85,10 +87,14 @@ def test_text_and_orc_files_are_numbered_in_file_order(spark: SparkSession, layo
         if fmt == "orc":
             table = pa.table({"value": chunk, "n": list(range(len(chunk)))})
             orc.write_table(table, src / f"part-{n}.orc", stripe_size=256, batch_size=8)
+        elif fmt == "xml":
+            rows_xml = "".join(f"<row><value>{line}</value><n>{i}</n></row>\n" for i, line in enumerate(chunk))
+            (src / f"part-{n}.xml").write_text(f"<rows>\n{rows_xml}</rows>\n")
         else:
             (src / f"part-{n}.txt").write_text("".join(f"{line}\n" for line in chunk))
-    if fmt == "orc":
-        df, rows = spark.read.orc(str(src)), lines
+    if fmt in ("orc", "xml"):
+        reader = spark.read.schema("value string, n int")
+        df, rows = reader.orc(str(src)) if fmt == "orc" else reader.option("rowTag", "row").xml(str(src)), lines
     else:
         df = spark.read.text(str(src), wholetext=fmt == "wholetext")
         rows = lines if fmt == "text" else ["".join(f"{x}\n" for x in c) for c in (lines[:50], lines[50:])]
