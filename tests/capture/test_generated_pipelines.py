@@ -16,7 +16,8 @@ distinct, intersect and except (distinct and all). Two tiny tables (one to eight
 values 0-3) make joins and groups collide often. Over Parquet files the same
 plans take the paths in-memory tables never do: scans numbered by row position, and side
 tables DuckDB reads from the files beside or after the job (`capture.local_sides`). Over
-CSV and JSON files, cut into splits of a few lines each, rows are numbered by counting.
+CSV, JSON, XML and ORC files, cut into splits of a few lines or stripes each, rows are
+numbered by counting.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
@@ -362,7 +364,7 @@ def register(
     spark: SparkSession, t0: Table, t1: Table, folder: Path | None = None, fmt: str = "parquet", layout: str = "plain"
 ) -> dict[str, Table]:
     """The two generated tables as temp views `t0` and `t1` (in memory, or two files each
-    under `folder`, Parquet, CSV or JSON lines, numbered as if concatenated in path order),
+    under `folder`, Parquet, CSV, JSON lines, XML or ORC, numbered as if concatenated in path order),
     and by name for the oracle. `layout` "flipped": each second Parquet file holds its
     columns as (v, k), which Spark reads by name; "partitioned": the files sit in folders
     p=0 and p=1, so the source has a partition column the views leave out."""
@@ -377,7 +379,7 @@ def register(
             inner.mkdir(parents=True, exist_ok=True)
             _write(inner / f"part-{part}.{fmt}", chunk, fmt, ("v", "k") if layout == "flipped" and part else ("k", "v"))
         reader = spark.read.schema("k int, v int")
-        read = (reader.parquet if fmt == "parquet" else reader.csv if fmt == "csv" else reader.json)(str(folder / name))
+        read = (reader.option("rowTag", "row") if fmt == "xml" else reader).format(fmt).load(str(folder / name))
         read.select("k", "v").createOrReplaceTempView(name)
     return tables
 
@@ -386,6 +388,12 @@ def _write(path: Path, rows: Table, fmt: str, order: tuple[str, str]) -> None:
     if fmt == "parquet":
         columns = {c: pa.array([r[i] for r in rows], pa.int32()) for i, c in enumerate(("k", "v"))}
         pq.write_table(pa.table({c: columns[c] for c in order}), path)
+    elif fmt == "orc":  # stripes of a few rows, so Spark's splits cut the file
+        columns = {c: pa.array([r[i] for r in rows], pa.int32()) for i, c in enumerate(("k", "v"))}
+        orc.write_table(pa.table(columns), path, stripe_size=64, batch_size=2)
+    elif fmt == "xml":  # a missing element is a null
+        elements = ("".join(f"<{c}>{x}</{c}>" for c, x in zip(("k", "v"), r, strict=True) if x is not None) for r in rows)
+        path.write_text("<rows>\n" + "".join(f"<row>{e}</row>\n" for e in elements) + "</rows>\n")
     elif fmt == "csv":  # an empty field is a null
         path.write_text("".join(",".join("" if x is None else str(x) for x in r) + "\n" for r in rows))
     else:
@@ -449,7 +457,8 @@ def test_generated_pipeline_over_parquet_equals_oracle(
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]), fmt=st.sampled_from(["csv", "json"]),
+    plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]),
+    fmt=st.sampled_from(["csv", "json", "xml", "orc"]),
     layout=st.sampled_from(["plain", "partitioned"]),
 )
 def test_generated_pipeline_over_text_files_equals_oracle(
