@@ -302,10 +302,10 @@ class Builder:
             if node.only is None:
                 made = javac.helper(self.jvm, "RowIndex")
                 return made.numbered(scan.handle, *_files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
-            df = self.jvm.dataframe(scan.handle)
+            df = self.jvm.dataframe(self._with_fields(scan, ["row_index", "file_path"]))
             rid = parquet_rid(df, source)
         elif isinstance(source.data, TextNumbering):
-            df, rid = source.data.current().ided(self.jvm.dataframe(scan.handle))
+            df, rid = source.data.current().ided(self.jvm.dataframe(self._with_fields(scan, ["file_path", "file_block_start"])))
         elif source.kind == "range":
             df = self.jvm.dataframe(scan.handle)
             start, _, step = (int(x) for x in source.key.split(":")[1:])
@@ -316,6 +316,11 @@ class Builder:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
         alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)
         return self.jvm.analyzed(df.select(*[df[c] for c in df.columns if c not in HELPERS], self.jvm.column(alias)))
+
+    def _with_fields(self, scan: ir.Scan, fields: list[str]) -> JObj:
+        """The scan, its `_metadata` column (if the job reads one, pruned to the fields it
+        reads) widened with the `fields` its rids read."""
+        return javac.helper(self.jvm, "RowIndex").withFields(scan.handle, fields, False)
 
     def _numbered_memory(self, source: Source, scan: ir.Scan, node: ir.Numbered) -> JObj:
         table: pa.Table = source.data

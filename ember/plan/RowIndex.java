@@ -38,16 +38,33 @@ public final class RowIndex {
      * skips that rule, and its scan would build the whole struct (file path, name, size,
      * block, modification time) for every row it reads. */
     public LogicalPlan numbered(LogicalRelation scan, List<String> uris, List<? extends Number> offsets, String name, ExprId id) {
+        LogicalRelation read = withFields(scan, uris.size() > 1 ? List.of("row_index", "file_path") : List.of("row_index"), true);
+        AttributeReference meta = (AttributeReference) read.output().last();
+        List<NamedExpression> columns = new ArrayList<>(CollectionConverters.asJava(scan.output()));
+        columns.add(new Alias(rid(meta, uris, offsets), name, id, seq(List.of()), Option.empty(), seq(List.of())));
+        return new Project(seq(columns), read);
+    }
+
+    /** The scan with its `_metadata` column holding `fields` after those it held, last in its
+     * output; a scan without one gets one only if `always` (else it is returned as it is:
+     * Spark's analyzer then finds the hidden column whole). The fields it held keep their
+     * places, so the job's own reads of them stay right. */
+    public LogicalRelation withFields(LogicalRelation scan, List<String> needed, boolean always) {
         AttributeReference base = metadata(scan);
         List<StructField> fields = new ArrayList<>();
+        boolean held = false;
         for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
             if (a.name().equals(base.name()) && a.metadata().equals(base.metadata())) {
                 base = a;
+                held = true;
                 fields.addAll(Arrays.asList(((StructType) a.dataType()).fields()));
             }
         }
+        if (!held && !always) {
+            return scan;
+        }
         StructType whole = (StructType) ((HadoopFsRelation) scan.relation()).fileFormat().createFileMetadataCol().dataType();
-        for (String field : uris.size() > 1 ? List.of("row_index", "file_path") : List.of("row_index")) {
+        for (String field : needed) {
             if (fields.stream().noneMatch(f -> f.name().equals(field))) {
                 fields.add(whole.apply(field));
             }
@@ -60,16 +77,20 @@ public final class RowIndex {
             }
         }
         output.add(meta);
-        LogicalRelation read = scan.copy(scan.relation(), seq(output), scan.catalogTable(), scan.isStreaming(), scan.stream());
-        List<NamedExpression> columns = new ArrayList<>(CollectionConverters.asJava(scan.output()));
-        columns.add(new Alias(rid(meta, uris, offsets), name, id, seq(List.of()), Option.empty(), seq(List.of())));
-        return new Project(seq(columns), read);
+        return scan.copy(scan.relation(), seq(output), scan.catalogTable(), scan.isStreaming(), scan.stream());
     }
 
-    /** The rid alone, over `scan`'s `_metadata` column (a plan reading it gets that column
-     * from Spark's analyzer). */
+    /** The rid alone, over `scan`'s `_metadata` column: the one in its output if it reads
+     * one (`withFields` gives it the fields the rid reads), else the hidden one, which a plan
+     * reading it gets from Spark's analyzer. */
     public Expression rid(LogicalRelation scan, List<String> uris, List<? extends Number> offsets) {
-        return rid(metadata(scan), uris, offsets);
+        AttributeReference meta = metadata(scan);
+        for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
+            if (a.name().equals(meta.name()) && a.metadata().equals(meta.metadata())) {
+                return rid(a, uris, offsets);
+            }
+        }
+        return rid(meta, uris, offsets);
     }
 
     private static AttributeReference metadata(LogicalRelation scan) {

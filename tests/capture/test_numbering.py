@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.orc as orc
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -108,6 +109,33 @@ def test_text_orc_and_xml_files_are_numbered_in_file_order(
     lin.save(str(tmp_path / "saved"))
     loaded = ember.load(str(tmp_path / "saved"), spark).backward(oids=[0])
     assert loaded.rows("logs").column("value").to_pylist() == [rows[rid] for rid in want]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_a_job_that_reads_metadata_fields_is_numbered_all_the_same(
+    spark: SparkSession, layout: None, folder: Path, fmt: str, strategy: str
+) -> None:
+    """A job reading some `_metadata` fields has Spark prune that column to them, and rids
+    need others (the file path, the split's start, the row index): they are added after the
+    job's own, which keep their places. Rows keep the source's columns only."""
+    if fmt == "parquet":
+        for name in ("a", "b"):
+            rows = duckdb.sql(f"SELECT column0::INT k, column1::INT v FROM read_csv('{folder / name}.csv', header = false)")
+            pq.write_table(rows.to_arrow_table(), folder / f"{name}.parquet")
+            (folder / f"{name}.csv").unlink()
+    df = spark.read.schema("k int, v int").format(fmt).load(str(folder))
+    job = df.select("k", "_metadata.file_name", "_metadata.file_size").filter("v = 1")
+    workload = ember.Workload(where={folder.name: "k >= 20"}) if fmt == "parquet" else None  # rids under a predicate
+    lin = ember.capture(job, strategy=strategy, workload=workload)
+    out = lin.output().to_pylist()
+    assert sorted(r["k"] for r in out) == [k for k in range(80) if k % 3 == 1]
+    assert all(r["file_name"] == ("a" if r["k"] < 40 else "b") + f".{fmt}" for r in out)
+    for oid, r in enumerate(out):  # the CSV's `k` is its rid
+        want = [r["k"]] if workload is None or r["k"] >= 20 else []
+        assert lin.backward(oids=[oid]).ids(folder.name).tolist() == want
+    rows = lin.backward(oids=list(range(len(out)))).rows(folder.name)
+    assert rows.column_names == ["k", "v", "ember_rid"]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
