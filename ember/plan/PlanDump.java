@@ -4,8 +4,10 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
+import java.util.List;
 import java.util.function.Consumer;
 
 import org.apache.spark.sql.catalyst.expressions.Alias;
@@ -13,6 +15,9 @@ import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.InSet;
+import org.apache.spark.sql.catalyst.expressions.InputFileBlockLength;
+import org.apache.spark.sql.catalyst.expressions.InputFileBlockStart;
+import org.apache.spark.sql.catalyst.expressions.InputFileName;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.ScalarSubquery;
@@ -300,6 +305,31 @@ public final class PlanDump {
         array(seq, e -> expr((Expression) e, handles));
     }
 
+    /**
+     * Whether an expression gives each row the same value whichever run computes it. Spark
+     * calls `input_file_name()` and the input block's start and length nondeterministic (they
+     * read the task's current file), yet a row read from a file always has the same ones: a
+     * job tagging rows with their file is deterministic here, the rest as Spark says.
+     */
+    private static boolean repeatable(Expression e) {
+        if (e.deterministic() || e instanceof InputFileName || e instanceof InputFileBlockStart
+                || e instanceof InputFileBlockLength) {
+            return true;
+        }
+        List<Expression> standIns = new ArrayList<>();
+        for (Expression child : CollectionConverters.asJava(e.children())) {
+            if (!repeatable(child)) {
+                return false;
+            }
+            standIns.add(Literal.create(null, child.dataType()));
+        }
+        try {  // the node itself, over children that are: a Python UDF keeps its own flag
+            return !standIns.isEmpty() && e.withNewChildren(CollectionConverters.asScala(standIns).toSeq()).deterministic();
+        } catch (RuntimeException none) {
+            return false;
+        }
+    }
+
     private void top(Expression e) {
         expr(e, true);
     }
@@ -318,7 +348,7 @@ public final class PlanDump {
         } catch (Exception none) {  // window specs, some generators and unresolved expressions have none
             out.append("null");
         }
-        out.append(",\"det\":").append(e.deterministic());
+        out.append(",\"det\":").append(repeatable(e));
         out.append(",\"refs\":");
         array(e.references(), a -> out.append(((Attribute) a).exprId().id()));
         out.append(",\"c\":");

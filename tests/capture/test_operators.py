@@ -372,6 +372,19 @@ def test_parquet_rids_follow_sorted_paths(spark: SparkSession, tmp_path: Path) -
     check(df.filter("x % 2 = 0"), o.where(o.scan("parts", [(10,), (11,), (20,), (21,), (22,)]), lambda v: v[0] % 2 == 0))
 
 
+def test_rows_tagged_with_their_file(spark: SparkSession, tmp_path: Path) -> None:
+    """`input_file_name()`, which Spark calls nondeterministic, gives a row read from a file
+    that file's name in any run: Defer and exact inference may run the plan again."""
+    folder = tmp_path / "tagged"
+    folder.mkdir()
+    for name, ks in (("a", range(4)), ("b", range(4, 7))):
+        pq.write_table(pa.table({"k": pa.array(list(ks), pa.int32())}), folder / f"{name}.parquet")
+    tagged = F.regexp_extract(F.input_file_name(), r"(\w)\.parquet$", 1).alias("f")
+    df = spark.read.parquet(str(folder)).select("k", tagged).filter("k % 2 = 0")
+    check(df, o.select(o.where(o.scan("tagged", [(k,) for k in range(7)]), lambda v: v[0] % 2 == 0),
+                       lambda v: (v[0], "a" if v[0] < 4 else "b")))
+
+
 def test_csv_and_json_sources(spark: SparkSession, tmp_path: Path) -> None:
     csv = tmp_path / "people.csv"
     csv.write_text("name,age\n" + "".join(f"p{i},{i % 5}\n" for i in range(12)))
