@@ -270,8 +270,7 @@ class Builder:
 
     def _Shared(self, node: ir.Shared) -> JObj:
         if node.key not in self.shared:
-            made = javac.helper(self.jvm, "Prepared").cached(self.jvm.jsession, self.build(node.child))
-            self.shared[node.key] = made
+            self.shared[node.key] = javac.helper(self.jvm, "Prepared").cached(self.jvm.jsession, self.build(node.child))
         return self.shared[node.key]
 
     def _Keys(self, node: ir.Keys) -> JObj:
