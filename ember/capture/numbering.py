@@ -2,7 +2,8 @@
 
 Runs after the plan is accepted and before the job, so a refused plan runs nothing.
 In-memory tables are collected (they are on the driver already) and numbered by
-position. CSV, JSON, XML, text and ORC files have no row index in Spark, so they are counted:
+position. CSV, JSON, XML, text and ORC files have no row index in Spark, so they are
+counted:
 
 Spark reads a text file in splits, each split's rows in file order, and a task's
 `monotonically_increasing_id` counts its rows consecutively. So a first pass counts
@@ -131,7 +132,7 @@ def _reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: l
 
 
 def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> Source:
-    """A loaded store's counted source (CSV, JSON, XML, text, ORC), read and counted again in this session.
+    """A loaded store's counted source (CSV, JSON, XML, text, ORC), read and counted again.
 
     Rids are file-order row positions, so recounting under this session's splits gives
     the same numbers; a different count means the files changed.

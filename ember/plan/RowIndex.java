@@ -80,6 +80,20 @@ public final class RowIndex {
         return scan.copy(scan.relation(), seq(output), scan.catalogTable(), scan.isStreaming(), scan.stream());
     }
 
+    /** The scan without the `_metadata` column a job reads (then pruned to the fields it
+     * reads): its rows are the source's own, and Spark's analyzer finds the hidden column
+     * whole for a reader that needs other fields. */
+    public LogicalRelation withoutMetadata(LogicalRelation scan) {
+        AttributeReference base = metadata(scan);
+        List<AttributeReference> output = new ArrayList<>();
+        for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
+            if (!(a.name().equals(base.name()) && a.metadata().equals(base.metadata()))) {
+                output.add(a);
+            }
+        }
+        return scan.copy(scan.relation(), seq(output), scan.catalogTable(), scan.isStreaming(), scan.stream());
+    }
+
     /** The rid alone, over `scan`'s `_metadata` column: the one in its output if it reads
      * one (`withFields` gives it the fields the rid reads), else the hidden one, which a plan
      * reading it gets from Spark's analyzer. */

@@ -44,9 +44,6 @@ def _resolved(names: dict[str, JObj], root: Any, path: str) -> JObj:
     return found
 
 
-METADATA_COLUMN = "__metadata_col"  # what marks a relation's `_metadata` attribute (Spark's MetadataAttribute)
-
-
 class Jvm:
     """The JVM side of one SparkSession."""
 
@@ -138,14 +135,6 @@ class Jvm:
     def dataframe(self, plan: JObj) -> DataFrame:
         jdf = self.name("org.apache.spark.sql.classic.Dataset.ofRows")(self.jsession, plan)
         return DataFrame(jdf, self.spark)
-
-    def without_metadata(self, relation: JObj) -> JObj:
-        """A file relation without the `_metadata` column a job read in its output: a job
-        that reads some of its fields gets it pruned to those, and counting rows needs its
-        file path and split start, which the hidden column then gives whole."""
-        output = [a for a in iterate(relation.output()) if not a.metadata().contains(METADATA_COLUMN)]
-        made = self.name("org.apache.spark.sql.execution.datasources.LogicalRelation")
-        return made(relation.relation(), self.seq(output), relation.catalogTable(), relation.isStreaming(), relation.stream())
 
     @staticmethod
     def analyzed(df: DataFrame) -> JObj:

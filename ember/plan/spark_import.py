@@ -317,7 +317,7 @@ class Importer:
             offset += rows
         roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        data = self.jvm.without_metadata(p.handle) if fmt != "parquet" else None
+        data = javac.helper(self.jvm, "RowIndex").withoutMetadata(p.handle) if fmt != "parquet" else None
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
         return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data))
 
