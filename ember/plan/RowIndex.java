@@ -54,7 +54,7 @@ public final class RowIndex {
         List<StructField> fields = new ArrayList<>();
         boolean held = false;
         for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
-            if (a.name().equals(base.name()) && a.metadata().equals(base.metadata())) {
+            if (same(a, base)) {
                 base = a;
                 held = true;
                 fields.addAll(Arrays.asList(((StructType) a.dataType()).fields()));
@@ -87,7 +87,7 @@ public final class RowIndex {
         AttributeReference base = metadata(scan);
         List<AttributeReference> output = new ArrayList<>();
         for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
-            if (!(a.name().equals(base.name()) && a.metadata().equals(base.metadata()))) {
+            if (!same(a, base)) {
                 output.add(a);
             }
         }
@@ -100,11 +100,16 @@ public final class RowIndex {
     public Expression rid(LogicalRelation scan, List<String> uris, List<? extends Number> offsets) {
         AttributeReference meta = metadata(scan);
         for (AttributeReference a : CollectionConverters.asJava(scan.output())) {
-            if (a.name().equals(meta.name()) && a.metadata().equals(meta.metadata())) {
+            if (same(a, meta)) {
                 return rid(a, uris, offsets);
             }
         }
         return rid(meta, uris, offsets);
+    }
+
+    /** Whether `a` is the scan's `_metadata` column, however pruned. */
+    private static boolean same(AttributeReference a, AttributeReference meta) {
+        return a.name().equals(meta.name()) && a.metadata().equals(meta.metadata());
     }
 
     private static AttributeReference metadata(LogicalRelation scan) {
