@@ -56,7 +56,7 @@ __version__ = "0.1.0"
 
 def source(df: DataFrame, name: str) -> DataFrame:
     """Names the single source `df` reads; lineage then reports it as `name`."""
-    jvm = Jvm(df.sparkSession)
+    jvm = Jvm.of(df, "ember.source")
     keys = source_keys(jvm, df)
     if len(keys) != 1:
         raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")

@@ -84,7 +84,7 @@ def capture(
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if write_to is not None:
         _check_target(write_to, format)
-    jvm = Jvm(df.sparkSession)
+    jvm = Jvm.of(df, "ember.capture")
     bound = driver_rids(jvm)
     user: pa.Table | None = None
     if strategy == "defer":

@@ -32,7 +32,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
 
     Output rows with equal values are traced together (set semantics).
     """
-    jvm = Jvm(df.sparkSession)
+    jvm = Jvm.of(df, "ember.infer")
     written, sources = import_plan(jvm, df)
     _check_deterministic(written, exact)
     plan = lift_limits(written, exact)

@@ -15,6 +15,8 @@ from py4j import protocol as proto
 from py4j.java_gateway import JVMView
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from ember.errors import EmberError
+
 JObj = Any  # a py4j JavaObject; typed loosely on purpose
 T = TypeVar("T")
 
@@ -46,6 +48,24 @@ def _resolved(names: dict[str, JObj], root: Any, path: str) -> JObj:
 
 class Jvm:
     """The JVM side of one SparkSession."""
+
+    @classmethod
+    def of(cls, df: object, caller: str) -> Jvm:
+        """The JVM side of `df`'s session. ember reads and rewrites the job's plan in the
+        driver's JVM, which a Spark Connect client cannot reach: refused by name rather
+        than failing on the first attribute Connect lacks."""
+        from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+        if isinstance(df, ClassicDataFrame):
+            return cls(df.sparkSession)
+        if isinstance(df, DataFrame):
+            raise EmberError(
+                f"{caller} needs a DataFrame of a classic SparkSession (SparkSession.builder.master(...)): "
+                "ember reads and rewrites the job's plan in the driver's JVM, which a Spark Connect "
+                "session (.remote(...)) does not expose"
+            )
+        kind = type(df)
+        raise TypeError(f"{caller} takes a PySpark DataFrame, not {kind.__module__}.{kind.__qualname__}")
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.dataframe import DataFrame
 
+import ember
+from ember.errors import EmberError
 from ember.plan.jvm import Jvm, class_name
 
 
@@ -15,3 +20,13 @@ def test_class_name_is_the_simple_name(spark: SparkSession) -> None:
     for obj in objects:
         assert class_name(obj) == str(obj.getClass().getSimpleName())
     assert [class_name(o) for o in objects[:2]] == ["Project", "Inner$"]
+
+
+def test_only_a_classic_dataframe_is_taken() -> None:
+    with pytest.raises(TypeError, match=r"ember.capture takes a PySpark DataFrame, not pyarrow.lib.Table"):
+        ember.capture(pa.table({"k": [1]}))  # type: ignore[arg-type]
+    # A Spark Connect DataFrame shares the abstract parent, not the classic class.
+    connect = type("DataFrame", (DataFrame,), {"__module__": "pyspark.sql.connect.dataframe"})
+    for call, name in ((ember.capture, "ember.capture"), (ember.infer, "ember.infer")):
+        with pytest.raises(EmberError, match=rf"{name} needs a DataFrame of a classic SparkSession.*Spark Connect"):
+            call(object.__new__(connect))
