@@ -274,8 +274,8 @@ class Lineage:
 def load(path: str, spark: SparkSession | None = None) -> Lineage:
     """Opens a lineage store written by `Lineage.save`.
 
-    Traces need no Spark; `spark` is needed only to fetch rows of CSV, JSON, XML, text
-    and ORC sources (they are counted again in this session).
+    Traces need no Spark; `spark` is needed only to fetch rows of CSV, JSON, XML, text,
+    ORC and binary-file sources (they are counted again in this session).
     """
     stored = read_store(path)
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
@@ -350,7 +350,7 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
 
 
 def _select_text(source: Source, where: str) -> np.ndarray:
-    """Rids of a counted (CSV, JSON, XML, text, ORC) source's rows matching `where`,
+    """Rids of a counted (CSV, JSON, XML, text, ORC, binary) source's rows matching `where`,
     evaluated by Spark (one job)."""
     check_unchanged(source)
     if source.data is None:

@@ -2,7 +2,7 @@
 
 Runs after the plan is accepted and before the job, so a refused plan runs nothing.
 In-memory tables are collected (they are on the driver already) and numbered by
-position. CSV, JSON, XML, text and ORC files have no row index in Spark, so they are
+position. CSV, JSON, XML, text, ORC and binary files have no row index in Spark, so they are
 counted:
 
 Spark reads a text file in splits, each split's rows in file order, and a task's
@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 
 from ember.errors import StaleSourceError
 from ember.plan.jvm import JObj, Jvm, iterate
-from ember.plan.sources import COUNTED, Source, spark_path, spark_uri
+from ember.plan.sources import COUNTED, READER_FORMATS, Source, spark_path, spark_uri
 
 RID = "ember_rid"
 
@@ -73,7 +73,7 @@ class TextNumbering:
                 offsets[uri] = min(offsets.get(uri, rid), rid)
             again = TextNumbering(self.jvm, self.relation, _splits(_split_counts(self.jvm, self.relation), offsets), layout)
             if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
-                raise StaleSourceError("a counted (CSV, JSON, XML, text or ORC) source's files hold other rows than at capture; capture again")
+                raise StaleSourceError("a counted source's files (CSV, JSON, XML, text, ORC, binary) hold other rows than at capture; capture again")
             self._recounted[layout] = again
         return self._recounted[layout]
 
@@ -92,7 +92,7 @@ class TextNumbering:
         place = F.col(_ID) - split["first"]
         counted = (place >= 0) & (place < split["rows"])
         failed = F.raise_error(F.lit(
-            "ember counted this CSV, JSON, XML, text or ORC source's rows under other Spark settings for splitting files "
+            "ember counted this source's rows under other Spark settings for splitting files "
             "(spark.sql.files.*, default parallelism) than this job's; capture again"))
         rid = F.when(counted, split["rid"] + place).otherwise(failed.cast("long"))
         return ided, rid
@@ -124,7 +124,7 @@ def _recipe(relation: JObj) -> dict[str, Any]:
 
 def _reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: list[str]) -> DataFrame:
     """A reader of some of a source's files, with the partition columns their folders give."""
-    reader = spark.read.format(source.kind).options(**recipe["options"]).schema(StructType.fromJson(recipe["schema"]))
+    reader = spark.read.format(READER_FORMATS.get(source.kind, source.kind)).options(**recipe["options"]).schema(StructType.fromJson(recipe["schema"]))
     bases = {f.uri.rsplit("/", len(source.partitioning) + 1)[0] for f in source.files}
     if source.partitioning and len(bases) == 1:
         reader = reader.option("basePath", spark_path(bases.pop()))
@@ -132,7 +132,7 @@ def _reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: l
 
 
 def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> Source:
-    """A loaded store's counted source (CSV, JSON, XML, text, ORC), read and counted again.
+    """A loaded store's counted source (CSV, JSON, XML, text, ORC, binary files), read and counted again.
 
     Rids are file-order row positions, so recounting under this session's splits gives
     the same numbers; a different count means the files changed.

@@ -128,7 +128,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Scan(Node):
-    OPERATORS: ClassVar[str] = "scan (Parquet, CSV, JSON, XML, text, ORC, in-memory DataFrames, spark.range)"
+    OPERATORS: ClassVar[str] = "scan (Parquet, CSV, JSON, XML, text, ORC, binary files, in-memory DataFrames, spark.range)"
     LINEAGE: ClassVar[str] = "the row it came from"
 
     source: Source

@@ -29,8 +29,9 @@ def saved_file(fields: dict[str, Any]) -> SourceFile:
 
 SAVED = "saved"
 # File formats with no row index in Spark: their rows are numbered by counting each split
-# (`capture.numbering`), and only Spark reads them back.
-COUNTED = ("csv", "json", "text", "orc", "xml")
+# (`capture.numbering`), and only Spark reads them back (`binaryFile`: a row per file).
+COUNTED = ("csv", "json", "text", "orc", "xml", "binary")
+READER_FORMATS = {"binary": "binaryFile"}  # a source kind whose reader Spark names otherwise
 
 
 @dataclass(frozen=True)

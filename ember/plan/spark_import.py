@@ -289,7 +289,7 @@ class Importer:
         fmt = key.split(":", 1)[0]
         if fmt != "parquet" and fmt not in COUNTED:
             raise UnsupportedOperatorError(
-                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, XML, text, ORC and in-memory sources are)"
+                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, XML, text, ORC, binary files and in-memory sources are)"
             )
         if key in self.sources:
             return self._scan(p, self.sources[key])

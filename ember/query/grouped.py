@@ -164,7 +164,7 @@ def _register_rows(
     con.register("__ember_pairs", pa.table({OID: owners, RID: rids}))
     try:
         relation: pa.Table | str = source_relation(source)
-    except InvalidPredicateError:  # counted sources (CSV, JSON, XML, text, ORC): Spark reads them
+    except InvalidPredicateError:  # counted sources (CSV, JSON, XML, text, ORC, binary): Spark reads them
         relation = read_rows(source, np.unique(rids))
     if isinstance(relation, str):
         con.execute(f"CREATE TEMP VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}")

@@ -111,6 +111,30 @@ def test_text_orc_and_xml_files_are_numbered_in_file_order(
     assert loaded.rows("logs").column("value").to_pylist() == [rows[rid] for rid in want]
 
 
+def test_binary_files_are_numbered_a_file_a_row(spark: SparkSession, tmp_path: Path) -> None:
+    """`binaryFile` reads a row per file, and Spark reads the largest files first: a row's
+    rid is still its file's place in path order."""
+    src = tmp_path / "blobs"
+    src.mkdir()
+    sizes = [(7 * i) % 11 * 10 + 5 for i in range(12)]
+    for i, size in enumerate(sizes):
+        (src / f"f{i:02}.bin").write_bytes(bytes([i]) * size)
+    (src / "notes.txt").write_text("skipped by the glob")
+    df = spark.read.format("binaryFile").option("pathGlobFilter", "*.bin").load(str(src))
+    job = df.filter("length > 40").groupBy((F.col("length") % 20).alias("r")).agg(F.count("*").alias("n"))
+    lin, inferred = ember.capture(job), ember.infer(job)
+    lin.save(str(tmp_path / "saved"))
+    loaded = ember.load(str(tmp_path / "saved"), spark)
+    for oid, row in enumerate(lin.output().to_pylist()):
+        want = [i for i, size in enumerate(sizes) if size > 40 and size % 20 == row["r"]]
+        trace = lin.backward(oids=[oid])
+        assert trace.ids("blobs").tolist() == want
+        assert inferred.backward(oids=[oid]).ids("blobs").tolist() == want
+        for rows in (trace.rows("blobs"), loaded.backward(oids=[oid]).rows("blobs")):
+            assert rows.column("content").to_pylist() == [bytes([i]) * sizes[i] for i in want]
+        assert lin.forward("blobs", ids=want[:1]).ids().tolist() == [oid]
+
+
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 @pytest.mark.parametrize("strategy", ["inject", "defer"])
 def test_a_job_that_reads_metadata_fields_is_numbered_all_the_same(
