@@ -555,6 +555,27 @@ class _Rewriter:
         refs += [self._window_ref(tid, node.partition, columns, bounds[f]) for f in partial]
         return ir.Project(window, columns=tuple(columns)), (*slots, *refs)
 
+    def _GroupMap(self, node: ir.GroupMap) -> tuple[ir.Node, tuple[Slot, ...]]:
+        """A group's rows are a side table keyed by the group's keys, as an aggregate's are;
+        the function is wrapped to return its group's keys with each row it makes (the
+        appended `attrs`), since nothing else in its output tells the group."""
+        child, slots = self.rewrite(node.child)
+        if not slots:
+            return replace(node, child=child), ()
+        side_child = self.shared(child)
+        side_keys = tuple(self.fresh("key", k.dtype) for k in node.keys)
+        side = ir.Project(
+            side_child,
+            columns=tuple(ir.Named(ir.ColumnRef(k), a) for k, a in zip(node.keys, side_keys, strict=True))
+            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+        )
+        tid = self.table(side, side_keys, slots, "grouped map groups")
+        out_keys = tuple(self.fresh("key", k.dtype) for k in node.keys)
+        present = self.fresh("present", "boolean")
+        job = replace(node, child=self.job_input(node.child, side_child), attrs=node.attrs + out_keys)
+        columns = (*(ir.Named(ir.ColumnRef(a), a) for a in job.output), ir.Named(ir.Constant(True, present), present))
+        return ir.Project(job, columns=columns), (RefSlot(tid, out_keys, present),)
+
     def _window_ref(
         self,
         tid: int,

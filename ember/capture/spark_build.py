@@ -9,11 +9,20 @@ resolve. The finished plan is turned into a DataFrame once, at the top.
 
 from __future__ import annotations
 
+import base64
+import inspect
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
+from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
+from pyspark.sql.types import StructType, _parse_datatype_json_string
+from pyspark.sql.udf import UserDefinedFunction
 from pyspark.sql.window import Window as W
 
 from ember.capture.numbering import HELPERS, TextNumbering
@@ -131,6 +140,33 @@ class Builder:
         h = node.handle
         args = (h.udtf(), self.seq([self.attr(a) for a in node.kept]), h.resultAttrs(), child)
         return self.logical(kind)(*args, *((h.evalType(),) if kind == "ArrowEvalPythonUDTF" else ()))
+
+    def _GroupMap(self, node: ir.GroupMap) -> JObj:
+        """A grouped map whose output gained its group's keys (`annotate`) is made again
+        over a wrapped function that appends them to the rows the user's function returns."""
+        h = node.handle
+        own = output_ids(h.output())
+        if len(node.attrs) == len(own):
+            return self._same(node)
+        child = self.build(node.child)
+        fn = h.functionExpr()
+        added = node.attrs[len(own) :]
+        types = [self.attr(k).dataType() for k in node.keys]
+        keys = [_parse_datatype_json_string(t.json()) for t in types]
+        returned = StructType.fromJson(json.loads(fn.dataType().json()))
+        for a, t in zip(added, keys, strict=True):
+            returned.add(a.name, t, True)
+        func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
+        names = tuple(a.name for a in added)
+        if h.nodeName() == "FlatMapGroupsInPandas":
+            keyed = _keyed_pandas(func, names)
+        else:  # Spark checks an Arrow function's column types strictly, as its worker would make them
+            large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+            keyed = _keyed_arrow(func, names, [to_arrow_type(t, timezone="UTC", prefers_large_types=large) for t in keys])
+        udf = UserDefinedFunction(keyed, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
+        made = self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
+        output = [*iterate(h.output()), *(self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))]
+        return self.logical(str(h.nodeName()))(h.groupingAttributes(), made, self.seq(output), child)
 
     def _Filter(self, node: ir.Filter) -> JObj:
         return self.logical("Filter")(self.expr(node.cond), self.build(node.child))
@@ -331,6 +367,45 @@ class Builder:
         fresh_attrs = list(iterate(plan.output()))
         aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, (*scan.attrs, node.rid), strict=True)]
         return self.logical("Project")(self.seq(aliases), plan)
+
+
+def _command(jvm: Jvm, fn: JObj) -> str:
+    """A Python UDF's pickled code, base64 (as `PlanDump` writes it)."""
+    return str(javac.helper(jvm, "PlanDump").command(fn.func()))
+
+
+def _keyed_pandas(func: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
+    """`func`, called as Spark's worker would call it (with the group's key if it takes two
+    arguments), its rows given the key's values as columns `names`. Defined in here, the
+    wrapper is pickled by value: an executor need not have ember installed."""
+    with_key = len(inspect.getfullargspec(func).args) == 2
+
+    def run(key: tuple[Any, ...], pdf: Any) -> Any:
+        out = func(key, pdf) if with_key else func(pdf)
+        if out.shape[1] == 0:  # no columns, no rows: Spark takes it as it is
+            return out
+        # labels of the kind the user's are: Spark matches columns by name only if some are strings
+        labels = names if any(isinstance(c, str) for c in out.columns) else range(out.shape[1], out.shape[1] + len(names))
+        out = out.copy()
+        for label, value in zip(labels, key, strict=True):
+            out[label] = value
+        return out
+
+    return run
+
+
+def _keyed_arrow(func: Callable[..., Any], names: tuple[str, ...], types: list[pa.DataType]) -> Callable[..., Any]:
+    """The same for `applyInArrow` (a pyarrow table in and out; key values as Arrow
+    scalars, typed as Spark expects the returned columns)."""
+    with_key = len(inspect.getfullargspec(func).args) == 2
+
+    def run(key: tuple[Any, ...], table: Any) -> Any:
+        out = func(key, table) if with_key else func(table)
+        for name, value, dtype in zip(names, key, types, strict=True):
+            out = out.append_column(name, pa.repeat(value, out.num_rows).cast(dtype))
+        return out
+
+    return run
 
 
 def _kept(rid: Column, only: str | None) -> Column:

@@ -20,6 +20,8 @@ import org.apache.spark.sql.catalyst.expressions.InputFileBlockStart;
 import org.apache.spark.sql.catalyst.expressions.InputFileName;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.PythonUDF;
+import org.apache.spark.api.python.PythonFunction;
 import org.apache.spark.sql.catalyst.expressions.ScalarSubquery;
 import org.apache.spark.sql.catalyst.expressions.SpecifiedWindowFrame;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
@@ -28,6 +30,8 @@ import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.catalyst.plans.logical.BaseEvalPythonUDTF;
 import org.apache.spark.sql.catalyst.plans.logical.Expand;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.FlatMapGroupsInArrow;
+import org.apache.spark.sql.catalyst.plans.logical.FlatMapGroupsInPandas;
 import org.apache.spark.sql.catalyst.plans.logical.Generate;
 import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
@@ -154,8 +158,11 @@ public final class PlanDump {
             field("kept");
             attributes(x.requiredChildOutput());
             field("command");
-            byte[] command = (byte[]) x.udtf().func().command().toArray(ClassTag$.MODULE$.Byte());
-            string(Base64.getEncoder().encodeToString(command));
+            string(command(x.udtf().func()));
+        } else if (p instanceof FlatMapGroupsInPandas x) {
+            groupMap(x.groupingAttributes(), (PythonUDF) x.functionExpr());
+        } else if (p instanceof FlatMapGroupsInArrow x) {
+            groupMap(x.groupingAttributes(), (PythonUDF) x.functionExpr());
         } else if (p instanceof Expand x) {
             field("projections");
             array(x.projections(), row -> list((scala.collection.Seq<?>) row, true));
@@ -169,6 +176,23 @@ public final class PlanDump {
             tops("exprs", p.expressions());
         }
         out.append('}');
+    }
+
+    /** A grouped map's keys and function, and the function's pickled code (ember wraps it). */
+    private void groupMap(scala.collection.Seq<Attribute> keys, PythonUDF function) {
+        field("grouping");
+        attributes(keys);
+        field("fn");
+        top(function);
+        field("evalType");
+        out.append(function.evalType());
+        field("command");
+        string(command(function.func()));
+    }
+
+    /** A Python function's pickled code, base64. */
+    public String command(PythonFunction f) {
+        return Base64.getEncoder().encodeToString((byte[]) f.command().toArray(ClassTag$.MODULE$.Byte()));
     }
 
     private void leaf(LogicalPlan p) {

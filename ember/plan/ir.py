@@ -332,6 +332,27 @@ class Generate(Unary):
 
 
 @dataclass(frozen=True)
+class GroupMap(Unary):
+    """A Python function over each group's rows as one table (pandas or Arrow), returning
+    any rows: no output row shows which input rows made it, so each has its whole group."""
+
+    OPERATORS: ClassVar[str] = "grouped map (`groupBy().applyInPandas` / `applyInArrow`)"
+    LINEAGE: ClassVar[str] = "every row of its group (the function saw them all)"
+
+    keys: tuple[Attr, ...] = ()
+    function: Expr = field(default_factory=lambda: Expr("", frozenset()))
+    attrs: tuple[Attr, ...] = ()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def output(self) -> tuple[Attr, ...]:
+        return self.attrs
+
+    def expressions(self) -> tuple[Expr, ...]:
+        return (self.function,)
+
+
+@dataclass(frozen=True)
 class Expand(Unary):
     OPERATORS: ClassVar[str] = "expand (unpivot, ROLLUP / CUBE / GROUPING SETS)"
     LINEAGE: ClassVar[str] = "the row it came from"
@@ -386,6 +407,7 @@ OPERATOR_CLASSES: tuple[type[Node], ...] = (
     Window,
     Generate,
     Expand,
+    GroupMap,
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
 from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
@@ -54,8 +55,6 @@ _UNSUPPORTED = {
     "MapInPandas": "mapInPandas",
     "MapInArrow": "mapInArrow",
     "PythonMapInArrow": "mapInArrow",
-    "FlatMapGroupsInPandas": "groupBy().applyInPandas",
-    "FlatMapGroupsInArrow": "groupBy().applyInArrow",
     "FlatMapCoGroupsInPandas": "cogroup().applyInPandas",
     "FlatMapCoGroupsInArrow": "cogroup().applyInArrow",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
@@ -267,6 +266,38 @@ class Importer:
 
     _BatchEvalPythonUDTF = _python_udtf
     _ArrowEvalPythonUDTF = _python_udtf
+
+    def _group_map(self, p: PlanTree) -> ir.Node:
+        """`applyInPandas` / `applyInArrow`: its rows carry no sign of their group, so capture
+        wraps the function to add the group's keys to its rows; that needs the function
+        (unpickled here) and keys that come back from pandas or Arrow as they went in."""
+        what = "applyInPandas" if p.kind == "FlatMapGroupsInPandas" else "applyInArrow"
+        if p.facts["evalType"] not in GROUP_MAP_EVAL_TYPES:
+            raise UnsupportedOperatorError(
+                f"ember cannot trace groupBy().{what} with an iterator function yet (only a function of "
+                "the whole group's table)"
+            )
+        command = _handler(p.facts["command"])
+        if not (isinstance(command, tuple) and len(command) == 2 and callable(command[0])):
+            raise UnsupportedOperatorError(
+                f"ember cannot trace this groupBy().{what}: it cannot read the function (a large one is "
+                "shipped as a broadcast), which it wraps to tell each output row's group"
+            )
+        for key in p.attrs["grouping"]:
+            if not _comes_back(key.dtype):
+                raise UnsupportedOperatorError(
+                    f"ember cannot trace groupBy().{what} grouped by {key.name} of type {key.dtype}: the "
+                    "function hands the group's key back through pandas or Arrow, and only integer, decimal, "
+                    "string, binary, boolean, date and timestamp keys come back as themselves (a NaN does not)"
+                )
+        fn = p.expr("fn")
+        assert fn is not None
+        return ir.GroupMap(
+            self.node(p.child), keys=p.attrs["grouping"], function=self.expr(fn), attrs=p.output, handle=p.handle
+        )
+
+    _FlatMapGroupsInPandas = _group_map
+    _FlatMapGroupsInArrow = _group_map
 
     def _Expand(self, p: PlanTree) -> ir.Node:
         return ir.Expand(
@@ -507,9 +538,19 @@ def _bound(e: Tree, kind: str) -> str:
     raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e.text}")
 
 
+GROUP_MAP_EVAL_TYPES = (201, 209)  # PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF, SQL_GROUPED_MAP_ARROW_UDF
+_EXACT_KEYS = re.compile(r"tinyint|smallint|int|bigint|decimal\(\d+,\d+\)|string|binary|boolean|date|timestamp|timestamp_ntz")
+
+
+def _comes_back(dtype: str) -> bool:
+    """Whether a key of this type survives the trip through pandas or Arrow unchanged."""
+    return _EXACT_KEYS.fullmatch(dtype) is not None
+
+
 def _handler(command: str) -> object:
-    """A Python UDTF's handler class, unpickled from its plan (None if it cannot be: a
-    large one is pickled as a broadcast, for instance)."""
+    """Python code pickled into a plan (a UDTF's handler class; a grouped map's function
+    and return type), unpickled; None if it cannot be (a large one is pickled as a
+    broadcast, for instance)."""
     try:
         return CloudPickleSerializer().loads(base64.b64decode(command))
     except Exception:  # whatever unpickling the user's class raises: then it is not known

@@ -7,6 +7,7 @@ mistake shows up as such, and `assert_same_lineage` checks both directions.
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,6 +331,74 @@ def test_python_udtfs_called_per_row(views: SparkSession) -> None:
         check(views.sql("SELECT * FROM tens(TABLE(a))"), [((v[0] * 10, v[1]), lin) for v, lin in a() if v[0] > 1])
     views.udtf.register("repeat_k", F.udtf(Repeat, returnType="i: int"))  # as UDTFs are by default
     o.assert_same_lineage(ember.capture(views.sql("SELECT k, i FROM a, LATERAL repeat_k(k)")), repeated)  # injected
+
+
+def _grouped_map(rows: list[o.Row], key: Any, f: Any) -> list[o.Row]:
+    """The oracle of a grouped map: `f`'s rows for a group, each with the group's lineage."""
+    groups = o.group(rows, key, lambda vs: (vs,))
+    return [(out, lin) for (*_, vs), lin in groups for out in f(vs)]
+
+
+def test_grouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
+    """`applyInPandas` / `applyInArrow`: the function sees its group's rows as one table and
+    returns any rows, so each row it returns has the whole group's lineage; groups whose
+    key is null, or that return no rows, included; the key handed back as it went in."""
+
+    def top(pdf: pd.DataFrame) -> pd.DataFrame:  # the group's largest value, if over 10
+        best = pdf.nlargest(1, "v")
+        return best[best.v > 10][["v"]]
+
+    def ranked(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:  # one row per value, by rank
+        return pd.DataFrame({0: [key[0]] * len(pdf), 1: pdf.v.rank(method="first").astype("int64").tolist()})
+
+    def spread(table: pa.Table) -> pa.Table:
+        values = table.column("v").to_pylist()
+        return pa.table({"g": table.column("g")[:1], "spread": pa.array([max(values) - min(values)], pa.int32())})
+
+    rows = o.scan("wn", [*W, (None, 9, 5)])
+    views.createDataFrame([*W, (None, 9, 5)], "g int, o int, v int").createOrReplaceTempView("wn")
+    df = views.table("wn")
+    cases = [
+        (df.groupBy("g").applyInPandas(top, "v int"),
+         _grouped_map(rows, lambda v: (v[0],), lambda vs: [(max(x[2] for x in vs),)] if max(x[2] for x in vs) > 10 else [])),
+        (df.filter("o > 1").groupBy((F.col("o") % 2).alias("odd"), "g").applyInPandas(ranked, "odd int, rank long"),
+         _grouped_map(o.where(rows, lambda v: v[1] > 1), lambda v: (v[1] % 2, v[0]),
+                      lambda vs: [(vs[0][1] % 2, i + 1) for i in range(len(vs))])),
+        (df.groupBy("g").applyInArrow(spread, "g int, spread int"),
+         _grouped_map(rows, lambda v: (v[0],), lambda vs: [(vs[0][0], max(x[2] for x in vs) - min(x[2] for x in vs))])),
+    ]
+    for job, expected in cases:
+        plain = sorted(repr(tuple(r)) for r in job.collect())
+        assert plain == sorted(repr(v) for v, _ in expected), "the oracle disagrees with Spark on values"
+        for strategy in ("defer", "inject"):
+            lin = ember.capture(job, strategy=strategy)
+            assert lin.output().column_names == [*job.columns, "ember_oid"]
+            o.assert_same_lineage(lin, expected)
+        with pytest.raises(ember.UnsupportedOperatorError, match=r"ember\.infer cannot trace .*applyIn"):
+            ember.infer(job)
+
+
+def test_grouped_map_keys_of_every_kind_come_back(spark: SparkSession) -> None:
+    """The wrapper hands each group's keys back through pandas or Arrow: timestamps,
+    decimals, strings and dates, null or not, must come back equal to the keys Spark
+    grouped by, or the rows lose their group."""
+    rows = [
+        (datetime.datetime(2024, 1, 1, 10), decimal.Decimal("1.50"), "a", datetime.date(2024, 1, 1), 1),
+        (datetime.datetime(2024, 1, 1, 10), decimal.Decimal("1.50"), "a", datetime.date(2024, 1, 1), 2),
+        (None, None, None, None, 3),
+        (None, None, None, None, 4),
+        (datetime.datetime(1999, 12, 31, 23, 59, 59, 123456), decimal.Decimal("-2.25"), "b", datetime.date(1900, 1, 1), 5),
+    ]
+    df = spark.createDataFrame(rows, "t timestamp, d decimal(10,2), s string, dt date, v int")
+    grouped = df.groupBy("t", "d", "s", "dt")
+    jobs = [
+        grouped.applyInPandas(lambda pdf: pd.DataFrame({"v": pdf.v.tolist()}), "v int"),  # a row per row
+        grouped.applyInArrow(lambda t: t.select(["v"]).slice(0, 1), "v int"),  # one row per group
+    ]
+    for job in jobs:
+        lin = ember.capture(job, strategy="inject")
+        for oid, v in enumerate(lin.output().column("v").to_pylist()):  # v 1, 2 | 3, 4 | 5: rids 0, 1 | 2, 3 | 4
+            assert lin.backward(oids=[oid]).ids(lin.sources[0]).tolist() == [[0, 1], [2, 3], [4]][(v - 1) // 2]
 
 
 def test_observed_metrics(views: SparkSession) -> None:
