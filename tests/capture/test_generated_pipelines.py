@@ -4,7 +4,8 @@ Every relation has two int columns `k` and `v`, null at times; operators: filter
 UDF, explode (inner and outer), unpivot, pivot (a count or a sum), joins (inner / left /
 right / full / semi / anti on `k`, inner on both columns, and with a `v <` condition beside
 or instead of the equality: inner, left, semi and anti), a filter against a scalar subquery,
-NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by both columns), the
+NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by both columns), a
+grouped map (`applyInPandas`: a row per distinct `v` of the group, none for all nulls), the
 first groups of one by key and the first distinct rows (LIMITs, the latter after an OFFSET
 of 0 or 1, with `v` kept or replaced), a repartition, a global count, correlated scalar
 subqueries (a count or max of the other side's rows of the same `k`, or a count of those
@@ -31,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
@@ -85,6 +87,7 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("unpivot"), children),
         st.tuples(st.just("pivot"), children, small, st.sampled_from(["count", "sum"])),
         st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs"])),
+        st.tuples(st.just("grouped map"), children),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
         st.tuples(st.just("first"), children, st.integers(1, 3), st.booleans(), st.integers(0, 1)),
         st.tuples(st.just("repartition"), children),
@@ -135,6 +138,12 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         if p[2] == "pairs":
             return child.groupBy("k", "v").agg(F.count(F.lit(1)).cast("int").alias("n")).select("k", F.col("n").alias("v"))
         return child.groupBy("k").agg(_AGGREGATES[p[2]]().cast("int").alias("v"))
+    if op == "grouped map":  # defined in here, the function travels by value to the Python workers
+        def sized(key: tuple[Any, ...], pdf: Any) -> Any:  # (k, the group's size) per distinct non-null v
+            n = len(set(pdf.v.dropna().tolist()))
+            return pd.DataFrame({"k": [key[0]] * n, "v": [len(pdf)] * n})
+
+        return child.groupBy("k").applyInPandas(sized, "k int, v int")
     if op == "top":  # keys are unique after the group-by, so which groups it keeps is certain
         return child.groupBy("k").agg(F.count(F.lit(1)).cast("int").alias("v")).orderBy("k").limit(p[2])
     if op == "first":  # distinct rows first, so rows the limit cuts differ from those it keeps
@@ -225,6 +234,9 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         if p[2] == "pairs":
             return o.select(o.group(child, lambda v: v, lambda vs: (len(vs),)), lambda v: (v[0], v[2]))
         return o.group(child, lambda v: (v[0],), _AGGREGATED[p[2]])
+    if op == "grouped map":  # lineage: every row of the group, whatever rows the function returns
+        groups = o.group(child, lambda v: (v[0],), lambda vs: (vs,))
+        return [((k, len(vs)), lin) for (k, vs), lin in groups for _ in {v[1] for v in vs if v[1] is not None}]
     if op == "top":
         groups = o.group(child, lambda v: (v[0],), lambda vs: (len(vs),))
         return sorted(groups, key=lambda r: (r[0][0] is not None, r[0][0] or 0))[: p[2]]  # nulls first

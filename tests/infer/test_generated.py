@@ -4,13 +4,15 @@ pure-Python oracle's lineage, superset traces contain it.
 The pipelines and the oracle are the capture suite's (its module docstring lists the
 operators, over two tiny tables with nulls), so lazy and eager lineage are held to the
 same generated cases. Up to three output rows
-per pipeline are traced, with set semantics (equal output rows share one lineage).
+per pipeline are traced, with set semantics (equal output rows share one lineage). A
+pipeline with a grouped map is refused (its rows show no sign of their group).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -40,6 +42,10 @@ def test_generated_pipeline_inferred_lineage_equals_oracle(
     merged: dict[str, set[tuple[str, int]]] = defaultdict(set)
     for values, lineage in oracle_plan(plan, tables):
         merged[repr(values)] |= lineage
+    if "'grouped map'" in repr(plan):
+        with pytest.raises(ember.UnsupportedOperatorError, match="applyInPandas"):
+            ember.infer(df)
+        return
     exact, superset = ember.infer(df), ember.infer(df, exact=False)
     outputs = o.value_rows(exact.output().drop_columns(["ember_oid"]))
     wide_outputs = o.value_rows(superset.output().drop_columns(["ember_oid"]))
