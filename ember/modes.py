@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
+from ember.errors import UnsupportedOperatorError
 from ember.infer import InferredLineage, infer
 from ember.lineage import Lineage
 
@@ -20,9 +23,13 @@ def lineage(df: DataFrame, mode: str = "auto", traces: int | None = None) -> Lin
     """Lineage of `df`, captured (`"eager"`, `ember.capture`) or inferred (`"lazy"`,
     `ember.infer`). `"auto"` infers when at most `LAZY_UP_TO` traces are expected
     (`traces=`) and captures otherwise, including when nothing is declared (interactive
-    use asks many questions)."""
+    use asks many questions) and when inference refuses the plan (a random value, a
+    grouped map: it refuses before any job runs), which capture may still trace."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if mode == "lazy" or (mode == "auto" and traces is not None and traces <= LAZY_UP_TO):
+    if mode == "lazy":
         return infer(df)
+    if mode == "auto" and traces is not None and traces <= LAZY_UP_TO:
+        with contextlib.suppress(UnsupportedOperatorError):
+            return infer(df)
     return capture(df)

@@ -22,6 +22,17 @@ def test_auto_infers_for_few_traces_and_captures_otherwise(spark: SparkSession) 
     assert lazy.backward(oids=[oid]).ids(name).tolist() == eager.backward(oids=[eager_oid]).ids(name).tolist() == [0, 2]
 
 
+def test_auto_captures_what_inference_refuses(spark: SparkSession) -> None:
+    df = spark.createDataFrame([(1, 2), (1, 3), (2, 4)], "k int, v int")
+    mapped = df.groupBy("k").applyInPandas(lambda pdf: pdf.head(1), "k int, v int")
+    with pytest.raises(ember.UnsupportedOperatorError, match=r"ember\.infer cannot trace"):
+        ember.lineage(mapped, mode="lazy")
+    lin = ember.lineage(mapped, traces=1)
+    assert isinstance(lin, ember.Lineage)
+    oid = lin.output().column("k").to_pylist().index(1)
+    assert lin.backward(oids=[oid]).ids(lin.sources[0]).tolist() == [0, 1]
+
+
 def test_unknown_mode_is_refused(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
         ember.lineage(spark.range(3), mode="fast")
