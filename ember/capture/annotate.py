@@ -572,7 +572,9 @@ class _Rewriter:
         tid = self.table(side, side_keys, slots, "grouped map groups")
         out_keys = tuple(self.fresh("key", k.dtype) for k in node.keys)
         present = self.fresh("present", "boolean")
-        job = replace(node, child=self.job_input(node.child, side_child), attrs=node.attrs + out_keys)
+        # The function gets every column of its input: a cached input's slots are cut off.
+        job_child = _keep(self.job_input(node.child, side_child), node.child.output)
+        job = replace(node, child=job_child, attrs=node.attrs + out_keys)
         columns = (*(ir.Named(ir.ColumnRef(a), a) for a in job.output), ir.Named(ir.Constant(True, present), present))
         return ir.Project(job, columns=columns), (RefSlot(tid, out_keys, present),)
 

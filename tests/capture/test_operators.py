@@ -366,6 +366,10 @@ def test_grouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
                       lambda vs: [(vs[0][1] % 2, i + 1) for i in range(len(vs))])),
         (df.groupBy("g").applyInArrow(spread, "g int, spread int"),
          _grouped_map(rows, lambda v: (v[0],), lambda vs: [(vs[0][0], max(x[2] for x in vs) - min(x[2] for x in vs))])),
+        # over a limit, which capture caches (its rows could differ in a second run): the
+        # function still gets the input's own columns, not the slots beside them
+        (df.orderBy("o").limit(5).groupBy("g").applyInPandas(lambda pdf: pdf.assign(v=pdf.v * 2), "g int, o int, v int"),
+         _grouped_map(o.where(rows, lambda v: v[1] <= 3), lambda v: (v[0],), lambda vs: [(g, o_, v * 2) for g, o_, v in vs])),
     ]
     for job, expected in cases:
         plain = sorted(repr(tuple(r)) for r in job.collect())
