@@ -556,27 +556,37 @@ class _Rewriter:
         return ir.Project(window, columns=tuple(columns)), (*slots, *refs)
 
     def _GroupMap(self, node: ir.GroupMap) -> tuple[ir.Node, tuple[Slot, ...]]:
-        """A group's rows are a side table keyed by the group's keys, as an aggregate's are;
-        the function is wrapped to return its group's keys with each row it makes (the
-        appended `attrs`), since nothing else in its output tells the group."""
-        child, slots = self.rewrite(node.child)
-        if not slots:
-            return replace(node, child=child), ()
-        side_child = self.shared(child)
-        side_keys = tuple(self.fresh("key", k.dtype) for k in node.keys)
-        side = ir.Project(
-            side_child,
-            columns=tuple(ir.Named(ir.ColumnRef(k), a) for k, a in zip(node.keys, side_keys, strict=True))
-            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
-        )
-        tid = self.table(side, side_keys, slots, "grouped map groups")
-        out_keys = tuple(self.fresh("key", k.dtype) for k in node.keys)
-        present = self.fresh("present", "boolean")
-        # The function gets every column of its input: a cached input's slots are cut off.
-        job_child = _keep(self.job_input(node.child, side_child), node.child.output)
-        job = replace(node, child=job_child, attrs=node.attrs + out_keys)
-        columns = (*(ir.Named(ir.ColumnRef(a), a) for a in job.output), ir.Named(ir.Constant(True, present), present))
-        return ir.Project(job, columns=columns), (RefSlot(tid, out_keys, present),)
+        """A group's rows (each input's, cogrouped) are a side table keyed by the group's keys,
+        as an aggregate's are; the function is wrapped to return its group's keys with each
+        row it makes (the appended `attrs`), since nothing else in its output tells the group."""
+        rewritten = [self.rewrite(c) for c in node.inputs]
+        if not any(slots for _, slots in rewritten):
+            return replace(node, inputs=tuple(c for c, _ in rewritten)), ()
+        out_keys = tuple(self.fresh("key", k.dtype) for k in node.keys[0])
+        inputs: list[ir.Node] = []
+        refs: list[RefSlot] = []
+        columns: list[ir.Named] = []
+        for (child, slots), original, keys in zip(rewritten, node.inputs, node.keys, strict=True):
+            if not slots:
+                inputs.append(child)
+                continue
+            side_child = self.shared(child)
+            side_keys = tuple(self.fresh("key", k.dtype) for k in keys)
+            side = ir.Project(
+                side_child,
+                columns=tuple(ir.Named(ir.ColumnRef(k), a) for k, a in zip(keys, side_keys, strict=True))
+                + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+            )
+            tid = self.table(side, side_keys, slots, "grouped map groups")
+            # The function gets every column of its input: a cached input's slots are cut off.
+            inputs.append(_keep(self.job_input(original, side_child), original.output))
+            ref_keys = out_keys if not refs else tuple(self.fresh("key", k.dtype) for k in out_keys)
+            present = self.fresh("present", "boolean")
+            columns += [ir.Named(ir.ColumnRef(k), r) for k, r in zip(out_keys, ref_keys, strict=True) if r is not k]
+            columns.append(ir.Named(ir.Constant(True, present), present))
+            refs.append(RefSlot(tid, ref_keys, present))
+        job = replace(node, inputs=tuple(inputs), attrs=node.attrs + out_keys)
+        return ir.Project(job, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in job.output), *columns)), tuple(refs)
 
     def _window_ref(
         self,

@@ -148,25 +148,29 @@ class Builder:
         own = output_ids(h.output())
         if len(node.attrs) == len(own):
             return self._same(node)
-        child = self.build(node.child)
+        inputs = [self.build(c) for c in node.inputs]
         fn = h.functionExpr()
         added = node.attrs[len(own) :]
-        types = [self.attr(k).dataType() for k in node.keys]
+        types = [self.attr(k).dataType() for k in node.keys[0]]
         keys = [_parse_datatype_json_string(t.json()) for t in types]
         returned = StructType.fromJson(json.loads(fn.dataType().json()))
         for a, t in zip(added, keys, strict=True):
             returned.add(a.name, t, True)
         func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
         names = tuple(a.name for a in added)
-        if h.nodeName() == "FlatMapGroupsInPandas":
-            keyed = _keyed_pandas(func, names)
+        kind = str(h.nodeName())
+        if kind.endswith("Pandas"):
+            append = _pandas_keys(names)
         else:  # Spark checks an Arrow function's column types strictly, as its worker would make them
             large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-            keyed = _keyed_arrow(func, names, [to_arrow_type(t, timezone="UTC", prefers_large_types=large) for t in keys])
-        udf = UserDefinedFunction(keyed, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
+            append = _arrow_keys(names, [to_arrow_type(t, timezone="UTC", prefers_large_types=large) for t in keys])
+        wrapped = _keyed(func, len(inputs), append)
+        udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
         made = self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
-        output = [*iterate(h.output()), *(self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))]
-        return self.logical(str(h.nodeName()))(h.groupingAttributes(), made, self.seq(output), child)
+        output = self.seq([*iterate(h.output()), *(self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))])
+        if len(inputs) == 1:
+            return self.logical(kind)(h.groupingAttributes(), made, output, inputs[0])
+        return self.logical(kind)(h.leftGroupingLen(), h.rightGroupingLen(), made, output, *inputs)
 
     def _Filter(self, node: ir.Filter) -> JObj:
         return self.logical("Filter")(self.expr(node.cond), self.build(node.child))
@@ -374,14 +378,29 @@ def _command(jvm: Jvm, fn: JObj) -> str:
     return str(javac.helper(jvm, "PlanDump").command(fn.func()))
 
 
-def _keyed_pandas(func: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
-    """`func`, called as Spark's worker would call it (with the group's key if it takes two
-    arguments), its rows given the key's values as columns `names`. Defined in here, the
-    wrapper is pickled by value: an executor need not have ember installed."""
-    with_key = len(inspect.getfullargspec(func).args) == 2
+def _keyed(func: Callable[..., Any], tables: int, append: Callable[[Any, tuple[Any, ...]], Any]) -> Callable[..., Any]:
+    """`func` (over a group's table, or a key's two cogrouped tables), called as Spark's
+    worker would call it (with the key too if it takes one more argument), its rows given
+    the key by `append`. The wrapper takes the key always, which tells the worker to pass
+    it. Defined in here, it is pickled by value: an executor need not have ember installed."""
+    with_key = len(inspect.getfullargspec(func).args) == tables + 1
 
-    def run(key: tuple[Any, ...], pdf: Any) -> Any:
-        out = func(key, pdf) if with_key else func(pdf)
+    def call(key: tuple[Any, ...], *data: Any) -> Any:
+        return append(func(key, *data) if with_key else func(*data), key)
+
+    def grouped(key: tuple[Any, ...], table: Any) -> Any:
+        return call(key, table)
+
+    def cogrouped(key: tuple[Any, ...], left: Any, right: Any) -> Any:
+        return call(key, left, right)
+
+    return grouped if tables == 1 else cogrouped
+
+
+def _pandas_keys(names: tuple[str, ...]) -> Callable[[Any, tuple[Any, ...]], Any]:
+    """Appends the key's values to a pandas result as columns `names`."""
+
+    def append(out: Any, key: tuple[Any, ...]) -> Any:
         if out.shape[1] == 0:  # no columns, no rows: Spark takes it as it is
             return out
         # labels of the kind the user's are: Spark matches columns by name only if some are strings
@@ -391,21 +410,18 @@ def _keyed_pandas(func: Callable[..., Any], names: tuple[str, ...]) -> Callable[
             out[label] = value
         return out
 
-    return run
+    return append
 
 
-def _keyed_arrow(func: Callable[..., Any], names: tuple[str, ...], types: list[pa.DataType]) -> Callable[..., Any]:
-    """The same for `applyInArrow` (a pyarrow table in and out; key values as Arrow
-    scalars, typed as Spark expects the returned columns)."""
-    with_key = len(inspect.getfullargspec(func).args) == 2
+def _arrow_keys(names: tuple[str, ...], types: list[pa.DataType]) -> Callable[[Any, tuple[Any, ...]], Any]:
+    """Appends the key's values (Arrow scalars) to a pyarrow result, typed as Spark expects."""
 
-    def run(key: tuple[Any, ...], table: Any) -> Any:
-        out = func(key, table) if with_key else func(table)
+    def append(out: Any, key: tuple[Any, ...]) -> Any:
         for name, value, dtype in zip(names, key, types, strict=True):
             out = out.append_column(name, pa.repeat(value, out.num_rows).cast(dtype))
         return out
 
-    return run
+    return append
 
 
 def _kept(rid: Column, only: str | None) -> Column:

@@ -63,7 +63,7 @@ def _check_deterministic(plan: ir.Node, exact: bool) -> None:
     for node in ir.walk(plan):
         if isinstance(node, ir.GroupMap):
             raise UnsupportedOperatorError(
-                "ember.infer cannot trace groupBy().applyInPandas / applyInArrow: the rows the function "
+                "ember.infer cannot trace a grouped map (applyInPandas / applyInArrow, grouped or cogrouped): the rows the function "
                 "returns need not show which group they came from; use ember.capture"
             )
         if exact and isinstance(node, ir.Passthrough) and node.kind in ("sample", ir.RANDOM_SAMPLE):

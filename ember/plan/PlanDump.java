@@ -30,6 +30,8 @@ import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.catalyst.plans.logical.BaseEvalPythonUDTF;
 import org.apache.spark.sql.catalyst.plans.logical.Expand;
 import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.FlatMapCoGroupsInArrow;
+import org.apache.spark.sql.catalyst.plans.logical.FlatMapCoGroupsInPandas;
 import org.apache.spark.sql.catalyst.plans.logical.FlatMapGroupsInArrow;
 import org.apache.spark.sql.catalyst.plans.logical.FlatMapGroupsInPandas;
 import org.apache.spark.sql.catalyst.plans.logical.Generate;
@@ -163,6 +165,14 @@ public final class PlanDump {
             groupMap(x.groupingAttributes(), (PythonUDF) x.functionExpr());
         } else if (p instanceof FlatMapGroupsInArrow x) {
             groupMap(x.groupingAttributes(), (PythonUDF) x.functionExpr());
+        } else if (p instanceof FlatMapCoGroupsInPandas x) {
+            groupMap(x.leftAttributes(), (PythonUDF) x.functionExpr());
+            field("cogrouping");
+            attributes(x.rightAttributes());
+        } else if (p instanceof FlatMapCoGroupsInArrow x) {
+            groupMap(x.leftAttributes(), (PythonUDF) x.functionExpr());
+            field("cogrouping");
+            attributes(x.rightAttributes());
         } else if (p instanceof Expand x) {
             field("projections");
             array(x.projections(), row -> list((scala.collection.Seq<?>) row, true));
@@ -178,7 +188,8 @@ public final class PlanDump {
         out.append('}');
     }
 
-    /** A grouped map's keys and function, and the function's pickled code (ember wraps it). */
+    /** A grouped map's keys (a cogroup's left ones) and function, and the function's pickled
+     * code (ember wraps it). */
     private void groupMap(scala.collection.Seq<Attribute> keys, PythonUDF function) {
         field("grouping");
         attributes(keys);

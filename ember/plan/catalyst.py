@@ -67,7 +67,7 @@ class PlanTree:
     output: tuple[ir.Attr, ...]
     children: tuple[PlanTree, ...]
     exprs: dict[str, tuple[Tree, ...]]  # list, keys, partition, order, exprs, cond, gen, fn
-    attrs: dict[str, tuple[ir.Attr, ...]]  # generated, kept, exists, grouping
+    attrs: dict[str, tuple[ir.Attr, ...]]  # generated, kept, exists, grouping, cogrouping
     facts: dict[str, Any]  # join type, relation class, file format, paths, ids, range bounds
     handle: JObj | None = field(default=None, compare=False, hash=False, repr=False)
     projections: tuple[tuple[Tree, ...], ...] = ()  # an Expand's
@@ -116,7 +116,7 @@ def _dumped(dump: Callable[[str], None]) -> Any:
 
 _EXPR_FIELDS = ("list", "keys", "partition", "order", "exprs")
 _ONE_EXPR_FIELDS = ("cond", "gen", "fn")
-_ATTR_FIELDS = ("generated", "kept", "grouping")
+_ATTR_FIELDS = ("generated", "kept", "grouping", "cogrouping")
 
 
 @dataclass

@@ -332,17 +332,25 @@ class Generate(Unary):
 
 
 @dataclass(frozen=True)
-class GroupMap(Unary):
-    """A Python function over each group's rows as one table (pandas or Arrow), returning
-    any rows: no output row shows which input rows made it, so each has its whole group."""
+class GroupMap(Node):
+    """A Python function over each group's rows as one table (pandas or Arrow), or over a
+    key's groups of two inputs (cogrouped), returning any rows: no output row shows which
+    input rows made it, so each has its whole group (both groups)."""
 
-    OPERATORS: ClassVar[str] = "grouped map (`groupBy().applyInPandas` / `applyInArrow`)"
-    LINEAGE: ClassVar[str] = "every row of its group (the function saw them all)"
+    OPERATORS: ClassVar[str] = (
+        "grouped map (`groupBy().applyInPandas` / `applyInArrow`, and `cogroup()`'s over two inputs)"
+    )
+    LINEAGE: ClassVar[str] = "every row of its group, of both groups when cogrouped (the function saw them all)"
 
-    keys: tuple[Attr, ...] = ()
-    function: Expr = field(default_factory=lambda: Expr("", frozenset()))
-    attrs: tuple[Attr, ...] = ()
+    inputs: tuple[Node, ...]
+    keys: tuple[tuple[Attr, ...], ...]  # each input's grouping columns
+    function: Expr
+    attrs: tuple[Attr, ...]
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
 
     @property
     def output(self) -> tuple[Attr, ...]:
@@ -455,7 +463,7 @@ def with_children(node: Node, children: tuple[Node, ...]) -> Node:
         return replace(node, child=children[0])
     if isinstance(node, Join):
         return replace(node, left=children[0], right=children[1])
-    if isinstance(node, Union):
+    if isinstance(node, Union | GroupMap):
         return replace(node, inputs=children)
     return node
 

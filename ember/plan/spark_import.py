@@ -55,8 +55,6 @@ _UNSUPPORTED = {
     "MapInPandas": "mapInPandas",
     "MapInArrow": "mapInArrow",
     "PythonMapInArrow": "mapInArrow",
-    "FlatMapCoGroupsInPandas": "cogroup().applyInPandas",
-    "FlatMapCoGroupsInArrow": "cogroup().applyInArrow",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithStateInPandas": "transformWithStateInPandas",
     "MapPartitionsInR": "dapply",
@@ -268,36 +266,43 @@ class Importer:
     _ArrowEvalPythonUDTF = _python_udtf
 
     def _group_map(self, p: PlanTree) -> ir.Node:
-        """`applyInPandas` / `applyInArrow`: its rows carry no sign of their group, so capture
-        wraps the function to add the group's keys to its rows; that needs the function
-        (unpickled here) and keys that come back from pandas or Arrow as they went in."""
-        what = "applyInPandas" if p.kind == "FlatMapGroupsInPandas" else "applyInArrow"
+        """`applyInPandas` / `applyInArrow` (of `groupBy()` or `cogroup()`): its rows carry no
+        sign of their group, so capture wraps the function to add the group's keys to its
+        rows; that needs the function (unpickled here) and keys that come back from pandas or
+        Arrow as they went in (the same type on both sides of a cogroup)."""
+        what = ("cogroup()." if "CoGroups" in p.kind else "groupBy().") + (
+            "applyInPandas" if p.kind.endswith("Pandas") else "applyInArrow"
+        )
         if p.facts["evalType"] not in GROUP_MAP_EVAL_TYPES:
             raise UnsupportedOperatorError(
-                f"ember cannot trace groupBy().{what} with an iterator function yet (only a function of "
-                "the whole group's table)"
+                f"ember cannot trace {what} with an iterator function yet (only a function of the whole "
+                "group's table)"
             )
         command = _handler(p.facts["command"])
         if not (isinstance(command, tuple) and len(command) == 2 and callable(command[0])):
             raise UnsupportedOperatorError(
-                f"ember cannot trace this groupBy().{what}: it cannot read the function (a large one is "
-                "shipped as a broadcast), which it wraps to tell each output row's group"
+                f"ember cannot trace this {what}: it cannot read the function (a large one is shipped as a "
+                "broadcast), which it wraps to tell each output row's group"
             )
-        for key in p.attrs["grouping"]:
+        keys = (p.attrs["grouping"], *(() if "cogrouping" not in p.attrs else (p.attrs["cogrouping"],)))
+        for key in keys[0]:
             if not _comes_back(key.dtype):
                 raise UnsupportedOperatorError(
-                    f"ember cannot trace groupBy().{what} grouped by {key.name} of type {key.dtype}: the "
-                    "function hands the group's key back through pandas or Arrow, and only integer, decimal, "
-                    "string, binary, boolean, date and timestamp keys come back as themselves (a NaN does not)"
+                    f"ember cannot trace {what} grouped by {key.name} of type {key.dtype}: the function "
+                    "hands the group's key back through pandas or Arrow, and only integer, decimal, string, "
+                    "binary, boolean, date and timestamp keys come back as themselves (a NaN does not)"
                 )
+        if [k.dtype for k in keys[0]] != [k.dtype for k in keys[-1]]:
+            raise UnsupportedOperatorError(f"ember cannot trace {what} over keys of other types on each side")
         fn = p.expr("fn")
         assert fn is not None
-        return ir.GroupMap(
-            self.node(p.child), keys=p.attrs["grouping"], function=self.expr(fn), attrs=p.output, handle=p.handle
-        )
+        inputs = tuple(self.node(c) for c in p.children)
+        return ir.GroupMap(inputs, keys=keys, function=self.expr(fn), attrs=p.output, handle=p.handle)
 
     _FlatMapGroupsInPandas = _group_map
     _FlatMapGroupsInArrow = _group_map
+    _FlatMapCoGroupsInPandas = _group_map
+    _FlatMapCoGroupsInArrow = _group_map
 
     def _Expand(self, p: PlanTree) -> ir.Node:
         return ir.Expand(
@@ -538,7 +543,8 @@ def _bound(e: Tree, kind: str) -> str:
     raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e.text}")
 
 
-GROUP_MAP_EVAL_TYPES = (201, 209)  # PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF, SQL_GROUPED_MAP_ARROW_UDF
+# PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF, _ARROW_UDF, SQL_COGROUPED_MAP_PANDAS_UDF, _ARROW_UDF
+GROUP_MAP_EVAL_TYPES = (201, 209, 206, 210)
 _EXACT_KEYS = re.compile(r"tinyint|smallint|int|bigint|decimal\(\d+,\d+\)|string|binary|boolean|date|timestamp|timestamp_ntz")
 
 

@@ -5,7 +5,8 @@ UDF, explode (inner and outer), unpivot, pivot (a count or a sum), joins (inner 
 right / full / semi / anti on `k`, inner on both columns, and with a `v <` condition beside
 or instead of the equality: inner, left, semi and anti), a filter against a scalar subquery,
 NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by both columns), a
-grouped map (`applyInPandas`: a row per distinct `v` of the group, none for all nulls), the
+grouped map (`applyInPandas`: a row per distinct `v` of the group, none for all nulls), a
+cogrouped one (a row per key of either side, counting both groups), the
 first groups of one by key and the first distinct rows (LIMITs, the latter after an OFFSET
 of 0 or 1, with `v` kept or replaced), a repartition, a global count, correlated scalar
 subqueries (a count or max of the other side's rows of the same `k`, or a count of those
@@ -78,7 +79,8 @@ _views = itertools.count()  # names of the temp views SQL subqueries are written
 
 
 def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
-    binary = [st.tuples(st.just(op), children, children) for op in ("union", "distinct", "above", "not in", *_SET_OPS)]
+    binary = [st.tuples(st.just(op), children, children)
+              for op in ("union", "distinct", "above", "not in", "cogrouped map", *_SET_OPS)]
     correlated = st.tuples(st.just("correlated"), children, children, st.sampled_from(_CORRELATED))
     return st.one_of(
         st.tuples(st.just("filter"), children, st.sampled_from(["k", "v"]), small),
@@ -179,6 +181,11 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return both.distinct() if op == "distinct" else both
     if op in _SET_OPS:
         return getattr(child, _SET_OPS[op])(other)
+    if op == "cogrouped map":
+        def sizes(key: tuple[Any, ...], left: Any, right: Any) -> Any:  # (k, 4 * left rows + right rows)
+            return pd.DataFrame({"k": [key[0]], "v": [4 * len(left) + len(right)]})
+
+        return child.groupBy("k").cogroup(other.groupBy("k")).applyInPandas(sizes, "k int, v int")
     if op == "above":
         return child.filter(F.col("v") > other.select(F.max("v")).scalar())
     if op in ("not in", "correlated"):  # SQL over temp views of the two sides
@@ -256,6 +263,12 @@ def oracle_plan(p: Plan, tables: dict[str, Table]) -> list[o.Row]:
         return o.distinct(child + other) if op == "distinct" else child + other
     if op in _SET_OPS:
         return o.set_op(child, other, op.split()[0], all_=op.endswith("all"))
+    if op == "cogrouped map":  # a row per key of either side (null a key too), with both groups' lineage
+        out = []
+        for k in dict.fromkeys(v[0] for v, _ in child + other):
+            group = [r for r in child if r[0][0] == k], [r for r in other if r[0][0] == k]
+            out.append(((k, 4 * len(group[0]) + len(group[1])), frozenset().union(*(lin for _, lin in group[0] + group[1]))))
+        return out
     if op == "not in":  # true for every row when the right is empty, else only for a non-null
         keys = [v[0] for v, _ in other]  # `k` that no right key equals, with no null among them
         return [(v, lin) for v, lin in child if not keys or (None not in keys and v[0] is not None and v[0] not in keys)]
