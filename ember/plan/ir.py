@@ -474,9 +474,11 @@ RANDOM_SAMPLE = "random sample"  # a sample with no seed (TABLESAMPLE): Spark dr
 def repeatable(plan: Node) -> bool:
     """Whether running the plan twice over unchanged sources gives the same rows: it does
     not vary, and has no sample (a seeded one draws by partition, which another job may
-    cut otherwise), limit or window whose rows could be chosen differently among ties."""
+    cut otherwise), limit or window whose rows could be chosen differently among ties, or
+    grouped map whose function sees its group's rows in whatever order a shuffle gives."""
     return not varies(plan) and not any(
-        isinstance(n, Limit | Window) or (isinstance(n, Passthrough) and n.kind == "sample") for n in walk(plan)
+        isinstance(n, Limit | Window | GroupMap) or (isinstance(n, Passthrough) and n.kind == "sample")
+        for n in walk(plan)
     )
 
 
