@@ -1,8 +1,9 @@
 """Column-level lineage read off the plan: the source columns each output column is
 computed from (for OpenLineage's column lineage facet; rows are ember's own business).
 
-A column computed by an expression comes from every column the expression reads;
-a column that only passes through keeps its origins. Filters, join conditions and
+A column computed by an expression comes from every column the expression reads
+(a grouped map's, from every column of its inputs: its function is opaque); a column
+that only passes through keeps its origins. Filters, join conditions and
 grouping do not count: they choose rows, not values.
 """
 
@@ -48,6 +49,9 @@ def _origins(node: ir.Node) -> Origins:
         made = {a.id: of(node.generator) for a in node.generated}
     elif isinstance(node, ir.Passthrough):
         made = {a.id: of(*node.exprs) for a in node.added}
+    elif isinstance(node, ir.GroupMap):  # an opaque function of its whole input tables
+        every = frozenset().union(*(below.get(a.id, frozenset()) for c in node.inputs for a in c.output))
+        made = {a.id: every for a in node.attrs}
     elif isinstance(node, ir.Join) and node.exists_attr is not None and node.cond is not None:
         made = {node.exists_attr.id: of(node.cond)}
     return below | made

@@ -24,3 +24,9 @@ def test_aggregates_joins_and_unions() -> None:
     out = attr(30, "u")
     union = ir.Union((ir.Project(A, columns=(ir.Named(col(V), V),)), ir.Project(B, columns=(ir.Named(col(W), W),))), (out,))
     assert column_lineage(union) == [("u", [("a", "v"), ("b", "w")])]
+
+
+def test_a_grouped_map_column_comes_from_every_input_column() -> None:
+    fn = ir.Expr("f(k, v)", frozenset({K.id, V.id}))
+    mapped = ir.GroupMap((A, B), keys=((K,), (K2,)), function=fn, attrs=(attr(40, "out"),))
+    assert column_lineage(mapped) == [("out", [("a", "k"), ("a", "v"), ("b", "k2"), ("b", "w")])]
