@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -148,16 +147,13 @@ def test_a_python_udtf_with_terminate_is_refused_before_any_job(spark: SparkSess
 
 def test_grouped_maps_ember_cannot_key_are_refused_before_any_job(spark: SparkSession, job_group: str) -> None:
     """A grouped map's rows get their group's keys back from the function's wrapper: a
-    double key need not come back as itself (NaN), and an iterator function is not wrapped."""
+    double key need not come back as itself (NaN)."""
     df = spark.createDataFrame([(1.5, 1)], "x double, v int")
     with pytest.raises(UnsupportedOperatorError, match="grouped by x of type double"):
         ember.capture(df.groupBy("x").applyInPandas(lambda pdf: pdf[["v"]], "v int"))
-
-    def batches(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        yield from frames
-
-    with pytest.raises(UnsupportedOperatorError, match="iterator function"):
-        ember.capture(df.groupBy("v").applyInPandas(batches, "x double, v int"))
+    other = spark.createDataFrame([(1, 1)], "x bigint, v int")
+    with pytest.raises(UnsupportedOperatorError, match="keys of other types on each side"):
+        ember.capture(df.groupBy("v").cogroup(other.groupBy("x")).applyInPandas(lambda a, b: a[["v"]], "v int"))
     assert list(spark.sparkContext.statusTracker().getJobIdsForGroup(job_group)) == []
 
 

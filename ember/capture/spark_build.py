@@ -30,6 +30,7 @@ from ember.errors import UnsupportedOperatorError
 from ember.plan import ir, javac
 from ember.plan.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.plan.sources import Source
+from ember.plan.spark_import import BATCHED_GROUP_MAPS
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
 # Shorter runs of columns cost fewer round trips read one by one than sliced and appended.
@@ -164,7 +165,7 @@ class Builder:
         else:  # Spark checks an Arrow function's column types strictly, as its worker would make them
             large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
             append = _arrow_keys(names, [to_arrow_type(t, timezone="UTC", prefers_large_types=large) for t in keys])
-        wrapped = _keyed(func, len(inputs), append)
+        wrapped = _keyed(func, len(inputs), append, int(fn.evalType()) in BATCHED_GROUP_MAPS)
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
         made = self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
         output = self.seq([*iterate(h.output()), *(self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))])
@@ -378,15 +379,19 @@ def _command(jvm: Jvm, fn: JObj) -> str:
     return str(javac.helper(jvm, "PlanDump").command(fn.func()))
 
 
-def _keyed(func: Callable[..., Any], tables: int, append: Callable[[Any, tuple[Any, ...]], Any]) -> Callable[..., Any]:
-    """`func` (over a group's table, or a key's two cogrouped tables), called as Spark's
-    worker would call it (with the key too if it takes one more argument), its rows given
-    the key by `append`. The wrapper takes the key always, which tells the worker to pass
-    it. Defined in here, it is pickled by value: an executor need not have ember installed."""
+def _keyed(
+    func: Callable[..., Any], tables: int, append: Callable[[Any, tuple[Any, ...]], Any], batched: bool
+) -> Callable[..., Any]:
+    """`func` (over a group's table, or a key's two cogrouped tables; `batched`: over an
+    iterator of a group's batches, returning one), called as Spark's worker would call it
+    (with the key too if it takes one more argument), its rows given the key by `append`.
+    The wrapper takes the key always, which tells the worker to pass it. Defined in here,
+    it is pickled by value: an executor need not have ember installed."""
     with_key = len(inspect.getfullargspec(func).args) == tables + 1
 
     def call(key: tuple[Any, ...], *data: Any) -> Any:
-        return append(func(key, *data) if with_key else func(*data), key)
+        out = func(key, *data) if with_key else func(*data)
+        return (append(part, key) for part in out) if batched else append(out, key)
 
     def grouped(key: tuple[Any, ...], table: Any) -> Any:
         return call(key, table)
@@ -414,7 +419,8 @@ def _pandas_keys(names: tuple[str, ...]) -> Callable[[Any, tuple[Any, ...]], Any
 
 
 def _arrow_keys(names: tuple[str, ...], types: list[pa.DataType]) -> Callable[[Any, tuple[Any, ...]], Any]:
-    """Appends the key's values (Arrow scalars) to a pyarrow result, typed as Spark expects."""
+    """Appends the key's values (Arrow scalars) to a pyarrow table or batch, typed as Spark
+    expects."""
 
     def append(out: Any, key: tuple[Any, ...]) -> Any:
         for name, value, dtype in zip(names, key, types, strict=True):

@@ -275,8 +275,8 @@ class Importer:
         )
         if p.facts["evalType"] not in GROUP_MAP_EVAL_TYPES:
             raise UnsupportedOperatorError(
-                f"ember cannot trace {what} with an iterator function yet (only a function of the whole "
-                "group's table)"
+                f"ember cannot trace {what} of Python eval type {p.facts['evalType']}: it wraps the function "
+                "to tell each row's group, and does not know how Spark calls this kind"
             )
         command = _handler(p.facts["command"])
         if not (isinstance(command, tuple) and len(command) == 2 and callable(command[0])):
@@ -543,8 +543,10 @@ def _bound(e: Tree, kind: str) -> str:
     raise UnsupportedOperatorError(f"ember cannot trace a window frame bound {e.text}")
 
 
-# PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF, _ARROW_UDF, SQL_COGROUPED_MAP_PANDAS_UDF, _ARROW_UDF
-GROUP_MAP_EVAL_TYPES = (201, 209, 206, 210)
+# PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF, _ARROW_UDF, SQL_COGROUPED_MAP_PANDAS_UDF, _ARROW_UDF,
+# and the iterator forms (a group's batches in, batches out): SQL_GROUPED_MAP_ARROW_ITER_UDF, _PANDAS_ITER_UDF
+BATCHED_GROUP_MAPS = (215, 216)
+GROUP_MAP_EVAL_TYPES = (201, 209, 206, 210, *BATCHED_GROUP_MAPS)
 _EXACT_KEYS = re.compile(r"tinyint|smallint|int|bigint|decimal\(\d+,\d+\)|string|binary|boolean|date|timestamp|timestamp_ntz")
 
 

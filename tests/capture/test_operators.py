@@ -351,6 +351,14 @@ def test_grouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
     def ranked(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:  # one row per value, by rank
         return pd.DataFrame({0: [key[0]] * len(pdf), 1: pdf.v.rank(method="first").astype("int64").tolist()})
 
+    def ranks(key: tuple[Any, ...], frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:  # iterator form
+        for pdf in frames:
+            yield pd.DataFrame({"g": [key[0]] * len(pdf), "big": (pdf.v > 20).tolist()})
+
+    def firsts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield batch.select(["o"]).slice(0, 0)  # nothing: its group has no rows in the result
+
     def spread(table: pa.Table) -> pa.Table:
         values = table.column("v").to_pylist()
         return pa.table({"g": table.column("g")[:1], "spread": pa.array([max(values) - min(values)], pa.int32())})
@@ -366,6 +374,9 @@ def test_grouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
                       lambda vs: [(vs[0][1] % 2, i + 1) for i in range(len(vs))])),
         (df.groupBy("g").applyInArrow(spread, "g int, spread int"),
          _grouped_map(rows, lambda v: (v[0],), lambda vs: [(vs[0][0], max(x[2] for x in vs) - min(x[2] for x in vs))])),
+        (df.groupBy("g").applyInPandas(ranks, "g int, big boolean"),
+         _grouped_map(rows, lambda v: (v[0],), lambda vs: [(vs[0][0], v > 20) for _, _, v in vs])),
+        (df.groupBy("g").applyInArrow(firsts, "o int"), []),
         # over a limit, which capture caches (its rows could differ in a second run): the
         # function still gets the input's own columns, not the slots beside them
         (df.orderBy("o").limit(5).groupBy("g").applyInPandas(lambda pdf: pdf.assign(v=pdf.v * 2), "g int, o int, v int"),
