@@ -444,6 +444,10 @@ class _Rewriter:
         grouped = any(isinstance(n, ir.Aggregate) for n in walk(node.child))
         return self.every_row and _listing_scans(node.child) > 2 and not grouped and self.bounded(node.child)
 
+    def _local(self, plan: ir.Node) -> bool:
+        """Whether DuckDB can read `plan` after the job, giving the rows the job read."""
+        return self.local is not None and ir.repeatable(plan) and not self._restricted(plan) and self.local(plan)
+
     def _restricted(self, plan: ir.Node) -> bool:
         """Whether a workload `where` keeps only some rows of a source `plan` reads (their
         rids are computed by Spark)."""
@@ -558,26 +562,35 @@ class _Rewriter:
     def _GroupMap(self, node: ir.GroupMap) -> tuple[ir.Node, tuple[Slot, ...]]:
         """A group's rows (each input's, cogrouped) are a side table keyed by the group's keys,
         as an aggregate's are; the function is wrapped to return its group's keys with each
-        row it makes (the appended `attrs`), since nothing else in its output tells the group."""
-        rewritten = [self.rewrite(c) for c in node.inputs]
+        row it makes (the appended `attrs`), since nothing else in its output tells the group.
+        Where DuckDB can read an input again, it reads the groups the result kept after the
+        job; else a Spark job computes them."""
+        local = [self._local(c) for c in node.inputs]
+        rewritten = []
+        for c, after in zip(node.inputs, local, strict=True):
+            read_after, self.read_after = self.read_after, after
+            try:
+                rewritten.append(self.rewrite(c))
+            finally:
+                self.read_after = read_after
         if not any(slots for _, slots in rewritten):
             return replace(node, inputs=tuple(c for c, _ in rewritten)), ()
         out_keys = tuple(self.fresh("key", k.dtype) for k in node.keys[0])
         inputs: list[ir.Node] = []
         refs: list[RefSlot] = []
         columns: list[ir.Named] = []
-        for (child, slots), original, keys in zip(rewritten, node.inputs, node.keys, strict=True):
+        for (child, slots), original, keys, after in zip(rewritten, node.inputs, node.keys, local, strict=True):
             if not slots:
                 inputs.append(child)
                 continue
-            side_child = self.shared(child)
+            side_child = child if after else self.shared(child)
             side_keys = tuple(self.fresh("key", k.dtype) for k in keys)
             side = ir.Project(
                 side_child,
                 columns=tuple(ir.Named(ir.ColumnRef(k), a) for k, a in zip(keys, side_keys, strict=True))
                 + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
             )
-            tid = self.table(side, side_keys, slots, "grouped map groups")
+            tid = self.table(side, side_keys, slots, "grouped map groups", local=after)
             # The function gets every column of its input: a cached input's slots are cut off.
             inputs.append(_keep(self.job_input(original, side_child), original.output))
             ref_keys = out_keys if not refs else tuple(self.fresh("key", k.dtype) for k in out_keys)
