@@ -185,3 +185,31 @@ def test_a_scalar_subquery_over_a_global_aggregate_read_after_points_at_its_grou
     (groups,) = out.tables  # no table of the subquery's one row
     assert groups.local and not groups.keys and groups.why == "aggregate groups"
     assert [s.table for s in out.slots if isinstance(s, RefSlot)] == [groups.id]
+
+
+def grouped_map(*inputs: tuple[ir.Node, ir.Attr]) -> ir.GroupMap:
+    return ir.GroupMap(
+        tuple(n for n, _ in inputs), keys=tuple((k,) for _, k in inputs), function=ref(A), attrs=(ir.Attr(9, "out", "int"),)
+    )
+
+
+def test_a_grouped_map_refers_to_each_inputs_groups_by_the_keys_its_function_hands_back() -> None:
+    t, u = scan("t", A, B), scan("u", C, D)
+    out = annotate(ir.Limit(grouped_map((t, A), (u, C)), kind="GlobalLimit"))
+    left, right = out.slots
+    assert isinstance(left, RefSlot) and isinstance(right, RefSlot)
+    assert [t.why for t in out.tables] == ["grouped map groups"] * 2 and (left.table, right.table) == (0, 1)
+    assert not set(left.attrs) & set(right.attrs)  # each ref its own columns, the same key values
+    (job,) = [n for n in ir.walk(out.plan) if isinstance(n, ir.GroupMap)]
+    assert job.attrs[0].name == "out" and job.attrs[1:] == left.keys  # the wrapped function's key column
+    assert [c.output for c in job.inputs] == [(A, B), (C, D)]  # the function sees its inputs' own columns
+    assert [[type(s) for s in table.slots] for table in out.tables] == [[RidSlot], [RidSlot]]
+
+
+def test_a_grouped_maps_groups_are_read_after_the_job_where_duckdb_can() -> None:
+    t = scan("t", A, B)
+    assert [tb.local for tb in annotate(grouped_map((t, A)), local=lambda _: True).tables] == [True]
+    assert [tb.local for tb in annotate(grouped_map((t, A))).tables] == [False]
+    cut = ir.Limit(t, kind="GlobalLimit")  # another run could keep other rows: the job's are cached
+    out = annotate(grouped_map((cut, A)), local=lambda _: True)
+    assert [tb.local for tb in out.tables] == [False] and isinstance(out.tables[0].plan.children[0], ir.Shared)
