@@ -751,7 +751,7 @@ def _keeps_every_row(node: ir.Node) -> bool:
     """Whether `node` passes every input row on to its output (a filter, limit, join, sample
     or UDTF may drop some)."""
     if isinstance(node, ir.Passthrough):
-        return node.kind in ("sort", "repartition", "observe", "python udf", "pandas udf")
+        return node.kind in ("sort", "repartition", "observe", "python udf", "pandas udf", ir.SEQUENCE)
     return isinstance(node, ir.Project | ir.Union)
 
 

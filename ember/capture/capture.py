@@ -65,8 +65,8 @@ def capture(
     modification time); "auto" injects when the plan needs no side-table job (lineage
     then rides in the job itself, or in side tables DuckDB reads from local Parquet
     files after it) or when a second run would give other rows (a sample, a random
-    value, the time, a grouped map's function, which sees its group's rows in the order
-    a shuffle gives them), and defers otherwise.
+    value, the time; or could: a grouped map's function or a row sequence, which see rows
+    in the order a shuffle gives them), and defers otherwise.
 
     With `write_to`, the job also writes its output to that (new) folder, row `i` of the
     written file being output row `i`; a later job reading the folder links to this
@@ -110,9 +110,7 @@ def capture(
         annotated = _annotated(plan, workload, sources, bound)
     names = [a.name for a in plan.output]
     inline = all(t.inline or t.local for t in annotated.tables)
-    # A grouped map's function sees its group's rows in shuffle order: a second run may differ.
-    reordered = any(isinstance(n, ir.GroupMap) for n in ir.walk(plan))
-    if strategy == "inject" or (strategy == "auto" and (inline or varies or reordered)):
+    if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)

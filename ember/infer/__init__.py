@@ -66,6 +66,12 @@ def _check_deterministic(plan: ir.Node, exact: bool) -> None:
                 "ember.infer cannot trace a grouped map (applyInPandas / applyInArrow, grouped or cogrouped): the rows the function "
                 "returns need not show which group they came from; use ember.capture"
             )
+        if exact and isinstance(node, ir.Passthrough) and node.kind == ir.SEQUENCE:
+            raise UnsupportedOperatorError(
+                "ember.infer cannot trace pandas-on-Spark's default index (a row sequence) exactly: a re-run "
+                "over the traced rows alone numbers them otherwise; use ember.capture, or ember.infer(df, "
+                "exact=False) for a superset"
+            )
         if exact and isinstance(node, ir.Passthrough) and node.kind in ("sample", ir.RANDOM_SAMPLE):
             raise UnsupportedOperatorError(
                 "ember.infer cannot trace a sample exactly: a re-run over the traced rows alone draws "

@@ -184,7 +184,10 @@ class Passthrough(Unary):
     """An operator that keeps every input row's columns and adds columns computed from that
     row alone (Python UDF evaluation, repartition, sample, ...)."""
 
-    OPERATORS: ClassVar[str] = "sort, repartition, sample, Python UDF evaluation, observed metrics (`df.observe`)"
+    OPERATORS: ClassVar[str] = (
+        "sort, repartition, sample, Python UDF evaluation, observed metrics (`df.observe`), pandas-on-Spark's "
+        "default index (a row sequence)"
+    )
     LINEAGE: ClassVar[str] = "the row it came from"
 
     kind: str = ""
@@ -471,15 +474,24 @@ def with_children(node: Node, children: tuple[Node, ...]) -> Node:
 RANDOM_SAMPLE = "random sample"  # a sample with no seed (TABLESAMPLE): Spark draws one per run
 
 
+SEQUENCE = "sequence"  # pandas-on-Spark's default index: rows numbered in the order they come
+
+
 def repeatable(plan: Node) -> bool:
     """Whether running the plan twice over unchanged sources gives the same rows: it does
-    not vary, and has no sample (a seeded one draws by partition, which another job may
-    cut otherwise), limit or window whose rows could be chosen differently among ties, or
-    grouped map whose function sees its group's rows in whatever order a shuffle gives."""
-    return not varies(plan) and not any(
-        isinstance(n, Limit | Window | GroupMap) or (isinstance(n, Passthrough) and n.kind == "sample")
-        for n in walk(plan)
+    not vary, is not `order_bound`, and has no sample (a seeded one draws by partition,
+    which another job may cut otherwise), limit or window whose rows could be chosen
+    differently among ties."""
+    return not varies(plan) and not order_bound(plan) and not any(
+        isinstance(n, Limit | Window) or (isinstance(n, Passthrough) and n.kind == "sample") for n in walk(plan)
     )
+
+
+def order_bound(plan: Node) -> bool:
+    """Whether some value depends on the order rows arrive in, which a shuffle leaves to
+    chance: a grouped map's function sees its group in that order, a row sequence
+    numbers rows in it."""
+    return any(isinstance(n, GroupMap) or (isinstance(n, Passthrough) and n.kind == SEQUENCE) for n in walk(plan))
 
 
 def varies(plan: Node) -> bool:

@@ -299,6 +299,14 @@ class Importer:
         inputs = tuple(self.node(c) for c in p.children)
         return ir.GroupMap(inputs, keys=keys, function=self.expr(fn), attrs=p.output, handle=p.handle)
 
+    def _AttachDistributedSequence(self, p: PlanTree) -> ir.Node:
+        """pandas-on-Spark's default index: each row numbered in the order rows come. Spark
+        puts the number first; the passthrough adds it last, so a projection puts it back."""
+        child = self.node(p.child)
+        (number,) = (a for a in p.output if a not in child.output)
+        made = ir.Passthrough(child, kind=ir.SEQUENCE, added=(number,), handle=p.handle)
+        return ir.Project(made, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in p.output))
+
     _FlatMapGroupsInPandas = _group_map
     _FlatMapGroupsInArrow = _group_map
     _FlatMapCoGroupsInPandas = _group_map

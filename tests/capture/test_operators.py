@@ -448,6 +448,34 @@ def test_grouped_map_keys_of_every_kind_come_back(spark: SparkSession) -> None:
             assert lin.backward(oids=[oid]).ids(lin.sources[0]).tolist() == [[0, 1], [2, 3], [4]][(v - 1) // 2]
 
 
+def test_pandas_on_spark_default_index(spark: SparkSession, tmp_path: Path) -> None:
+    """pandas-on-Spark numbers a read's rows (its default index) in the order Spark reads
+    them (the larger file first): kept through a filter, a sort and a head, each row still
+    has the one row it came from."""
+    import pyspark.pandas as ps
+
+    values = [5, 1, 7, 2, 9, 4, 6]  # rids in path order
+    for n, rows in enumerate((values[:3], values[3:])):
+        pq.write_table(pa.table({"k": [r % 3 for r in rows], "v": rows}), tmp_path / f"part-{n}.parquet")
+    psdf = ps.read_parquet(str(tmp_path))
+    job = psdf[psdf.v > 1].sort_values("v").head(4).to_spark(index_col="idx")
+    plain = [tuple(r) for r in job.collect()]
+    assert [v for *_, v in plain] == [2, 4, 5, 6]
+    for strategy in ("inject", "auto"):  # (its sort reads monotonically_increasing_id: defer refuses)
+        lin = ember.capture(job, strategy=strategy)
+        out = lin.output().to_pylist()
+        assert [(r["idx"], r["k"], r["v"]) for r in out] == plain  # the job's numbers, as it ran alone
+        for oid, row in enumerate(out):
+            assert lin.backward(oids=[oid]).ids(lin.sources[0]).tolist() == [values.index(row["v"])]
+    assert lin.mode == "inject"  # auto: a second run could number the rows otherwise
+    numbered = psdf[psdf.v > 1].to_spark(index_col="idx")
+    with pytest.raises(ember.UnsupportedOperatorError, match="numbers them otherwise"):
+        ember.infer(numbered)
+    deferred = ember.capture(numbered, strategy="defer")  # no shuffle: a second run numbers rows alike
+    for oid, row in enumerate(deferred.output().to_pylist()):
+        assert deferred.backward(oids=[oid]).ids(deferred.sources[0]).tolist() == [values.index(row["v"])]
+
+
 def test_observed_metrics(views: SparkSession) -> None:
     """`df.observe` counts rows as they pass: each row passes on as it came."""
     seen = Observation("seen")
