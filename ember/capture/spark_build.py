@@ -150,28 +150,35 @@ class Builder:
         if len(node.attrs) == len(own):
             return self._same(node)
         inputs = [self.build(c) for c in node.inputs]
-        fn = h.functionExpr()
         added = node.attrs[len(own) :]
         types = [self.attr(k).dataType() for k in node.keys[0]]
+        made = self._keyed_function(h, added, types, len(inputs))
+        made_attrs = (self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))
+        output = self.seq([*iterate(h.output()), *made_attrs])
+        kind = str(h.nodeName())
+        if len(inputs) == 1:
+            return self.logical(kind)(h.groupingAttributes(), made, output, inputs[0])
+        return self.logical(kind)(h.leftGroupingLen(), h.rightGroupingLen(), made, output, *inputs)
+
+    def _keyed_function(self, h: JObj, added: tuple[ir.Attr, ...], types: list[JObj], tables: int) -> JObj:
+        """The grouped map's Python UDF again, over the same columns, its function wrapped to
+        return the key columns `added` (of Spark `types`) after its own."""
+        fn = h.functionExpr()
         keys = [_parse_datatype_json_string(t.json()) for t in types]
         returned = StructType.fromJson(json.loads(fn.dataType().json()))
         for a, t in zip(added, keys, strict=True):
             returned.add(a.name, t, True)
         func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
         names = tuple(a.name for a in added)
-        kind = str(h.nodeName())
-        if kind.endswith("Pandas"):
+        if str(h.nodeName()).endswith("Pandas"):
             append = _pandas_keys(names)
         else:  # Spark checks an Arrow function's column types strictly, as its worker would make them
             large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
             append = _arrow_keys(names, [to_arrow_type(t, timezone="UTC", prefers_large_types=large) for t in keys])
-        wrapped = _keyed(func, len(inputs), append, int(fn.evalType()) in BATCHED_GROUP_MAPS)
-        udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
-        made = self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
-        output = self.seq([*iterate(h.output()), *(self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))])
-        if len(inputs) == 1:
-            return self.logical(kind)(h.groupingAttributes(), made, output, inputs[0])
-        return self.logical(kind)(h.leftGroupingLen(), h.rightGroupingLen(), made, output, *inputs)
+        eval_type = int(fn.evalType())
+        wrapped = _keyed(func, tables, append, eval_type in BATCHED_GROUP_MAPS)
+        udf = UserDefinedFunction(wrapped, returned, str(fn.name()), eval_type, bool(fn.udfDeterministic()))
+        return self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
 
     def _Filter(self, node: ir.Filter) -> JObj:
         return self.logical("Filter")(self.expr(node.cond), self.build(node.child))
