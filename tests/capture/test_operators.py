@@ -448,6 +448,7 @@ def test_grouped_map_keys_of_every_kind_come_back(spark: SparkSession) -> None:
             assert lin.backward(oids=[oid]).ids(lin.sources[0]).tolist() == [[0, 1], [2, 3], [4]][(v - 1) // 2]
 
 
+@pytest.mark.filterwarnings("ignore:If `index_col` is not specified")  # the default index is the point
 def test_pandas_on_spark_default_index(spark: SparkSession, tmp_path: Path) -> None:
     """pandas-on-Spark numbers a read's rows (its default index) in the order Spark reads
     them (the larger file first): kept through a filter, a sort and a head, each row still

@@ -1,0 +1,119 @@
+"""What tracing the pandas function API costs: grouped and cogrouped maps on TPC-H.
+
+    .venv/bin/python -m bench.grouped_map --scale 1 --runs 5
+
+For each case, in one process: one warm-up of each variant, then `--runs` rounds
+alternating the plain job (`df.toArrow()`), `ember.capture(df, strategy="inject")` and
+`strategy="defer"` (the time until the user's result is back; the background capture is
+then awaited and timed on its own), each on a fresh DataFrame. Reported: medians, the
+overhead against the plain job, the rids the lineage holds and one-row backward trace
+latency (ids). Writes docs/benchmarks/grouped_map.md. Machines here are noisy: read
+ratios, not seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from rich.console import Console
+
+import ember
+from bench.common import parser, timed, tpch_session, write_markdown
+
+
+def _summary(pdf: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"orders": [len(pdf)], "total": [float(pdf.o_totalprice.sum())]})
+
+
+def _latest(key: tuple[object, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"clerk": [key[0]], "latest": [pdf.o_orderdate.max()]})
+
+
+def _pairs(key: tuple[object, ...], customers: pd.DataFrame, suppliers: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({"nation": [key[0]], "customers": [len(customers)], "suppliers": [len(suppliers)]})
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    job: Callable[[SparkSession], DataFrame]
+
+
+CASES = (
+    Case("orders per priority (5 groups of 300 K)", lambda s: s.table("orders").groupBy("o_orderpriority").applyInPandas(
+        _summary, "orders long, total double")),
+    Case("latest order per clerk (1,000 groups)", lambda s: s.table("orders").groupBy("o_clerk").applyInPandas(
+        _latest, "clerk string, latest date")),
+    Case("customers and suppliers per nation (cogroup, 25 keys)", lambda s: s.table("customer").groupBy("c_nationkey").cogroup(
+        s.table("supplier").groupBy("s_nationkey")).applyInPandas(_pairs, "nation long, customers long, suppliers long")),
+)
+
+
+def measure(spark: SparkSession, case: Case, runs: int) -> dict[str, object]:
+    def inject() -> ember.Lineage:
+        return ember.capture(case.job(spark), strategy="inject")
+
+    def defer() -> ember.Lineage:
+        return ember.capture(case.job(spark), strategy="defer")
+
+    variants: dict[str, Callable[[], object]] = {"plain": lambda: case.job(spark).toArrow(), "inject": inject, "defer": defer}
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    settle: list[float] = []
+    for round_ in range(runs + 1):  # round 0 warms up
+        for name, run in variants.items():
+            seconds, result = timed(run)
+            if round_:
+                times[name].append(seconds)
+            if name == "defer" and round_:
+                settle.append(timed(functools.partial(result.backward, oids=[0]))[0])  # type: ignore[attr-defined]
+    lin = inject()
+    rids = sum(int(lin.backward(oids=range(lin.output().num_rows)).ids(s).size) for s in lin.sources)
+    trace = statistics.median(timed(lambda: lin.backward(oids=[0]))[0] for _ in range(20))
+    plain = statistics.median(times["plain"])
+    return {
+        "case": case.name,
+        "plain": plain,
+        "inject": statistics.median(times["inject"]) / plain - 1,
+        "defer": statistics.median(times["defer"]) / plain - 1,
+        "settle": statistics.median(settle),
+        "rids": rids,
+        "trace": trace,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser(__doc__, runs=5).parse_args(argv)
+    console = Console()
+    spark, _ = tpch_session(console, args.scale)
+    results = []
+    for case in CASES:
+        with console.status(case.name):
+            results.append(measure(spark, case, args.runs))
+    lines = [
+        f"# Grouped maps: capture overhead at SF{args.scale:g}",
+        "",
+        f"{date.today()}, {platform.node()}, {args.runs} alternating runs after a warm-up "
+        f"(`python -m bench.grouped_map --scale {args.scale:g} --runs {args.runs}`).",
+        "",
+        "| case | plain s | inject | defer (job) | defer capture after, s | lineage rids | backward trace ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['case']} | {r['plain']:.2f} | {r['inject']:+.0%} | {r['defer']:+.0%} | {r['settle']:.2f} | "
+        f"{r['rids']:,} | {float(r['trace']) * 1000:.1f} |"  # type: ignore[arg-type]
+        for r in results
+    ]
+    write_markdown(args.out, "grouped_map.md", lines)
+    console.print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
