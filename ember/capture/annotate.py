@@ -457,7 +457,8 @@ class _Rewriter:
         if node.domain:  # its rows carry no lineage: nothing below it is captured
             return node, ()
         after = self.at_result and self._read_after(node)
-        inline = self.at_result and not after and self.bounded(node.child)
+        # Spark runs no aggregate function (a list) beside a pandas UDAF in one aggregate
+        inline = self.at_result and not after and self.bounded(node.child) and not node.python
         whole = after and self.every_row
         self.reaches_result = inline  # each input row lands in one group's list
         self.keeps_every_row = inline and self.every_row

@@ -245,13 +245,14 @@ class Join(Node):
 
 @dataclass(frozen=True)
 class Aggregate(Unary):
-    OPERATORS: ClassVar[str] = "aggregate (GROUP BY, global, DISTINCT, count(DISTINCT))"
+    OPERATORS: ClassVar[str] = "aggregate (GROUP BY, global, DISTINCT, count(DISTINCT), pandas aggregate UDFs)"
     LINEAGE: ClassVar[str] = "every row of its group"
 
     keys: tuple[AnyExpr, ...] = ()
     columns: tuple[Named, ...] = ()
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
     domain: bool = False  # the outer values Spark joins a decorrelated subquery with: no lineage (`plan.domains`)
+    python: bool = False  # its aggregate functions run in Python (pandas UDAFs): Spark allows no other beside them
 
     @property
     def output(self) -> tuple[Attr, ...]:

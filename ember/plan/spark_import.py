@@ -217,6 +217,7 @@ class Importer:
             keys=self.exprs(p.exprs["keys"]),
             columns=self.named_list(p.exprs["list"], p.output),
             handle=p.handle,
+            python=any(_find(e, {"PythonUDAF"}) for e in p.exprs["list"]),
         )
 
     def _Union(self, p: PlanTree) -> ir.Node:
