@@ -276,18 +276,22 @@ class Builder:
         return self.logical("Expand")(self.seq(projections), self.seq(output), child)
 
     def _Window(self, node: ir.Window) -> JObj:
+        """The window with the frame counts the rewrite added, over the same spec: in the
+        same node, or in one of their own above it where the user's functions run in Python
+        (Spark evaluates a node's window functions all in Python or all in the JVM)."""
         child = self.build(node.child)
         own = [self.named(c) for c in node.columns if not isinstance(c.expr, ir.FrameCount)]
         made = [c for c in node.columns if isinstance(c.expr, ir.FrameCount)]
+        if made and any(_in_python(c.expr) for c in node.columns):
+            child = self._window(own, node, child)
+            own = []
         if made:
             own += self._frame_counts(node, child, made)
-        return self.logical("Window")(
-            self.seq(own),
-            node.handle.partitionSpec(),
-            node.handle.orderSpec(),
-            child,
-            node.handle.productElement(4),
-        )
+        return self._window(own, node, child)
+
+    def _window(self, columns: list[JObj], node: ir.Window, child: JObj) -> JObj:
+        h = node.handle
+        return self.logical("Window")(self.seq(columns), h.partitionSpec(), h.orderSpec(), child, h.productElement(4))
 
     def _frame_counts(self, node: ir.Window, child: JObj, made: list[ir.Named]) -> list[JObj]:
         """Position and frame-bound columns over the node's own window spec, resolved by Spark."""
@@ -379,6 +383,16 @@ class Builder:
         fresh_attrs = list(iterate(plan.output()))
         aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, (*scan.attrs, node.rid), strict=True)]
         return self.logical("Project")(self.seq(aliases), plan)
+
+
+def _in_python(e: ir.AnyExpr) -> bool:
+    """Whether an expression calls a Python UDF (or pandas UDAF)."""
+    tree = e.tree if isinstance(e, ir.Expr) else None
+
+    def found(t: Any) -> bool:
+        return t.kind in ("PythonUDF", "PythonUDAF") or any(found(c) for c in t.children)
+
+    return tree is not None and found(tree)
 
 
 def _command(jvm: Jvm, fn: JObj) -> str:

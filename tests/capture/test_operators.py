@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 import ember
 from tests.oracle import rows as o
@@ -89,6 +90,21 @@ def test_pandas_aggregate_udfs(views: SparkSession) -> None:
     check(views.table("w").groupBy("g").agg(spread("v").alias("s")),
           o.group(w, lambda v: (v[0],), lambda vs: (max(x[2] for x in vs) - min(x[2] for x in vs),)))
     check(views.table("w").agg(spread("o").alias("s")), o.group(w, lambda v: (), lambda vs: (3,), global_=True))
+
+
+def test_pandas_window_udfs_over_bounded_frames(views: SparkSession) -> None:
+    """A pandas UDAF over a bounded frame: the frame counts the rewrite adds are SQL window
+    functions, which Spark runs in a window node of their own (it refused one node holding
+    both: "Found different window function type")."""
+
+    @F.pandas_udf("int")  # type: ignore[call-overload]
+    def total(v: pd.Series) -> int:
+        return int(v.sum())
+
+    rows = Window.partitionBy("g").orderBy("o").rowsBetween(-1, 0)
+    check(views.table("w").withColumn("t", total("v").over(rows)),
+          o.window(o.scan("w", W), lambda v: (v[0],), lambda v: v[1], lambda i, n: (i - 1, i + 1),
+                   lambda fs, i: sum(x[2] for x in fs)))
 
 
 def test_sort(views: SparkSession) -> None:
