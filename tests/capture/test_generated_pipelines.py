@@ -4,7 +4,8 @@ Every relation has two int columns `k` and `v`, null at times; operators: filter
 UDF, explode (inner and outer), unpivot, pivot (a count or a sum), joins (inner / left /
 right / full / semi / anti on `k`, inner on both columns, and with a `v <` condition beside
 or instead of the equality: inner, left, semi and anti), a filter against a scalar subquery,
-NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by both columns), a
+NOT IN (null-aware), group-bys (count, sum, max, count distinct, count by both columns, a
+pandas UDAF's max), a
 grouped map (`applyInPandas`: a row per distinct `v` of the group, none for all nulls), a
 cogrouped one (a row per key of either side, counting both groups), the
 first groups of one by key and the first distinct rows (LIMITs, the latter after an OFFSET
@@ -12,7 +13,8 @@ of 0 or 1, with `v` kept or replaced), a repartition, a global count, correlated
 subqueries (a count or max of the other side's rows of the same `k`, or a count of those
 with a greater `v`, as a column or in a filter), window functions (rank, dense_rank,
 row_number, ntile, a count over the whole partition, a running count, a count over a range
-frame, by row offsets or by a double's values in descending order; over distinct rows,
+frame, by row offsets or by a double's values in descending order, a pandas UDAF over a
+range frame; over distinct rows,
 whose order is then certain: lag, lead, counts and sums over row frames), union all,
 distinct, intersect and except (distinct and all). Two tiny tables (one to eight rows,
 values 0-3) make joins and groups collide often. Over Parquet files the same
@@ -64,7 +66,7 @@ _JOINS = [(how, "k") for how in ("inner", "left", "right", "full", "semi", "anti
     *((how, "<") for how in ("inner", "left", "semi", "anti"))]
 _AGGREGATES = {"count": lambda: F.count(F.lit(1)), "sum": lambda: F.sum("v"), "max": lambda: F.max("v"),
                "distinct": lambda: F.count_distinct("v")}
-_WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving", "valued")
+_WINDOWS = ("rank", "dense rank", "row number", "ntile", "whole", "running", "moving", "pandas moving", "valued")
 # a RANGE frame whose offsets are values of a double ORDER BY, descending (PySpark's own
 # frames take whole numbers only): in `v`, from v + 1 (0.5 before, descending) down to v - 2
 _VALUED = "count(1) OVER (PARTITION BY k ORDER BY v * 0.5D DESC RANGE BETWEEN 0.5 PRECEDING AND 1.0 FOLLOWING)"
@@ -88,7 +90,7 @@ def _extend(children: st.SearchStrategy[Plan]) -> st.SearchStrategy[Plan]:
         st.tuples(st.just("explode"), children, st.booleans()),
         st.tuples(st.just("unpivot"), children),
         st.tuples(st.just("pivot"), children, small, st.sampled_from(["count", "sum"])),
-        st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs"])),
+        st.tuples(st.just("group"), children, st.sampled_from([*_AGGREGATES, "pairs", "pandas max"])),
         st.tuples(st.just("grouped map"), children),
         st.tuples(st.just("top"), children, st.integers(1, 3)),
         st.tuples(st.just("first"), children, st.integers(1, 3), st.booleans(), st.integers(0, 1)),
@@ -139,6 +141,12 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
     if op == "group":
         if p[2] == "pairs":
             return child.groupBy("k", "v").agg(F.count(F.lit(1)).cast("int").alias("n")).select("k", F.col("n").alias("v"))
+        if p[2] == "pandas max":  # a pandas UDAF (defined in here: it travels by value)
+            @F.pandas_udf("int")  # type: ignore[call-overload]
+            def most(v: pd.Series) -> int | None:
+                return None if v.isna().all() else int(v.max())
+
+            return child.groupBy("k").agg(most("v").alias("v"))
         return child.groupBy("k").agg(_AGGREGATES[p[2]]().cast("int").alias("v"))
     if op == "grouped map":  # defined in here, the function travels by value to the Python workers
         def sized(key: tuple[Any, ...], pdf: Any) -> Any:  # (k, the group's size) per distinct non-null v
@@ -157,6 +165,11 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         return child.agg(F.lit(0).alias("k"), F.count(F.lit(1)).cast("int").alias("v"))
     if op == "window":  # ties share a rank and a range frame, so the values are certain whatever the row order
         part = Window.partitionBy("k")  # (and tied rows are equal: which gets which row number shows nowhere)
+
+        @F.pandas_udf("int")  # type: ignore[call-overload]
+        def rows_in(v: pd.Series) -> int:  # a pandas UDAF over the frame: its row count
+            return len(v)
+
         fn, spec = {
             "rank": (F.rank(), part.orderBy("v")),
             "dense rank": (F.dense_rank(), part.orderBy("v")),
@@ -165,6 +178,7 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
             "whole": (F.count(F.lit(1)), part),
             "running": (F.count(F.lit(1)), part.orderBy("v")),
             "moving": (F.count(F.lit(1)), part.orderBy("v").rangeBetween(-1, 0)),
+            "pandas moving": (rows_in("v"), part.orderBy("v").rangeBetween(-1, 0)),
             "valued": (F.expr(_VALUED), None),
         }[p[2]]
         return _used(child.select("k", (fn if spec is None else fn.over(spec)).cast("int").alias("v")))
@@ -300,6 +314,7 @@ _AGGREGATED = {
     "max": lambda vs: (max(x) if (x := [v[1] for v in vs if v[1] is not None]) else None,),
     "distinct": lambda vs: (len({v[1] for v in vs if v[1] is not None}),),
 }
+_AGGREGATED["pandas max"] = _AGGREGATED["max"]
 
 
 def _correlated(v: o.Values, lin: o.Lin, other: list[o.Row], scalar: str) -> o.Row | None:
