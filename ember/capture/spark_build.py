@@ -282,7 +282,7 @@ class Builder:
         child = self.build(node.child)
         own = [self.named(c) for c in node.columns if not isinstance(c.expr, ir.FrameCount)]
         made = [c for c in node.columns if isinstance(c.expr, ir.FrameCount)]
-        if made and any(_in_python(c.expr) for c in node.columns):
+        if made and node.python:
             child = self._window(own, node, child)
             own = []
         if made:
@@ -383,16 +383,6 @@ class Builder:
         fresh_attrs = list(iterate(plan.output()))
         aliases = [self.jvm.alias(f, a.name, a.id) for f, a in zip(fresh_attrs, (*scan.attrs, node.rid), strict=True)]
         return self.logical("Project")(self.seq(aliases), plan)
-
-
-def _in_python(e: ir.AnyExpr) -> bool:
-    """Whether an expression calls a Python UDF (or pandas UDAF)."""
-    tree = e.tree if isinstance(e, ir.Expr) else None
-
-    def found(t: Any) -> bool:
-        return t.kind in ("PythonUDF", "PythonUDAF") or any(found(c) for c in t.children)
-
-    return tree is not None and found(tree)
 
 
 def _command(jvm: Jvm, fn: JObj) -> str:

@@ -264,15 +264,11 @@ class Aggregate(Unary):
 
 
 @dataclass(frozen=True)
-class Union(Node):
-    OPERATORS: ClassVar[str] = "union all (distinct is an aggregate over it)"
-    LINEAGE: ClassVar[str] = "the row it came from, on whichever side"
+class Nary(Node):
+    """An operator over any number of inputs that names its output columns itself."""
 
     inputs: tuple[Node, ...]
     attrs: tuple[Attr, ...]
-    # Inputs whose rows add no lineage: the right side of Spark's EXCEPT ALL rewrite.
-    blind: frozenset[int] = frozenset()
-    handle: Any = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def children(self) -> tuple[Node, ...]:
@@ -281,6 +277,16 @@ class Union(Node):
     @property
     def output(self) -> tuple[Attr, ...]:
         return self.attrs
+
+
+@dataclass(frozen=True)
+class Union(Nary):
+    OPERATORS: ClassVar[str] = "union all (distinct is an aggregate over it)"
+    LINEAGE: ClassVar[str] = "the row it came from, on whichever side"
+
+    # Inputs whose rows add no lineage: the right side of Spark's EXCEPT ALL rewrite.
+    blind: frozenset[int] = frozenset()
+    handle: Any = field(default=None, compare=False, hash=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -297,6 +303,7 @@ class Window(Unary):
     partition: tuple[Expr, ...] = ()
     order: tuple[Expr, ...] = ()
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
+    python: bool = False  # its window functions run in Python (pandas UDFs): Spark runs no SQL one beside them
 
     @property
     def output(self) -> tuple[Attr, ...]:
@@ -336,7 +343,7 @@ class Generate(Unary):
 
 
 @dataclass(frozen=True)
-class GroupMap(Node):
+class GroupMap(Nary):
     """A Python function over each group's rows as one table (pandas or Arrow), or over a
     key's groups of two inputs (cogrouped), returning any rows: no output row shows which
     input rows made it, so each has its whole group (both groups)."""
@@ -346,19 +353,9 @@ class GroupMap(Node):
     )
     LINEAGE: ClassVar[str] = "every row of its group, of both groups when cogrouped (the function saw them all)"
 
-    inputs: tuple[Node, ...]
     keys: tuple[tuple[Attr, ...], ...]  # each input's grouping columns
     function: Expr
-    attrs: tuple[Attr, ...]
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return self.inputs
-
-    @property
-    def output(self) -> tuple[Attr, ...]:
-        return self.attrs
 
     def expressions(self) -> tuple[Expr, ...]:
         return (self.function,)
@@ -467,7 +464,7 @@ def with_children(node: Node, children: tuple[Node, ...]) -> Node:
         return replace(node, child=children[0])
     if isinstance(node, Join):
         return replace(node, left=children[0], right=children[1])
-    if isinstance(node, Union | GroupMap):
+    if isinstance(node, Nary):
         return replace(node, inputs=children)
     return node
 

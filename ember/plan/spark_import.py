@@ -89,6 +89,7 @@ _PASSTHROUGH = {
 }
 
 _LIMITS = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "GlobalLimitAndOffset"}
+_PYTHON = {"PythonUDF", "PythonUDAF"}  # functions Spark evaluates in Python
 _BELOW_TAG = {*_LIMITS, "Sort", "Filter"}  # what EXCEPT ALL's right-side tag may be pushed below
 
 # Process-wide names given with `ember.source(df, name)`, by source key.
@@ -217,7 +218,7 @@ class Importer:
             keys=self.exprs(p.exprs["keys"]),
             columns=self.named_list(p.exprs["list"], p.output),
             handle=p.handle,
-            python=any(_find(e, {"PythonUDAF"}) for e in p.exprs["list"]),
+            python=any(_find(e, _PYTHON) for e in p.exprs["list"]),
         )
 
     def _Union(self, p: PlanTree) -> ir.Node:
@@ -232,6 +233,7 @@ class Importer:
             partition=self.exprs(p.exprs["partition"]),
             order=self.exprs(p.exprs["order"]),
             handle=p.handle,
+            python=any(_find(e, _PYTHON) for e in p.exprs["list"]),
         )
 
     def _Generate(self, p: PlanTree) -> ir.Node:
