@@ -51,11 +51,20 @@ NARROW = 1 << 32  # a table whose parent ids span less than this stores them as 
 class Table(NamedTuple):
     """Row i names parents `base + parents[offsets[i]:offsets[i + 1]]`. A combiner's or a
     stage's parents all lie in one input split, so they span less than 2**32 and are kept
-    as uint32 offsets from `base`: half the bytes in every block, file and page fault."""
+    as uint32 offsets from `base`: half the bytes in every block, file and page fault.
+
+    A shared table (`offsets` of two, `rows` other than one) has every row name the same
+    parents: the records a function of a whole partition read, kept once instead of once
+    per output record."""
 
     offsets: NDArray[np.int64]
     base: int
     parents: NDArray[np.integer[Any]]
+    rows: int
+
+    @property
+    def shared(self) -> bool:
+        return len(self.offsets) - 1 != self.rows
 
     def ids(self, at: NDArray[np.int64] | slice) -> NDArray[np.int64]:
         """Parent ids at positions `at` of `parents`, as int64."""
@@ -71,13 +80,22 @@ class Table(NamedTuple):
         return set(np.unique(self.parents >> SHIFT).tolist())
 
 
+class Shared(NamedTuple):
+    """Table rows for a function of a whole partition: `rows` outputs, each naming `parents`."""
+
+    parents: Row
+    rows: int
+
+
 class LineageSourceError(EmberError):
     """An input the RDD lineage cannot re-read by id (not a local text file, or CRLF lines)."""
 
 
-def encode_table(rows: Sequence[Row]) -> Table:
+def encode_table(table_rows: Sequence[Row] | Shared) -> Table:
     """The rows as one offsets array and one parents array: a lookup slices, a forward
     step tests membership in one vectorised pass, and pickling copies two buffers."""
+    rows: Sequence[Row] = [table_rows.parents] if isinstance(table_rows, Shared) else table_rows
+    count = table_rows.rows if isinstance(table_rows, Shared) else len(table_rows)
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -88,14 +106,16 @@ def encode_table(rows: Sequence[Row]) -> Table:
     if len(parents):
         low = int(parents.min())
         if int(parents.max()) - low < NARROW:
-            return Table(offsets, low, (parents - low).astype(np.uint32))
-    return Table(offsets, 0, parents)
+            return Table(offsets, low, (parents - low).astype(np.uint32), count)
+    return Table(offsets, 0, parents, count)
 
 
 def lookup(table: Table, ns: Iterable[int]) -> NDArray[np.int64]:
     """The parent ids of rows `ns` of one partition's table."""
     offsets = table.offsets
     rows = np.unique(np.fromiter(ns, np.int64))
+    if table.shared:
+        rows = np.zeros(min(len(rows), 1), np.int64)
     starts, ends = offsets[rows], offsets[rows + 1]
     lengths = ends - starts
     total = int(lengths.sum())
@@ -110,13 +130,16 @@ def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
         parents = parents - table.base
         parents = parents[(parents >= 0) & (parents < NARROW)].astype(np.uint32)
     hits = np.flatnonzero(np.isin(named, parents))
+    if table.shared:
+        return np.arange(table.rows if len(hits) else 0, dtype=np.int64)
     return np.unique(np.searchsorted(table.offsets, hits, side="right") - 1)
 
 
 FILE_RECORDS = 100_000  # a partition with at most this many records also files them
 
 
-HEADER = 4  # int64s before a table file's arrays: rows, base, parent itemsize, parent count
+# int64s before a table file's arrays: rows, offsets, base, parent itemsize, parent count
+HEADER = 5
 
 
 def write_table(table: Table, records: list[Any], folder: str, name: str) -> tuple[str, str, bool]:
@@ -130,7 +153,7 @@ def write_table(table: Table, records: list[Any], folder: str, name: str) -> tup
         with open(path + ".tmp", "wb") as f:
             pickle.dump(records, f, protocol=5)
         os.replace(path + ".tmp", path + ".records")
-    header = [len(table.offsets) - 1, table.base, table.parents.itemsize, len(table.parents)]
+    header = [table.rows, len(table.offsets), table.base, table.parents.itemsize, len(table.parents)]
     with open(path + ".tmp", "wb") as f:
         np.array(header, np.int64).tofile(f)
         table.offsets.tofile(f)
@@ -147,13 +170,14 @@ def _load(path: str) -> Any:
 def read_table(path: str) -> Table:
     """A table file, memory-mapped: a step reads only the pages of the rows it looks up."""
     whole = np.memmap(path, np.uint8, "r")
-    rows, base, itemsize, count = whole[: HEADER * 8].view(np.int64).tolist()
-    start = (HEADER + rows + 1) * 8
+    rows, offsets, base, itemsize, count = whole[: HEADER * 8].view(np.int64).tolist()
+    start = (HEADER + offsets) * 8
     dtype = np.uint32 if itemsize == 4 else np.int64
     return Table(
         whole[HEADER * 8 : start].view(np.int64),
         base,
         whole[start : start + itemsize * count].view(dtype),
+        rows,
     )
 
 
@@ -177,6 +201,9 @@ def _drain(rest: Iterator[Any], records: int) -> None:
 
 
 def table_rows(table: Table) -> Iterator[list[Ref]]:
+    if table.shared:
+        yield from [table.ids(slice(None)).tolist()] * table.rows
+        return
     offsets = table.offsets.tolist()
     for a, b in pairwise(offsets):
         yield table.ids(slice(a, b)).tolist()
@@ -415,7 +442,7 @@ class Captured(Point):
         kind: str,
         parents: Sequence[Point],
         upstream: RDD[Any],
-        run: Callable[[int, Iterable[Any]], tuple[Sequence[Row], list[Any]]],
+        run: Callable[[int, Iterable[Any]], tuple[Sequence[Row] | Shared, list[Any]]],
     ) -> None:
         super().__init__(lc, parents, upstream.getNumPartitions())
         self.kind = kind

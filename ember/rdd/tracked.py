@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import copy
 import functools
+import shlex
+import subprocess
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from pyspark import RDD
+from pyspark import RDD, StorageLevel
 from pyspark.rdd import portable_hash
 from pyspark.resultiterable import ResultIterable
 
 from ember.rdd.debug import Guard
-from ember.rdd.points import SHIFT, Captured, Point, Ref, Row
+from ember.rdd.points import SHIFT, Captured, Point, Ref, Row, Shared
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext
     from ember.rdd.lineage_rdd import LineageRDD
 
-Emit = Callable[[Any, list[tuple[Any, Ref]], list[tuple[Any, Ref]]], Iterator[tuple[Any, Row]]]
+Emit = Callable[[Any, list[list[tuple[Any, Ref]]]], Iterator[tuple[Any, Row]]]
 
 # Actions run on the raw records; running one marks the RDD as the program's latest output.
 _ACTIONS = frozenset(
@@ -33,7 +36,18 @@ _ACTIONS = frozenset(
         "collect", "count", "take", "first", "top", "takeOrdered", "reduce", "fold",
         "aggregate", "sum", "min", "max", "mean", "isEmpty", "countByKey",
         "countByValue", "collectAsMap", "foreach", "foreachPartition", "saveAsTextFile",
-        "lookup", "takeSample",
+        "lookup", "takeSample", "toLocalIterator", "stats", "variance", "stdev",
+        "sampleStdev", "sampleVariance", "histogram", "treeReduce", "treeAggregate",
+        "countApprox", "countApproxDistinct", "sumApprox", "meanApprox", "reduceByKeyLocally",
+        "saveAsPickleFile", "saveAsSequenceFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile",
+        "saveAsHadoopDataset", "saveAsNewAPIHadoopDataset",
+    }
+)
+# About the RDD rather than its records: answered by the RDD of (record, id) pairs.
+_ABOUT = frozenset(
+    {
+        "getNumPartitions", "id", "name", "context", "getStorageLevel", "isCheckpointed",
+        "isLocallyCheckpointed", "getCheckpointFile", "toDebugString", "getResourceProfile",
     }
 )
 
@@ -130,7 +144,8 @@ def _group(
 def _outer(left: bool, right: bool) -> Emit:
     """Join output for one key; unmatched sides are kept as in left/right/full outer joins."""
 
-    def emit(key: Any, ls: list[tuple[Any, Ref]], rs: list[tuple[Any, Ref]]) -> Iterator[Any]:
+    def emit(key: Any, sides: list[list[tuple[Any, Ref]]]) -> Iterator[Any]:
+        ls, rs = sides
         if ls and rs:
             for v, rv in ls:
                 yield from (((key, (v, w)), (rv, rw)) for w, rw in rs)
@@ -142,9 +157,69 @@ def _outer(left: bool, right: bool) -> Emit:
     return emit
 
 
-def _cogrouped(key: Any, ls: list[tuple[Any, Ref]], rs: list[tuple[Any, Ref]]) -> Iterator[Any]:
-    values = (ResultIterable([v for v, _ in ls]), ResultIterable([w for w, _ in rs]))
-    yield (key, values), tuple(r for _, r in ls + rs)
+def _cogrouped(key: Any, sides: list[list[tuple[Any, Ref]]]) -> Iterator[Any]:
+    values = tuple(ResultIterable([v for v, _ in side]) for side in sides)
+    yield (key, values), tuple(r for side in sides for _, r in side)
+
+
+def _in_all(key: Any, sides: list[list[tuple[Any, Ref]]]) -> Iterator[Any]:
+    """`intersection`: a value on both sides, from every record equal to it."""
+    if all(sides):
+        yield key, tuple(r for side in sides for _, r in side)
+
+
+def _reading(items: Iterable[tuple[Any, Ref]], read: array[int]) -> Iterator[Any]:
+    """The records, noting the id of each one a partition function reads."""
+    for rec, ref in items:
+        read.append(ref)
+        yield rec
+
+
+def _paired(pid: int, pairs: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+    """A stage of pairs of records (`zip`, `cartesian`): each names its two records."""
+    both = [((a, b), (ra, rb)) for (a, ra), (b, rb) in pairs]
+    return [row for _, row in both], [rec for rec, _ in both]
+
+
+def _numbered(pair: tuple[tuple[Any, Ref], int]) -> tuple[tuple[Any, int], Ref]:
+    (rec, ref), n = pair
+    return (rec, n), ref
+
+
+def _tagged(side: int) -> Callable[[tuple[Any, Ref]], tuple[Any, tuple[int, Any, Ref]]]:
+    """A join side's (record, id) pairs keyed for the shuffle, with the side they came from."""
+
+    def tag(rr: tuple[Any, Ref]) -> tuple[Any, tuple[int, Any, Ref]]:
+        return rr[0][0], (side, rr[0][1], rr[1])
+
+    return tag
+
+
+def _keyed(rr: tuple[Any, Ref]) -> tuple[Any, tuple[Any, Ref]]:
+    """A (record, id) pair keyed by the record's key, for PySpark's key-partitioning methods."""
+    return rr[0][0], rr
+
+
+def _piped(command: str, env: dict[str, str] | None, check: bool) -> Callable[[Iterator[Any]], Iterator[str]]:
+    """`RDD.pipe`'s partition function: the records as lines into `command`, its lines out."""
+
+    def run(records: Iterator[Any]) -> Iterator[str]:
+        proc = subprocess.Popen(shlex.split(command), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def feed(stdin: IO[bytes]) -> None:
+            with stdin:
+                for rec in records:
+                    stdin.write(f"{rec}\n".encode())
+
+        writer = threading.Thread(target=feed, args=(proc.stdin,), daemon=True)
+        writer.start()
+        yield from (line.decode().rstrip("\n") for line in proc.stdout)
+        writer.join()
+        if proc.wait() and check:
+            raise RuntimeError(f"pipe: {command!r} exited with status {proc.returncode}")
+
+    return run
 
 
 def _one(value: Any) -> list[Any]:
@@ -175,6 +250,10 @@ def _with_none(value: Any) -> tuple[Any, None]:
 
 def _first_of(pair: tuple[Any, Any]) -> Any:
     return pair[0]
+
+
+def _second_of(pair: tuple[Any, Any]) -> Any:
+    return pair[1]
 
 
 class TrackedRDD:
@@ -208,10 +287,11 @@ class TrackedRDD:
         return self.source.mapPartitions(run, True) if runs else self.source
 
     def __getattr__(self, name: str) -> Any:
-        if name == "getNumPartitions":
-            return self.data.getNumPartitions
+        if name in _ABOUT:
+            return getattr(self.data, name)
         if name not in _ACTIONS:
-            raise AttributeError(f"TrackedRDD has no attribute {name!r}")
+            plain = " is not traced (docs/rdd.md); rdd() gives the plain RDD" if hasattr(RDD, name) else ""
+            raise AttributeError(f"TrackedRDD has no attribute {name!r}{plain}")
         action = getattr(self.rdd(), name)
 
         def run(*args: Any, **kwargs: Any) -> Any:
@@ -269,8 +349,94 @@ class TrackedRDD:
     def keyBy(self, f: Callable[[Any], Any]) -> TrackedRDD:
         return self._narrowed("map", lambda x: (f(x), x))
 
+    def keys(self) -> TrackedRDD:
+        return self._narrowed("map", _first_of)
+
+    def values(self) -> TrackedRDD:
+        return self._narrowed("map", _second_of)
+
     def union(self, other: TrackedRDD) -> TrackedRDD:
         return TrackedRDD(self.lc, self.data.union(other.data), self.points + other.points)
+
+    def _moved(self, data: RDD[Any]) -> TrackedRDD:
+        """The same records over other partitions, fewer of them or numbered: each keeps its
+        id, so no capture point is needed."""
+        return TrackedRDD(self.lc, data, self.points)
+
+    def repartition(self, numPartitions: int) -> TrackedRDD:
+        return self._moved(self.data.repartition(numPartitions))
+
+    def coalesce(self, numPartitions: int, shuffle: bool = False) -> TrackedRDD:
+        return self._moved(self.data.coalesce(numPartitions, shuffle))
+
+    def partitionBy(
+        self, numPartitions: int | None, partitionFunc: Callable[[Any], int] = portable_hash
+    ) -> TrackedRDD:
+        return self._moved(self.data.map(_keyed).partitionBy(numPartitions, partitionFunc).values())
+
+    def repartitionAndSortWithinPartitions(
+        self,
+        numPartitions: int | None = None,
+        partitionFunc: Callable[[Any], int] = portable_hash,
+        ascending: bool = True,
+        keyfunc: Callable[[Any], Any] = _same,
+    ) -> TrackedRDD:
+        keyed = self.data.map(_keyed)
+        done = keyed.repartitionAndSortWithinPartitions(numPartitions, partitionFunc, ascending, keyfunc)
+        return self._moved(done.values())
+
+    def sample(self, withReplacement: bool, fraction: float, seed: int | None = None) -> TrackedRDD:
+        """Spark draws per record position, not value: the same seed keeps the same records."""
+        return self._moved(self.data.sample(withReplacement, fraction, seed))
+
+    def sampleByKey(
+        self, withReplacement: bool, fractions: dict[Any, float], seed: int | None = None
+    ) -> TrackedRDD:
+        keyed = self.data.map(_keyed)
+        return self._moved(keyed.sampleByKey(withReplacement, fractions, seed).values())
+
+    def randomSplit(self, weights: Sequence[int | float], seed: int | None = None) -> list[TrackedRDD]:
+        return [self._moved(part) for part in self.data.randomSplit(weights, seed)]
+
+    def zipWithIndex(self) -> TrackedRDD:
+        return self._moved(self.data.zipWithIndex().map(_numbered))
+
+    def zipWithUniqueId(self) -> TrackedRDD:
+        return self._moved(self.data.zipWithUniqueId().map(_numbered))
+
+    def subtractByKey(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        """An anti join: a record kept keeps its own id (no record of `other` made it)."""
+        theirs = other.rdd().map(lambda kv: (kv[0], None))
+        return self._moved(self.data.map(_keyed).subtractByKey(theirs, numPartitions).values())
+
+    def subtract(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
+        theirs = other.rdd().map(_with_none)
+        mine = self.data.map(lambda rr: (rr[0], rr))
+        return self._moved(mine.subtractByKey(theirs, numPartitions).values())
+
+    def persist(self, storageLevel: StorageLevel = StorageLevel.MEMORY_ONLY) -> TrackedRDD:
+        """Persists the (record, id) pairs; transformations of this RDD start from them."""
+        self.source, self.steps = self.data.persist(storageLevel), ()
+        return self
+
+    def cache(self) -> TrackedRDD:
+        return self.persist()
+
+    def unpersist(self, blocking: bool = False) -> TrackedRDD:
+        self.data.unpersist(blocking)
+        return self
+
+    def checkpoint(self) -> None:
+        self.source, self.steps = self.data, ()
+        self.data.checkpoint()
+
+    def localCheckpoint(self) -> None:
+        self.source, self.steps = self.data, ()
+        self.data.localCheckpoint()
+
+    def setName(self, name: str) -> TrackedRDD:
+        self.data.setName(name)
+        return self
 
     def sortBy(
         self, keyfunc: Callable[[Any], Any], ascending: bool = True, numPartitions: int | None = None
@@ -326,6 +492,23 @@ class TrackedRDD:
             lambda kv: (kv[0], ResultIterable(kv[1])),
         )  # fmt: skip
 
+    def foldByKey(
+        self,
+        zeroValue: Any,
+        func: Callable[[Any, Any], Any],
+        numPartitions: int | None = None,
+        partitionFunc: Callable[[Any], int] = portable_hash,
+    ) -> TrackedRDD:
+        return self.aggregateByKey(zeroValue, func, func, numPartitions, partitionFunc)
+
+    def groupBy(
+        self,
+        f: Callable[[Any], Any],
+        numPartitions: int | None = None,
+        partitionFunc: Callable[[Any], int] = portable_hash,
+    ) -> TrackedRDD:
+        return self.keyBy(f).groupByKey(numPartitions, partitionFunc)
+
     def distinct(self, numPartitions: int | None = None) -> TrackedRDD:
         keyed = self._narrowed("map", _with_none)
         return keyed._aggregate(_same, _first, _first, numPartitions, portable_hash, _first_of)
@@ -358,59 +541,95 @@ class TrackedRDD:
         reducer = Captured(self.lc, "reducer", (combiner,), shuffled, reduce_side)
         return TrackedRDD(self.lc, reducer.data, (reducer,), at_point=True)
 
-    def _cogroup(self, other: TrackedRDD, partitions: int | None, emit: Emit) -> TrackedRDD:
-        """Titian's join agent: each output names the ids from both sides under its key."""
-        left = self.data.map(lambda rr: (rr[0][0], (0, rr[0][1], rr[1])))
-        both = left.union(other.data.map(lambda rr: (rr[0][0], (1, rr[0][1], rr[1]))))
+    def _cogroup(self, others: Sequence[TrackedRDD], partitions: int | None, emit: Emit) -> TrackedRDD:
+        """Titian's join agent: each output names the ids from every side under its key."""
+        tagged = [side.data.map(_tagged(i)) for i, side in enumerate((self, *others))]
+        both = self.lc.sc.union(tagged)
         shuffled = both.partitionBy(partitions or both._defaultReducePartitions())
+        count = len(tagged)
 
         def run(pid: int, items: Iterable[Any]) -> tuple[list[Row], list[Any]]:
-            groups: dict[Any, tuple[list[Any], list[Any]]] = {}
+            groups: dict[Any, list[list[Any]]] = {}
             for key, (side, value, ref) in items:
-                groups.setdefault(key, ([], []))[side].append((value, ref))
-            pairs = [out for key, (ls, rs) in groups.items() for out in emit(key, ls, rs)]
+                sides = groups.get(key)
+                if sides is None:
+                    sides = groups[key] = [[] for _ in range(count)]
+                sides[side].append((value, ref))
+            pairs = [out for key, sides in groups.items() for out in emit(key, sides)]
             return [row for _, row in pairs], [rec for rec, _ in pairs]
 
-        point = Captured(self.lc, "join", self.points + other.points, shuffled, run)
+        parents = [p for side in (self, *others) for p in side.points]
+        point = Captured(self.lc, "join", parents, shuffled, run)
         return TrackedRDD(self.lc, point.data, (point,), at_point=True)
 
     def join(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        return self._cogroup(other, numPartitions, _outer(False, False))
+        return self._cogroup((other,), numPartitions, _outer(False, False))
 
     def leftOuterJoin(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        return self._cogroup(other, numPartitions, _outer(True, False))
+        return self._cogroup((other,), numPartitions, _outer(True, False))
 
     def rightOuterJoin(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        return self._cogroup(other, numPartitions, _outer(False, True))
+        return self._cogroup((other,), numPartitions, _outer(False, True))
 
     def fullOuterJoin(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        return self._cogroup(other, numPartitions, _outer(True, True))
+        return self._cogroup((other,), numPartitions, _outer(True, True))
 
     def cogroup(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        return self._cogroup(other, numPartitions, _cogrouped)
+        return self._cogroup((other,), numPartitions, _cogrouped)
+
+    def groupWith(self, other: TrackedRDD, *others: TrackedRDD) -> TrackedRDD:
+        return self._cogroup((other, *others), None, _cogrouped)
+
+    def intersection(self, other: TrackedRDD) -> TrackedRDD:
+        keyed = self._narrowed("map", _with_none)
+        return keyed._cogroup((other._narrowed("map", _with_none),), None, _in_all)
+
+    def _stage(self, parents: Sequence[Point], upstream: RDD[Any], run: Callable[[int, Iterable[Any]], Any]) -> TrackedRDD:
+        point = Captured(self.lc, "stage", parents, upstream, run)
+        return TrackedRDD(self.lc, point.data, (point,), at_point=True)
 
     def zip(self, other: TrackedRDD) -> TrackedRDD:
         """A stage point: each pair names the ids of its two halves."""
+        return self._stage(self.points + other.points, self.data.zip(other.data), _paired)
 
-        def run(pid: int, pairs: Iterable[Any]) -> tuple[list[Row], list[Any]]:
-            zipped = [((a, b), (ra, rb)) for (a, ra), (b, rb) in pairs]
-            return [row for _, row in zipped], [rec for rec, _ in zipped]
-
-        upstream = self.data.zip(other.data)
-        point = Captured(self.lc, "stage", self.points + other.points, upstream, run)
-        return TrackedRDD(self.lc, point.data, (point,), at_point=True)
+    def cartesian(self, other: TrackedRDD) -> TrackedRDD:
+        """A stage point: each pair names the ids of its two records."""
+        return self._stage(self.points + other.points, self.data.cartesian(other.data), _paired)
 
     def zipPartitions(
         self, other: TrackedRDD, f: Callable[[Iterator[Any], Iterator[Any]], Iterable[Any]]
     ) -> TrackedRDD:
-        """`f` sees whole partitions, so each output names every record of its partition pair."""
+        """`f` sees whole partitions, so each output names every record `f` read of its pair."""
 
-        def run(pid: int, parts: Iterable[Any]) -> tuple[list[Row], list[Any]]:
+        def run(pid: int, parts: Iterable[Any]) -> tuple[Shared, list[Any]]:
             ((left, right),) = parts
-            out = list(f(iter([x for x, _ in left]), iter([y for y, _ in right])))
-            row = tuple(r for _, r in left + right)
-            return [row] * len(out), out
+            read: array[int] = array("q")
+            out = list(f(_reading(left, read), _reading(right, read)))
+            return Shared(read, len(out)), out
 
-        upstream = self.data.glom().zip(other.data.glom())
-        point = Captured(self.lc, "stage", self.points + other.points, upstream, run)
-        return TrackedRDD(self.lc, point.data, (point,), at_point=True)
+        return self._stage(self.points + other.points, self.data.glom().zip(other.data.glom()), run)
+
+    def mapPartitionsWithIndex(
+        self, f: Callable[[int, Iterator[Any]], Iterable[Any]], preservesPartitioning: bool = False
+    ) -> TrackedRDD:
+        """A stage point: `f` may make any output from any record of its partition, so each
+        output names every record `f` read of it (all, unless `f` stopped early). A function
+        that raises fails the job as without lineage: no one record is to blame."""
+
+        def run(pid: int, items: Iterable[Any]) -> tuple[Shared, list[Any]]:
+            read: array[int] = array("q")
+            out = list(f(pid, _reading(items, read)))
+            return Shared(read, len(out)), out
+
+        return self._stage(self.points, self.data, run)
+
+    def mapPartitions(
+        self, f: Callable[[Iterator[Any]], Iterable[Any]], preservesPartitioning: bool = False
+    ) -> TrackedRDD:
+        return self.mapPartitionsWithIndex(lambda _, records: f(records))
+
+    def glom(self) -> TrackedRDD:
+        return self.mapPartitions(lambda records: [list(records)])
+
+    def pipe(self, command: str, env: dict[str, str] | None = None, checkCode: bool = False) -> TrackedRDD:
+        return self.mapPartitions(_piped(command, env, checkCode))

@@ -2,13 +2,15 @@
 every input record's forward trace, equal a pure-Python reading of the program.
 
 Two small pair RDDs `d` and `o` (keys and values 0-3, so keys and records repeat) go
-through narrow steps (filter, map, flatMap, mapValues, sortBy), aggregations (reduceByKey,
-groupByKey, aggregateByKey, combineByKey, distinct), joins (inner, left, right, full,
-cogroup) and union. The oracle carries each record's lineage, a set of input ids, by
-Titian's rules: a narrow step's record comes from its one record; an aggregation's from
-every record of its key (distinct: of its equal records); a join's from the joined pair
-(an outer join's unmatched record alone); cogroup's from every record of its key on both
-sides. Equal output records are picked together, so their lineages merge. Generated text
+through narrow steps (filter, map, flatMap, mapValues, sortBy, repartition, partitionBy,
+coalesce), aggregations (reduceByKey, groupByKey, aggregateByKey, combineByKey, foldByKey,
+groupBy, distinct), joins (inner, left, right, full, cogroup, cartesian), union, subtract,
+subtractByKey and intersection. The oracle carries each record's lineage, a set of input
+ids, by Titian's rules: a narrow step's or a moved record comes from its one record; an
+aggregation's from every record of its key (distinct: of its equal records; groupBy: of
+its value); a join's from the joined pair (an outer join's unmatched record alone);
+cogroup's from every record of its key on both sides; a subtraction's from itself; an
+intersection's from the equal records of both sides. Equal output records are picked together, so their lineages merge. Generated text
 files (UTF-8 or Latin-1, empty lines, with or without a last line end, 1-4 splits) check
 that input ids are the lines' own byte offsets.
 """
@@ -33,9 +35,10 @@ Rec = tuple[Any, Lin]
 
 _ANY = st.integers(0, 3)
 pairs = st.lists(st.tuples(_ANY, _ANY), min_size=1, max_size=8)
-_NARROW = ("filter", "map", "flatMap", "mapValues", "sortBy")
-_WIDE = ("reduceByKey", "groupByKey", "aggregateByKey", "combineByKey", "distinct")
-_BINARY = ("join", "leftOuterJoin", "rightOuterJoin", "fullOuterJoin", "cogroup", "union")
+_NARROW = ("filter", "map", "flatMap", "mapValues", "sortBy", "repartition", "partitionBy", "coalesce")
+_WIDE = ("reduceByKey", "groupByKey", "aggregateByKey", "combineByKey", "foldByKey", "groupBy", "distinct")
+_BINARY = ("join", "leftOuterJoin", "rightOuterJoin", "fullOuterJoin", "cogroup", "union",
+           "subtract", "subtractByKey", "intersection", "cartesian")
 _SOURCES = {0: "d", 1: "o"}  # the LineageContext's capture points, in creation order
 
 
@@ -64,6 +67,9 @@ def build(p: Program, inputs: dict[str, Any]) -> Any:
             "flatMap": lambda: rdd.flatMap(lambda kv: [kv] * ((kv[0] + kv[1] + n) % 3)),
             "mapValues": lambda: rdd.mapValues(lambda v: v * n % 4),
             "sortBy": lambda: rdd.sortBy(lambda kv: (kv[1], kv[0]), ascending=n % 2 == 0),
+            "repartition": lambda: rdd.repartition(1 + n % 3),
+            "partitionBy": lambda: rdd.partitionBy(1 + n % 3),
+            "coalesce": lambda: rdd.coalesce(1 + n % 2),
         }[op]()
     if op in _WIDE:
         return {
@@ -72,11 +78,15 @@ def build(p: Program, inputs: dict[str, Any]) -> Any:
             "aggregateByKey": lambda: rdd.aggregateByKey(0, max, max),
             "combineByKey": lambda: rdd.combineByKey(lambda v: {v}, lambda a, v: a | {v}, lambda a, b: a | b)
             .mapValues(len),
+            "foldByKey": lambda: rdd.foldByKey(0, add),
+            "groupBy": lambda: rdd.groupBy(lambda kv: kv[1]).mapValues(lambda vs: len(list(vs))),
             "distinct": lambda: rdd.distinct(),
         }[op]()
     other = build(p[2], inputs)
-    if op == "union":
-        return rdd.union(other)
+    if op in ("union", "subtract", "subtractByKey", "intersection"):
+        return getattr(rdd, op)(other)
+    if op == "cartesian":
+        return rdd.cartesian(other).map(lambda xy: (xy[0][0], xy[1][1]))
     if op == "cogroup":
         return rdd.cogroup(other).mapValues(lambda vs: len(list(vs[0])) * 4 + len(list(vs[1])))
     return getattr(rdd, op)(other).mapValues(lambda vw: (vw[0] or 0) * 4 + (vw[1] or 0))
@@ -96,16 +106,21 @@ def oracle(p: Program, tables: dict[str, list[Pair]]) -> list[Rec]:
             "flatMap": lambda kv: [kv] * ((kv[0] + kv[1] + n) % 3),
             "mapValues": lambda kv: [(kv[0], kv[1] * n % 4)],
             "sortBy": lambda kv: [kv],
+            "repartition": lambda kv: [kv],
+            "partitionBy": lambda kv: [kv],
+            "coalesce": lambda kv: [kv],
         }[op]
         return [(out, lin) for r, lin in recs for out in step(r)]
     if op in _WIDE:
-        by = (lambda r: r) if op == "distinct" else (lambda r: r[0])
+        by = {"distinct": lambda r: r, "groupBy": lambda r: r[1]}.get(op, lambda r: r[0])
         groups = _grouped(recs, by)
         if op == "distinct":
             return [(key, lin) for key, (_, lin) in groups.items()]
         value: Callable[[list[int]], int] = {
             "reduceByKey": sum,
+            "foldByKey": sum,
             "groupByKey": len,
+            "groupBy": len,
             "aggregateByKey": lambda vs: max([0, *vs]),
             "combineByKey": lambda vs: len(set(vs)),
         }[op]
@@ -113,6 +128,14 @@ def oracle(p: Program, tables: dict[str, list[Pair]]) -> list[Rec]:
     others = oracle(p[2], tables)
     if op == "union":
         return recs + others
+    if op in ("subtract", "subtractByKey"):  # an anti join: a kept record from itself only
+        by = (lambda r: r) if op == "subtract" else (lambda r: r[0])
+        return [(r, lin) for r, lin in recs if all(by(r) != by(y) for y, _ in others)]
+    if op == "intersection":
+        mine, theirs = _grouped(recs, lambda r: r), _grouped(others, lambda r: r)
+        return [(r, lin | theirs[r][1]) for r, (_, lin) in mine.items() if r in theirs]
+    if op == "cartesian":
+        return [((x[0], y[1]), xl | yl) for x, xl in recs for y, yl in others]
     if op == "cogroup":
         left, right = _grouped(recs, lambda r: r[0]), _grouped(others, lambda r: r[0])
         empty: tuple[list[Any], Lin] = ([], frozenset())

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from ember.rdd.points import (
     NARROW,
     SHIFT,
+    Shared,
     Table,
     children,
     encode_table,
@@ -61,4 +62,18 @@ def test_one_split_is_stored_in_four_bytes_a_parent(tmp_path: Path) -> None:
     assert wide.parents.dtype == np.int64 and wide.slots() == {3, 7}
     assert encode_table([[SLOT, SLOT + NARROW]]).parents.dtype == np.int64
     _, path, _ = write_table(narrow, [], str(tmp_path), "t")
-    assert Path(path).stat().st_size == 8 * (4 + 3) + 4 * 3
+    assert Path(path).stat().st_size == 8 * (5 + 3) + 4 * 3
+
+
+@settings(max_examples=30, deadline=None)
+@given(parents=st.one_of(st.lists(narrow_ids, max_size=6), st.lists(wide_ids, max_size=6)), rows=st.integers(0, 5))
+def test_a_shared_table_answers_like_its_rows_and_keeps_its_parents_once(
+    parents: list[int], rows: int, tmp_path_factory: object
+) -> None:
+    """A partition function's outputs all name the records it read: one list, not one a row."""
+    table = encode_table(Shared(parents, rows))
+    assert len(table.parents) == len(parents)
+    check(table, [parents] * rows)
+    folder = tmp_path_factory.mktemp("shared")  # type: ignore[attr-defined]
+    _, path, _ = write_table(table, [], str(folder), "t")
+    check(read_table(path), [parents] * rows)
