@@ -602,6 +602,35 @@ class _Rewriter:
         job = replace(node, inputs=tuple(inputs), attrs=node.attrs + out_keys)
         return ir.Project(job, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in job.output), *columns)), tuple(refs)
 
+    def _PartitionMap(self, node: ir.PartitionMap) -> tuple[ir.Node, tuple[Slot, ...]]:
+        """A partition's rows are a side table keyed by the partition's number, which the job
+        hands the function as one more column (last) and the wrapped function appends to
+        the rows it makes. Both read the one cached input, so a number means the same rows
+        in both (a second run could cut partitions otherwise)."""
+        (original,) = node.inputs
+        read_after, self.read_after = self.read_after, False
+        try:
+            child, slots = self.rewrite(original)
+        finally:
+            self.read_after = read_after
+        if not slots:
+            return replace(node, inputs=(child,)), ()
+        cached = ir.Shared(child, key=next(self.ids))
+        side_key, in_key, out_key = (self.fresh("key", "int") for _ in range(3))
+        side = ir.Project(
+            cached,
+            columns=(ir.Named(ir.PartitionId(), side_key), *(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots))),
+        )
+        tid = self.table(side, (side_key,), slots, "partition map partitions")
+        numbered = ir.Project(
+            cached,
+            columns=(*(ir.Named(ir.ColumnRef(a), a) for a in original.output), ir.Named(ir.PartitionId(), in_key)),
+        )
+        job = replace(node, inputs=(numbered,), attrs=(*node.attrs, out_key))
+        present = self.fresh("present", "boolean")
+        columns = (*(ir.Named(ir.ColumnRef(a), a) for a in job.output), ir.Named(ir.Constant(True, present), present))
+        return ir.Project(job, columns=columns), (RefSlot(tid, (out_key,), present),)
+
     def _window_ref(
         self,
         tid: int,

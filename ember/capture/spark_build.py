@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import inspect
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StructType, _parse_datatype_json_string
+from pyspark.sql.types import IntegerType, StructType, _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 from pyspark.sql.window import Window as W
 
@@ -90,6 +91,8 @@ class Builder:
             return self.attr(e.attr)
         if isinstance(e, ir.FrameCount | ir.Collected):
             raise AssertionError("frame counts and collected lists live only in window and aggregate nodes")
+        if isinstance(e, ir.PartitionId):
+            return self.jvm.name(EXPRESSIONS + ".SparkPartitionID")()
         if e.value is True:
             return self.jvm.true()
         return self.jvm.null(self.dtype(e.like))
@@ -179,6 +182,27 @@ class Builder:
         wrapped = _keyed(func, tables, append, eval_type in BATCHED_GROUP_MAPS)
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), eval_type, bool(fn.udfDeterministic()))
         return self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
+
+    def _PartitionMap(self, node: ir.PartitionMap) -> JObj:
+        """A partition map whose output gained its partition's number (`annotate`) is made
+        again over a wrapped function that reads the number off its input's last column and
+        appends it to the rows the user's function returns."""
+        h = node.handle
+        if len(node.attrs) == len(output_ids(h.output())):
+            return self._same(node)
+        (numbered,) = node.inputs
+        child = self.build(numbered)
+        number, added = self.attr(numbered.output[-1]), node.attrs[-1]
+        fn = h.functionExpr()
+        returned = StructType.fromJson(json.loads(fn.dataType().json())).add(added.name, IntegerType(), True)
+        func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
+        pandas = str(h.nodeName()) == "MapInPandas"
+        append = _pandas_keys((added.name,)) if pandas else _arrow_keys((added.name,), [pa.int32()])
+        wrapped = _numbered(func, pandas, append)
+        udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
+        made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*iterate(fn.children()), number]]))
+        output = self.seq([*iterate(h.output()), self.jvm.attribute(added.name, number.dataType(), True, added.id)])
+        return self.logical(str(h.nodeName()))(made, output, child, h.isBarrier(), h.profile())
 
     def _Filter(self, node: ir.Filter) -> JObj:
         return self.logical("Filter")(self.expr(node.cond), self.build(node.child))
@@ -411,6 +435,38 @@ def _keyed(
         return call(key, left, right)
 
     return grouped if tables == 1 else cogrouped
+
+
+def _numbered(
+    func: Callable[[Iterator[Any]], Iterator[Any]], pandas: bool, append: Callable[[Any, tuple[Any, ...]], Any]
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """`func` over a partition's batches (pandas or Arrow), each of which ends with the
+    partition's number (one column, the same in every row): `func` gets them without it,
+    and `append` gives every batch `func` returns the number. A partition with no rows is
+    numbered -1, which names no rows: what `func` makes of nothing comes from no input row.
+    Pickled by value, as `_keyed`."""
+
+    def rows(batch: Any) -> int:
+        return len(batch) if pandas else int(batch.num_rows)
+
+    def strip(batch: Any) -> Any:
+        return batch.iloc[:, :-1] if pandas else batch.select(list(range(batch.num_columns - 1)))
+
+    def number(batch: Any) -> int:
+        return int(batch.iloc[0, -1]) if pandas else int(batch.column(batch.num_columns - 1)[0].as_py())
+
+    def wrapped(batches: Iterator[Any]) -> Iterator[Any]:
+        batches = iter(batches)
+        seen, key = [], -1
+        for batch in batches:
+            seen.append(batch)
+            if rows(batch):
+                key = number(batch)
+                break
+        for out in func(strip(b) for b in itertools.chain(seen, batches)):
+            yield append(out, (key,))
+
+    return wrapped
 
 
 def _pandas_keys(names: tuple[str, ...]) -> Callable[[Any, tuple[Any, ...]], Any]:

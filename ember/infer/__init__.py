@@ -59,12 +59,13 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
 def _check_deterministic(plan: ir.Node, exact: bool) -> None:
     """A re-run must compute the same rows: random expressions cannot be traced lazily,
     nor a sample exactly (a re-run over fewer rows draws others; a superset ignores it).
-    Nor can a grouped map, whose rows show no value that leads back to their group."""
+    Nor can a grouped or partition map, whose rows show no value that leads back to their
+    group."""
     for node in ir.walk(plan):
         if isinstance(node, ir.GroupMap):
             raise UnsupportedOperatorError(
-                "ember.infer cannot trace a grouped map (applyInPandas / applyInArrow, grouped or cogrouped): the rows the function "
-                "returns need not show which group they came from; use ember.capture"
+                f"ember.infer cannot trace a {node.OPERATORS}: the rows the function returns need not show "
+                "which group or partition they came from; use ember.capture"
             )
         if exact and isinstance(node, ir.Passthrough) and node.kind == ir.SEQUENCE:
             raise UnsupportedOperatorError(

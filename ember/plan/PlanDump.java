@@ -34,6 +34,8 @@ import org.apache.spark.sql.catalyst.plans.logical.FlatMapCoGroupsInArrow;
 import org.apache.spark.sql.catalyst.plans.logical.FlatMapCoGroupsInPandas;
 import org.apache.spark.sql.catalyst.plans.logical.FlatMapGroupsInArrow;
 import org.apache.spark.sql.catalyst.plans.logical.FlatMapGroupsInPandas;
+import org.apache.spark.sql.catalyst.plans.logical.MapInArrow;
+import org.apache.spark.sql.catalyst.plans.logical.MapInPandas;
 import org.apache.spark.sql.catalyst.plans.logical.Generate;
 import org.apache.spark.sql.catalyst.plans.logical.Join;
 import org.apache.spark.sql.catalyst.plans.logical.LocalRelation;
@@ -173,6 +175,10 @@ public final class PlanDump {
             groupMap(x.leftAttributes(), (PythonUDF) x.functionExpr());
             field("cogrouping");
             attributes(x.rightAttributes());
+        } else if (p instanceof MapInPandas x) {
+            python((PythonUDF) x.functionExpr());
+        } else if (p instanceof MapInArrow x) {
+            python((PythonUDF) x.functionExpr());
         } else if (p instanceof Expand x) {
             field("projections");
             array(x.projections(), row -> list((scala.collection.Seq<?>) row, true));
@@ -193,6 +199,11 @@ public final class PlanDump {
     private void groupMap(scala.collection.Seq<Attribute> keys, PythonUDF function) {
         field("grouping");
         attributes(keys);
+        python(function);
+    }
+
+    /** A map's Python function and its pickled code (ember wraps it). */
+    private void python(PythonUDF function) {
         field("fn");
         top(function);
         field("evalType");

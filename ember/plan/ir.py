@@ -95,7 +95,13 @@ class Collected:
     attrs: tuple[Attr, ...]
 
 
-AnyExpr = Expr | ColumnRef | Constant | FrameCount | Collected
+@dataclass(frozen=True)
+class PartitionId:
+    """An ember-made column: the index of the Spark partition the row is in where it is
+    computed (a partition map's group)."""
+
+
+AnyExpr = Expr | ColumnRef | Constant | FrameCount | Collected | PartitionId
 
 
 @dataclass(frozen=True)
@@ -362,6 +368,17 @@ class GroupMap(Nary):
 
 
 @dataclass(frozen=True)
+class PartitionMap(GroupMap):
+    """A grouped map whose groups are its input's partitions: a Python function over an
+    iterator of a partition's batches, returning any rows (each row has the whole
+    partition). Its one input is cached by capture, so the job and the side table that
+    lists each partition's rows see the same partitions."""
+
+    OPERATORS: ClassVar[str] = "partition map (`mapInPandas` / `mapInArrow`)"
+    LINEAGE: ClassVar[str] = "every row of its input partition (the function may read them all)"
+
+
+@dataclass(frozen=True)
 class Expand(Unary):
     OPERATORS: ClassVar[str] = "expand (unpivot, ROLLUP / CUBE / GROUPING SETS)"
     LINEAGE: ClassVar[str] = "the row it came from"
@@ -417,6 +434,7 @@ OPERATOR_CLASSES: tuple[type[Node], ...] = (
     Generate,
     Expand,
     GroupMap,
+    PartitionMap,
 )
 
 

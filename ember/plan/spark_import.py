@@ -52,8 +52,6 @@ EXCLUDED_RULES = (
 )
 
 _UNSUPPORTED = {
-    "MapInPandas": "mapInPandas",
-    "MapInArrow": "mapInArrow",
     "PythonMapInArrow": "mapInArrow",
     "FlatMapGroupsInPandasWithState": "applyInPandasWithState",
     "TransformWithStateInPandas": "transformWithStateInPandas",
@@ -276,17 +274,7 @@ class Importer:
         what = ("cogroup()." if "CoGroups" in p.kind else "groupBy().") + (
             "applyInPandas" if p.kind.endswith("Pandas") else "applyInArrow"
         )
-        if p.facts["evalType"] not in GROUP_MAP_EVAL_TYPES:
-            raise UnsupportedOperatorError(
-                f"ember cannot trace {what} of Python eval type {p.facts['evalType']}: it wraps the function "
-                "to tell each row's group, and does not know how Spark calls this kind"
-            )
-        command = _handler(p.facts["command"])
-        if not (isinstance(command, tuple) and len(command) == 2 and callable(command[0])):
-            raise UnsupportedOperatorError(
-                f"ember cannot trace this {what}: it cannot read the function (a large one is shipped as a "
-                "broadcast), which it wraps to tell each output row's group"
-            )
+        self._wrappable(p, what, GROUP_MAP_EVAL_TYPES, "group")
         keys = (p.attrs["grouping"], *(() if "cogrouping" not in p.attrs else (p.attrs["cogrouping"],)))
         for key in keys[0]:
             if not _comes_back(key.dtype):
@@ -297,10 +285,34 @@ class Importer:
                 )
         if [k.dtype for k in keys[0]] != [k.dtype for k in keys[-1]]:
             raise UnsupportedOperatorError(f"ember cannot trace {what} over keys of other types on each side")
+        inputs = tuple(self.node(c) for c in p.children)
+        return ir.GroupMap(inputs, keys=keys, function=self._python_function(p), attrs=p.output, handle=p.handle)
+
+    def _partition_map(self, p: PlanTree) -> ir.Node:
+        """`mapInPandas` / `mapInArrow`: capture wraps the function to add its partition's
+        number to its rows, as a grouped map's gets its group's keys."""
+        self._wrappable(p, "mapInPandas" if p.kind == "MapInPandas" else "mapInArrow", PARTITION_MAP_EVAL_TYPES, "partition")
+        return ir.PartitionMap((self.node(p.child),), keys=((),), function=self._python_function(p), attrs=p.output, handle=p.handle)
+
+    @staticmethod
+    def _wrappable(p: PlanTree, what: str, eval_types: tuple[int, ...], group: str) -> None:
+        """Refuses a map whose function capture cannot wrap to tell each row's `group`."""
+        if p.facts["evalType"] not in eval_types:
+            raise UnsupportedOperatorError(
+                f"ember cannot trace {what} of Python eval type {p.facts['evalType']}: it wraps the function "
+                f"to tell each row's {group}, and does not know how Spark calls this kind"
+            )
+        command = _handler(p.facts["command"])
+        if not (isinstance(command, tuple) and len(command) == 2 and callable(command[0])):
+            raise UnsupportedOperatorError(
+                f"ember cannot trace this {what}: it cannot read the function (a large one is shipped as a "
+                f"broadcast), which it wraps to tell each output row's {group}"
+            )
+
+    def _python_function(self, p: PlanTree) -> ir.Expr:
         fn = p.expr("fn")
         assert fn is not None
-        inputs = tuple(self.node(c) for c in p.children)
-        return ir.GroupMap(inputs, keys=keys, function=self.expr(fn), attrs=p.output, handle=p.handle)
+        return self.expr(fn)
 
     def _AttachDistributedSequence(self, p: PlanTree) -> ir.Node:
         """pandas-on-Spark's default index: each row numbered in the order rows come. Spark
@@ -312,6 +324,8 @@ class Importer:
 
     _FlatMapGroupsInPandas = _group_map
     _FlatMapGroupsInArrow = _group_map
+    _MapInPandas = _partition_map
+    _MapInArrow = _partition_map
     _FlatMapCoGroupsInPandas = _group_map
     _FlatMapCoGroupsInArrow = _group_map
 
@@ -558,6 +572,7 @@ def _bound(e: Tree, kind: str) -> str:
 # and the iterator forms (a group's batches in, batches out): SQL_GROUPED_MAP_ARROW_ITER_UDF, _PANDAS_ITER_UDF
 BATCHED_GROUP_MAPS = (215, 216)
 GROUP_MAP_EVAL_TYPES = (201, 209, 206, 210, *BATCHED_GROUP_MAPS)
+PARTITION_MAP_EVAL_TYPES = (205, 207)  # mapInPandas, mapInArrow
 _EXACT_KEYS = re.compile(r"tinyint|smallint|int|bigint|decimal\(\d+,\d+\)|string|binary|boolean|date|timestamp|timestamp_ntz")
 
 

@@ -423,6 +423,55 @@ def test_grouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
             ember.infer(job)
 
 
+def test_partition_map_in_pandas_and_arrow(views: SparkSession) -> None:
+    """`mapInPandas` / `mapInArrow`: the function sees its partition's rows as an iterator
+    and returns any rows, so each row it returns has the whole partition's lineage. The
+    oracle is the function's own view: each row it returns lists the `o` of every row its
+    partition held (an empty partition's rows, none), and those rows are its lineage."""
+    pm = [(i % 3, i, i * 10) for i in range(24)]
+    views.createDataFrame(pm, "g int, o int, v int").createOrReplaceTempView("pm")
+    rows = {v[1]: lin for v, lin in o.scan("pm", pm)}
+
+    def tagged(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:  # every row, read whole first
+        pdfs = list(frames)
+        if pdfs:
+            whole = pd.concat(pdfs)
+            part = ",".join(map(str, sorted(whole.o.tolist())))
+            yield pd.DataFrame({"o": whole.o, "w": whole.v * 2, "part": part})
+
+    def summary(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:  # a row per partition, empty too
+        os = [x for b in batches for x in b.column("o").to_pylist()]
+        yield pa.RecordBatch.from_pydict({"n": pa.array([len(os)], pa.int64()), "part": [",".join(map(str, sorted(os)))]})
+
+    table = views.table("pm")
+    sums = table.groupBy("g").agg(F.sum("v").alias("v"), F.max("o").alias("o"))
+    cases = [
+        (table.repartition(4, "g").mapInPandas(tagged, "o int, w long, part string"), rows),
+        (table.filter("o % 5 <> 0").repartition(3, "g").mapInArrow(summary, "n long, part string"), rows),
+        (table.repartition(2, "g").mapInPandas(tagged, "o int, w long, part string").select("o", "part")
+         .union(table.repartition(3, "o").mapInPandas(tagged, "o int, w long, part string").select("o", "part")), rows),
+        # under an aggregate: a partition's rows are one group
+        (table.repartition(3, "g").mapInArrow(summary, "n long, part string").groupBy("part").agg(F.sum("n").alias("n")),
+         rows),
+        # over an aggregate: a group's row stands for its rows
+        (sums.repartition(2, "g").mapInPandas(tagged, "o int, w long, part string"),
+         {max(v[1] for v in pm if v[0] == g): frozenset().union(*(rows[v[1]] for v in pm if v[0] == g)) for g in range(3)}),
+    ]
+    for job, lineage_of in cases:
+        lin = ember.capture(job)
+        assert lin.mode == "inject"
+        got = o.value_rows(lin.output().drop_columns(["ember_oid"]))
+        assert sorted(map(repr, got)) == sorted(repr(tuple(r)) for r in job.collect())
+        at = job.columns.index("part")
+        expected = [(r, frozenset().union(*(lineage_of[int(x)] for x in r[at].split(",") if x))) for r in got]
+        assert any(not lin for _, lin in expected) == ("n" in job.columns), "an empty partition's row, only where made"
+        o.assert_same_lineage(lin, expected)
+        with pytest.raises(ember.EmberError, match="strategy='inject'"):
+            ember.capture(job, strategy="defer")
+        with pytest.raises(ember.UnsupportedOperatorError, match=r"ember\.infer cannot trace a partition map"):
+            ember.infer(job)
+
+
 def test_cogrouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
     """`cogroup().applyInPandas` / `applyInArrow`: the function sees a key's groups of both
     inputs, either possibly empty, so each row it returns has both groups' lineage."""

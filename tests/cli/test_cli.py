@@ -234,7 +234,8 @@ def test_uncapturable_action_does_not_break_the_script(spark: SparkSession, tmp_
         "import sys\n"
         "from pyspark.sql import SparkSession\n"
         "spark = SparkSession.builder.getOrCreate()\n"
-        "rows = spark.range(3).mapInPandas(lambda frames: (f * 2 for f in frames), 'id long').collect()\n"
+        "rows = spark.sql('WITH RECURSIVE r(id) AS (SELECT 0 UNION ALL SELECT id + 2 FROM r WHERE id < 4) "
+        "SELECT id FROM r').collect()\n"
         "open(sys.argv[1], 'w').write(str(sorted(r.id for r in rows)))\n"
     )
     code, _, err = run_cli(capsys, "run", str(script), "--store", str(tmp_path / "s"), str(tmp_path / "out.txt"))

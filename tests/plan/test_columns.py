@@ -30,3 +30,9 @@ def test_a_grouped_map_column_comes_from_every_input_column() -> None:
     fn = ir.Expr("f(k, v)", frozenset({K.id, V.id}))
     mapped = ir.GroupMap((A, B), keys=((K,), (K2,)), function=fn, attrs=(attr(40, "out"),))
     assert column_lineage(mapped) == [("out", [("a", "k"), ("a", "v"), ("b", "k2"), ("b", "w")])]
+
+
+def test_a_partition_map_column_comes_from_every_input_column() -> None:
+    fn = ir.Expr("f(k, v)", frozenset({K.id, V.id}))
+    mapped = ir.PartitionMap((A,), keys=((),), function=fn, attrs=(attr(40, "out"),))
+    assert column_lineage(mapped) == [("out", [("a", "k"), ("a", "v")])]
