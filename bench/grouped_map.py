@@ -1,11 +1,12 @@
-"""What tracing the pandas function API costs: grouped and cogrouped maps on TPC-H.
+"""What tracing the pandas function API costs: grouped, cogrouped and partition maps on TPC-H.
 
     .venv/bin/python -m bench.grouped_map --scale 1 --runs 5
 
 For each case, in one process: one warm-up of each variant, then `--runs` rounds
 alternating the plain job (`df.toArrow()`), `ember.capture(df, strategy="inject")` and
 `strategy="defer"` (the time until the user's result is back; the background capture is
-then awaited and timed on its own), each on a fresh DataFrame. Reported: medians, the
+then awaited and timed on its own; defer refuses a partition map), each on a fresh
+DataFrame. Reported: medians, the
 overhead against the plain job, the rids the lineage holds and one-row backward trace
 latency (ids). Writes docs/benchmarks/grouped_map.md. Machines here are noisy: read
 ratios, not seconds.
@@ -16,11 +17,13 @@ from __future__ import annotations
 import functools
 import platform
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 
@@ -36,6 +39,18 @@ def _latest(key: tuple[object, ...], pdf: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"clerk": [key[0]], "latest": [pdf.o_orderdate.max()]})
 
 
+def _revenue(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for pdf in frames:
+        price = pdf.l_extendedprice.astype(float) * (1 - pdf.l_discount.astype(float))
+        yield price.groupby(pdf.l_returnflag).sum().rename("revenue").rename_axis("flag").reset_index()
+
+
+def _scored(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        score = pc.divide(pc.cast(batch.column("o_totalprice"), pa.float64()), 1000.0)
+        yield pa.RecordBatch.from_arrays([batch.column("o_orderkey"), score], ["o_orderkey", "score"])
+
+
 def _pairs(key: tuple[object, ...], customers: pd.DataFrame, suppliers: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"nation": [key[0]], "customers": [len(customers)], "suppliers": [len(suppliers)]})
 
@@ -44,6 +59,7 @@ def _pairs(key: tuple[object, ...], customers: pd.DataFrame, suppliers: pd.DataF
 class Case:
     name: str
     job: Callable[[SparkSession], DataFrame]
+    defer: bool = True  # defer refuses a partition map
 
 
 CASES = (
@@ -53,6 +69,10 @@ CASES = (
         _latest, "clerk string, latest date")),
     Case("customers and suppliers per nation (cogroup, 25 keys)", lambda s: s.table("customer").groupBy("c_nationkey").cogroup(
         s.table("supplier").groupBy("s_nationkey")).applyInPandas(_pairs, "nation long, customers long, suppliers long")),
+    Case("revenue per flag per batch (mapInPandas over lineitem, 6 M rows)", lambda s: s.table("lineitem").select(
+        "l_returnflag", "l_extendedprice", "l_discount").mapInPandas(_revenue, "flag string, revenue double"), defer=False),
+    Case("orders scored row by row (mapInArrow, 1.5 M rows out)", lambda s: s.table("orders").select(
+        "o_orderkey", "o_totalprice").mapInArrow(_scored, "o_orderkey long, score double"), defer=False),
 )
 
 
@@ -63,7 +83,9 @@ def measure(spark: SparkSession, case: Case, runs: int) -> dict[str, object]:
     def defer() -> ember.Lineage:
         return ember.capture(case.job(spark), strategy="defer")
 
-    variants: dict[str, Callable[[], object]] = {"plain": lambda: case.job(spark).toArrow(), "inject": inject, "defer": defer}
+    variants: dict[str, Callable[[], object]] = {"plain": lambda: case.job(spark).toArrow(), "inject": inject}
+    if case.defer:
+        variants["defer"] = defer
     times: dict[str, list[float]] = {k: [] for k in variants}
     settle: list[float] = []
     for round_ in range(runs + 1):  # round 0 warms up
@@ -81,8 +103,8 @@ def measure(spark: SparkSession, case: Case, runs: int) -> dict[str, object]:
         "case": case.name,
         "plain": plain,
         "inject": statistics.median(times["inject"]) / plain - 1,
-        "defer": statistics.median(times["defer"]) / plain - 1,
-        "settle": statistics.median(settle),
+        "defer": statistics.median(times["defer"]) / plain - 1 if settle else None,
+        "settle": statistics.median(settle) if settle else None,
         "rids": rids,
         "trace": trace,
     }
@@ -97,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         with console.status(case.name):
             results.append(measure(spark, case, args.runs))
     lines = [
-        f"# Grouped maps: capture overhead at SF{args.scale:g}",
+        f"# Grouped and partition maps: capture overhead at SF{args.scale:g}",
         "",
         f"{date.today()}, {platform.node()}, {args.runs} alternating runs after a warm-up "
         f"(`python -m bench.grouped_map --scale {args.scale:g} --runs {args.runs}`).",
@@ -106,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['case']} | {r['plain']:.2f} | {r['inject']:+.0%} | {r['defer']:+.0%} | {r['settle']:.2f} | "
-        f"{r['rids']:,} | {float(r['trace']) * 1000:.1f} |"  # type: ignore[arg-type]
+        f"| {r['case']} | {r['plain']:.2f} | {r['inject']:+.0%} | "
+        + (f"{r['defer']:+.0%} | {r['settle']:.2f}" if r["defer"] is not None else "refused | ")
+        + f" | {r['rids']:,} | {float(r['trace']) * 1000:.1f} |"  # type: ignore[arg-type]
         for r in results
     ]
     write_markdown(args.out, "grouped_map.md", lines)
