@@ -119,6 +119,9 @@ class SideTable:
     # A group table: its aggregate's input as the job reads it, which another table's plan
     # may aggregate too (`local_sides.Inputs` reads it once for both).
     aggregated: ir.Node | None = None
+    # Its rows are reported by the job's own tasks (a partition map's wrapped function): `plan`
+    # only describes them.
+    reported: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,9 @@ class _Rewriter:
     # Rewriting the input of one DuckDB reads after the job: a rid costs DuckDB nothing, and
     # a scan named by key would cost turning the keys into rids afterwards.
     read_after: bool = False
+    # Whether a partition map's wrapped function may report the rids it reads (else its
+    # input is cached and listed by a side-table job).
+    reported: bool = True
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -208,10 +214,12 @@ class _Rewriter:
         local: bool = False,
         whole: bool = False,
         aggregated: ir.Node | None = None,
+        reported: bool = False,
     ) -> int:
         t = SideTable(
-            len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed, aggregated
-        )
+            len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed,
+            aggregated, reported,
+        )  # fmt: skip
         self.tables.append(t)
         return t.id
 
@@ -603,10 +611,13 @@ class _Rewriter:
         return ir.Project(job, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in job.output), *columns)), tuple(refs)
 
     def _PartitionMap(self, node: ir.PartitionMap) -> tuple[ir.Node, tuple[Slot, ...]]:
-        """A partition's rows are a side table keyed by the partition's number, which the job
-        hands the function as one more column (last) and the wrapped function appends to
-        the rows it makes. Both read the one cached input, so a number means the same rows
-        in both (a second run could cut partitions otherwise)."""
+        """A partition's rows are a side table keyed by a number naming the partition, which
+        the wrapped function appends to the rows it returns. Where the input's slots are
+        rids, the function gets them as more columns (last) and reports those of the rows
+        it read itself, keyed by a number it draws (`reported`: no second job). Else the
+        input is cached and the job hands the function its partition's number as one more
+        column; the side table lists the cached partitions by the same number (a second run
+        could cut partitions otherwise)."""
         (original,) = node.inputs
         read_after, self.read_after = self.read_after, False
         try:
@@ -615,20 +626,27 @@ class _Rewriter:
             self.read_after = read_after
         if not slots:
             return replace(node, inputs=(child,)), ()
-        cached = ir.Shared(child, key=next(self.ids))
-        side_key, in_key, out_key = (self.fresh("key", "int") for _ in range(3))
+        reported = (
+            self.reported
+            and self.bounded(child)  # its rids come back to the driver
+            and all(isinstance(s, RidSlot) and s.key_column is None for s in slots)
+        )
+        dtype = "bigint" if reported else "int"  # a drawn number, or Spark's partition id
+        side_key, out_key = self.fresh("key", dtype), self.fresh("key", dtype)
+        cached = child if reported else ir.Shared(child, key=next(self.ids))
         side = ir.Project(
             cached,
             columns=(ir.Named(ir.PartitionId(), side_key), *(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots))),
         )
-        tid = self.table(side, (side_key,), slots, "partition map partitions")
-        numbered = ir.Project(
-            cached,
-            columns=(*(ir.Named(ir.ColumnRef(a), a) for a in original.output), ir.Named(ir.PartitionId(), in_key)),
-        )
-        job = replace(node, inputs=(numbered,), attrs=(*node.attrs, out_key))
+        tid = self.table(side, (side_key,), slots, "partition map partitions", reported=reported)
+        if reported:
+            job = replace(node, inputs=(_keep(child, original.output + slot_attrs(slots)),), reports=tid)
+        else:
+            number = ir.Named(ir.PartitionId(), self.fresh("key", dtype))
+            job = replace(node, inputs=(ir.Project(cached, columns=(*_columns(original.output), number)),))
+        job = replace(job, attrs=(*node.attrs, out_key))
         present = self.fresh("present", "boolean")
-        columns = (*(ir.Named(ir.ColumnRef(a), a) for a in job.output), ir.Named(ir.Constant(True, present), present))
+        columns = (*_columns(job.output), ir.Named(ir.Constant(True, present), present))
         return ir.Project(job, columns=columns), (RefSlot(tid, (out_key,), present),)
 
     def _window_ref(
@@ -785,10 +803,14 @@ def _keeps_every_row(node: ir.Node) -> bool:
     return isinstance(node, ir.Project | ir.Union)
 
 
+def _columns(attrs: tuple[ir.Attr, ...]) -> tuple[ir.Named, ...]:
+    return tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs)
+
+
 def _keep(plan: ir.Node, attrs: tuple[ir.Attr, ...]) -> ir.Node:
     if plan.output == attrs:
         return plan
-    return ir.Project(plan, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in attrs))
+    return ir.Project(plan, columns=_columns(attrs))
 
 
 def annotate(
@@ -797,16 +819,19 @@ def annotate(
     inline_rids: int | None = None,
     keyed: frozenset[tuple[str, str]] = frozenset(),
     local: Callable[[ir.Node], bool] | None = None,
+    reported: bool = True,
 ) -> Annotated:
     """The capture rewrite of a whole plan. `keyed`: (source key, column) pairs known unique
     and never null in their source, which name a joined row without its rid. `local`:
-    whether DuckDB can read a subplan's rows after the job (None: nothing is read so)."""
+    whether DuckDB can read a subplan's rows after the job (None: nothing is read so).
+    `reported`: whether partition maps may report the rids they read (`_PartitionMap`)."""
     rw = _Rewriter(
         workload or Workload(),
         keyed,
         local=local,
         limited=_limited(plan),
         inline_rids=INLINE_RIDS if inline_rids is None else inline_rids,
+        reported=reported,
     )
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables))

@@ -118,7 +118,11 @@ def capture(
     inline = all(t.inline or t.local for t in annotated.tables)
     if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-        user, index = run_annotated(jvm, annotated, names, numbered, staging)
+        try:
+            user, index = run_annotated(jvm, annotated, names, numbered, staging)
+        except sides.Unreported:  # a partition map's task ended before its function did
+            annotated = _annotated(plan, workload, sources, bound, reported=False)
+            user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
             user, index, numbered.values(), "inject", outline(plan), groupings=groups, columns=column_lineage(plan)
@@ -256,10 +260,12 @@ def _deferred(
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 
-def _annotated(plan: ir.Node, workload: Workload, sources: dict[str, Source], bound: int | None) -> Annotated:
+def _annotated(
+    plan: ir.Node, workload: Workload, sources: dict[str, Source], bound: int | None, reported: bool = True
+) -> Annotated:
     """The capture rewrite with join keys checked and DuckDB's reach known."""
     local = functools.partial(local_sides.readable, sources=sources)
-    return annotate(plan, workload, inline_rids=bound, keyed=unique_keys(plan), local=local)
+    return annotate(plan, workload, inline_rids=bound, keyed=unique_keys(plan), local=local, reported=reported)
 
 
 def driver_rids(jvm: Jvm) -> int | None:

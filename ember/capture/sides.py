@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -167,6 +168,11 @@ def fetch(
     with ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
+            for t in wave:
+                if t.reported:
+                    data[t.id] = _reported(builder, t, wanted[t.id].distinct())
+                    _note(wanted, data[t.id], t.slots)
+            wave = [t for t in wave if not t.reported]
             runs = [
                 pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, inputs)))
                 for t in wave
@@ -226,6 +232,34 @@ def _job(
     if distributable(table, side.columns):
         return lambda: stage(side, table, builder.sources, scratch)
     return lambda: stage(side, table, builder.sources, scratch, keep=False).read()
+
+
+class Unreported(Exception):
+    """A partition map's output names a partition its wrapped function never reported: Spark
+    stopped reading that task's output early (a LIMIT, a join whose other side ran out), so
+    the task ended before the function did. The capture is run again over a cached input."""
+
+
+def _reported(builder: Builder, table: SideTable, keys: Keys) -> pa.Table:
+    """A partition map's side table from what its wrapped function reported: a row per rid
+    read, under the partition's number, in the column of its slot (the others null)."""
+    reports = builder.reports[table.id].value
+    numbers = np.array([key for key, *_ in reports], np.int64)
+    if keys is not None:
+        wanted = keys.toArrow() if isinstance(keys, DataFrame) else keys
+        named = wanted.column(0).to_numpy(zero_copy_only=False) if wanted.num_columns else np.zeros(0, np.int64)
+        if not np.isin(named, numbers).all():
+            raise Unreported(table.why)
+    names = [a.name for a in table.plan.output]
+    chunks = []
+    for key, column, starts, ends in reports:
+        lengths = ends - starts
+        rids = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+        nulls = pa.nulls(len(rids), pa.int64())
+        cells = [pa.array(rids) if j == column else nulls for j in range(len(names) - 1)]
+        chunks.append(pa.table([pa.array(np.full(len(rids), key, np.int64)), *cells], names=names))
+    empty = pa.table([pa.array([], pa.int64()) for _ in names], names=names)
+    return pa.concat_tables([empty, *chunks])
 
 
 def _note(wanted: dict[int, _Wanted], rows: pa.Table | Staged, slots: tuple[Slot, ...]) -> None:

@@ -13,16 +13,21 @@ import base64
 import inspect
 import itertools
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import Accumulator
+from pyspark.accumulators import AddingAccumulatorParam
 from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import IntegerType, StructType, _parse_datatype_json_string
+from pyspark.sql.types import StructType, _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 from pyspark.sql.window import Window as W
 
@@ -50,6 +55,8 @@ class Builder:
     # What an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`), on the cluster
     # when staged side tables hold them.
     keys: pa.Table | DataFrame | None = None
+    # Side table id → what a partition map's wrapped function reports to it (`_reporting`).
+    reports: dict[int, Accumulator[list[Any]]] = field(default_factory=dict)
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
@@ -184,24 +191,36 @@ class Builder:
         return self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
 
     def _PartitionMap(self, node: ir.PartitionMap) -> JObj:
-        """A partition map whose output gained its partition's number (`annotate`) is made
-        again over a wrapped function that reads the number off its input's last column and
-        appends it to the rows the user's function returns."""
+        """A partition map whose output gained a number naming each row's partition
+        (`annotate`) is made again over a wrapped function that appends the number to the
+        rows the user's function returns: a number read off its input's last column (a
+        cached input's partition id), or one it draws, when it reports the rids of the rows
+        it read (its input's last columns) to side table `node.reports`."""
         h = node.handle
         if len(node.attrs) == len(output_ids(h.output())):
             return self._same(node)
-        (numbered,) = node.inputs
-        child = self.build(numbered)
-        number, added = self.attr(numbered.output[-1]), node.attrs[-1]
+        (given,) = node.inputs
+        child = self.build(given)
         fn = h.functionExpr()
-        returned = StructType.fromJson(json.loads(fn.dataType().json())).add(added.name, IntegerType(), True)
+        own = list(iterate(fn.children()))
+        extra = [self.attr(a) for a in given.output[len(own) :]]
+        added = node.attrs[-1]
+        dtype = self.jvm.type(added.dtype)
+        returned = StructType.fromJson(json.loads(fn.dataType().json()))
+        returned.add(added.name, _parse_datatype_json_string(dtype.json()), True)
         func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
         pandas = str(h.nodeName()) == "MapInPandas"
-        append = _pandas_keys((added.name,)) if pandas else _arrow_keys((added.name,), [pa.int32()])
-        wrapped = _numbered(func, pandas, append)
+        width = pa.int64() if added.dtype == "bigint" else pa.int32()
+        append = _pandas_keys((added.name,)) if pandas else _arrow_keys((added.name,), [width])
+        if node.reports is None:
+            wrapped = _numbered(func, pandas, append)
+        else:
+            report: Accumulator[list[Any]] = self.jvm.spark.sparkContext.accumulator([], AddingAccumulatorParam([]))
+            self.reports[node.reports] = report
+            wrapped = _reporting(func, pandas, append, report, len(extra))
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
-        made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*iterate(fn.children()), number]]))
-        output = self.seq([*iterate(h.output()), self.jvm.attribute(added.name, number.dataType(), True, added.id)])
+        made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*own, *extra]]))
+        output = self.seq([*iterate(h.output()), self.jvm.attribute(added.name, dtype, True, added.id)])
         return self.logical(str(h.nodeName()))(made, output, child, h.isBarrier(), h.profile())
 
     def _Filter(self, node: ir.Filter) -> JObj:
@@ -465,6 +484,55 @@ def _numbered(
                 break
         for out in func(strip(b) for b in itertools.chain(seen, batches)):
             yield append(out, (key,))
+
+    return wrapped
+
+
+def _reporting(
+    func: Callable[[Iterator[Any]], Iterator[Any]],
+    pandas: bool,
+    append: Callable[[Any, tuple[Any, ...]], Any],
+    report: Accumulator[list[Any]],
+    carried: int,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """`func` over a partition's batches (pandas or Arrow), whose last `carried` columns
+    hold the rids of each row's lineage (null: none): `func` gets them without those,
+    `append` gives every batch it returns a number drawn for this call, and once it is done
+    the rids of its partition's rows go to `report` under that number, per column, as runs
+    of consecutive values `(key, column, starts, ends)` (a function that stops reading
+    early has its partition's rest read for it, as a cached input would list it). Spark merges a task's accumulator
+    updates only when it succeeds, and only when the function ran to its end: a number the
+    result names but `report` lacks tells that it did not (`sides`). Pickled by value."""
+
+    def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        unique = np.unique(values)
+        cut = np.flatnonzero(np.diff(unique) != 1) + 1
+        return unique[np.r_[0, cut]] if len(unique) else unique, (
+            unique[np.r_[cut - 1, len(unique) - 1]] + 1 if len(unique) else unique
+        )
+
+    def wrapped(batches: Iterator[Any]) -> Iterator[Any]:
+        key = secrets.randbits(62)  # forked Python workers share `random`'s state
+        read: list[list[np.ndarray]] = [[] for _ in range(carried)]
+
+        def stripped() -> Iterator[Any]:
+            for batch in batches:
+                width = batch.shape[1] if pandas else batch.num_columns
+                for j in range(carried):
+                    at = width - carried + j
+                    if pandas:
+                        read[j].append(batch.iloc[:, at].dropna().to_numpy(dtype=np.int64))
+                    else:
+                        read[j].append(pc.drop_null(batch.column(at)).to_numpy().astype(np.int64, copy=False))
+                yield batch.iloc[:, : width - carried] if pandas else batch.select(list(range(width - carried)))
+
+        feed = stripped()
+        for out in func(feed):
+            yield append(out, (key,))
+        for _ in feed:  # a function that stopped reading early still saw its partition
+            pass
+        empty = np.zeros(0, np.int64)
+        report.add([(key, j, *runs(np.concatenate(r) if r else empty)) for j, r in enumerate(read)])
 
     return wrapped
 

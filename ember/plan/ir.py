@@ -371,11 +371,14 @@ class GroupMap(Nary):
 class PartitionMap(GroupMap):
     """A grouped map whose groups are its input's partitions: a Python function over an
     iterator of a partition's batches, returning any rows (each row has the whole
-    partition). Its one input is cached by capture, so the job and the side table that
-    lists each partition's rows see the same partitions."""
+    partition). In capture, `reports` is the side table its wrapped function reports each
+    partition's rids to; without one, its input is cached and ends with each row's
+    partition number."""
 
     OPERATORS: ClassVar[str] = "partition map (`mapInPandas` / `mapInArrow`)"
     LINEAGE: ClassVar[str] = "every row of its input partition (the function may read them all)"
+
+    reports: int | None = None
 
 
 @dataclass(frozen=True)

@@ -218,15 +218,20 @@ def test_a_grouped_maps_groups_are_read_after_the_job_where_duckdb_can() -> None
 def test_a_partition_map_refers_to_its_partitions_by_the_number_its_function_hands_back() -> None:
     t = scan("t", A, B)
     mapped = ir.PartitionMap((t,), keys=((),), function=ref(A), attrs=(ir.Attr(9, "out", "int"),))
-    out = annotate(mapped, local=lambda _: True)
-    (slot,) = out.slots
-    (table,) = out.tables
-    assert isinstance(slot, RefSlot) and table.why == "partition map partitions" and not table.local
-    (job,) = [n for n in ir.walk(out.plan) if isinstance(n, ir.PartitionMap)]
-    assert job.attrs[0].name == "out" and job.attrs[1:] == slot.keys  # the wrapped function's number column
-    (numbered,) = job.inputs  # the input's own columns, then its partition's number
-    assert isinstance(numbered, ir.Project) and numbered.output[:2] == (A, B)
-    assert isinstance(numbered.columns[-1].expr, ir.PartitionId)
-    # the job and the side table read one cached input, so a number means the same rows in both
-    assert isinstance(numbered.child, ir.Shared) and table.plan.children == (numbered.child,)
-    assert isinstance(table.plan, ir.Project) and isinstance(table.plan.columns[0].expr, ir.PartitionId)
+    for reported in (True, False):
+        out = annotate(mapped, local=lambda _: True, reported=reported)
+        (slot,) = out.slots
+        (table,) = out.tables
+        assert isinstance(slot, RefSlot) and table.why == "partition map partitions" and not table.local
+        assert table.reported == reported
+        (job,) = [n for n in ir.walk(out.plan) if isinstance(n, ir.PartitionMap)]
+        assert job.attrs[0].name == "out" and job.attrs[1:] == slot.keys  # the wrapped function's number column
+        (given,) = job.inputs
+        assert given.output[:2] == (A, B)  # the input's own columns first
+        if reported:  # then its rids, which the function reports itself: no cache, no second job
+            assert job.reports == table.id and given.output[2:] == tuple(a for s in table.slots for a in s.attrs)
+            assert not any(isinstance(n, ir.Shared) for n in ir.walk(out.plan))
+        else:  # then its partition's number; the job and the side table read one cached input
+            assert job.reports is None and isinstance(given, ir.Project)
+            assert isinstance(given.columns[-1].expr, ir.PartitionId)
+            assert isinstance(given.child, ir.Shared) and table.plan.children == (given.child,)

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 import ember
+from ember.capture import sides
 from tests.oracle import rows as o
 
 A = [(1, "x"), (2, "y"), (2, "y"), (3, None)]
@@ -470,6 +471,55 @@ def test_partition_map_in_pandas_and_arrow(views: SparkSession) -> None:
             ember.capture(job, strategy="defer")
         with pytest.raises(ember.UnsupportedOperatorError, match=r"ember\.infer cannot trace a partition map"):
             ember.infer(job)
+
+    # A function that stops reading still saw its partition (the rest is read for it): the
+    # partitions are those the reporting function lists over the same repartition.
+    def first(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        yield next(frames, pd.DataFrame({"o": []}))[["o"]].head(1)
+
+    parts = {r.o: r.part for r in table.repartition(4, "g").mapInPandas(tagged, "o int, w long, part string").collect()}
+    views.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "2")  # a partition in several batches
+    try:
+        lin = ember.capture(table.repartition(4, "g").mapInPandas(first, "o int"))
+    finally:
+        views.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    expected = [((x,), frozenset().union(*(rows[int(y)] for y in parts[x].split(",")))) for (x,) in
+                o.value_rows(lin.output().drop_columns(["ember_oid"]))]
+    assert len(expected) == len({*parts.values()})
+    o.assert_same_lineage(lin, expected)
+
+
+def test_a_partition_map_whose_output_spark_stops_reading_is_captured_again_over_a_cached_input(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a LIMIT, Spark stops reading a task's output early, so the wrapped function
+    never ends and never reports the partition: capture notices and runs again over a
+    cached input, whose partitions a side-table job lists. `spark.range` cuts its rows
+    into equal, consecutive partitions: that is the oracle."""
+    unreported: list[str] = []
+    reported = sides._reported
+
+    def watched(*args: Any) -> pa.Table:
+        try:
+            return reported(*args)
+        except sides.Unreported:
+            unreported.append("x")
+            raise
+
+    monkeypatch.setattr(sides, "_reported", watched)
+
+    def chunks(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for pdf in frames:
+            for i in range(0, len(pdf), 50):
+                yield pdf.iloc[i : i + 50]
+
+    n = 40_000
+    job = spark.range(0, n, numPartitions=2).mapInPandas(chunks, "id long").limit(3)
+    lin = ember.capture(job)
+    assert unreported and lin.output().column("id").to_pylist() == [0, 1, 2]
+    assert lin.backward(oids=[1]).ids("range").tolist() == list(range(n // 2))
+    assert lin.forward("range", ids=[n // 2 - 1]).ids().tolist() == [0, 1, 2]
+    assert lin.forward("range", ids=[n // 2]).ids().tolist() == []
 
 
 def test_cogrouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
