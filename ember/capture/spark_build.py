@@ -215,8 +215,9 @@ class Builder:
         if node.reports is None:
             wrapped = _numbered(func, pandas, append)
         else:
-            report: Accumulator[list[Any]] = self.jvm.spark.sparkContext.accumulator([], AddingAccumulatorParam([]))
-            self.reports[node.reports] = report
+            if node.reports not in self.reports:  # one for every job that runs the map (side tables too)
+                self.reports[node.reports] = self.jvm.spark.sparkContext.accumulator([], AddingAccumulatorParam([]))
+            report = self.reports[node.reports]
             wrapped = _reporting(func, pandas, append, report, len(extra))
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
         made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*own, *extra]]))
