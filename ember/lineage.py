@@ -24,6 +24,7 @@ from ember.query.distributed import SparkTrace
 from ember.query.grouped import Grouping
 from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
+from ember.store.columns import sorted_unique
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
 from ember.store.kept import KEEP_SHARE, rows_to_keep
@@ -322,7 +323,7 @@ def choose(table: pa.Table, what: str, ids: Iterable[int] | None, where: str | N
 
 
 def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:
-    arr = np.unique(np.asarray(list(ids) if ids is not None else [], dtype=np.int64))
+    arr = sorted_unique([np.asarray(list(ids) if ids is not None else [], dtype=np.int64)])
     bad = arr[(arr < 0) | (arr >= bound)]
     if bad.size:
         raise IdOutOfRangeError(f"{what} out of range: {bad[:5].tolist()} (valid: 0 to {bound - 1})")
@@ -344,7 +345,7 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
             raise InvalidPredicateError(f"where={where!r} does not fit the columns of the {what}: {e}") from None
         except duckdb.Error as e:
             raise InvalidPredicateError(f"where={where!r} failed on the {what}: {e}") from None
-        return np.unique(res[column].astype(np.int64))
+        return sorted_unique([res[column].astype(np.int64)])
     finally:
         con.close()
 
@@ -360,4 +361,4 @@ def _select_text(source: Source, where: str) -> np.ndarray:
         rows = df.filter(where).select(RID).toArrow()
     except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
         raise InvalidPredicateError(f"where={where!r} failed on source {source.name!r}: {e}") from None
-    return np.unique(rows.column(RID).to_numpy().astype(np.int64))
+    return sorted_unique([rows.column(RID).to_numpy().astype(np.int64)])

@@ -13,6 +13,7 @@ from ember import duck
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
 from ember.plan.duck_sql import parquet_file, partition_columns, quoted, quoted_text
 from ember.plan.sources import COUNTED, Source, SourceFile, file_facts, local_path
+from ember.store.columns import sorted_unique
 
 RID = "ember_rid"
 FEW_ROWS = 20_000  # up to this many rows of a file are fetched by row number, page by page
@@ -141,7 +142,7 @@ def _row_groups(path: Path, rows: np.ndarray) -> pa.Table:
     pf = pq.ParquetFile(path)
     bounds = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
     group_of = np.searchsorted(bounds, rows, side="right") - 1
-    groups = np.unique(group_of)
+    groups = sorted_unique([group_of])
     data = _unviewed(pf.read_row_groups([int(g) for g in groups]))
     before = np.concatenate(([0], np.cumsum([pf.metadata.row_group(int(g)).num_rows for g in groups])))
     positions = before[np.searchsorted(groups, group_of)] + (rows - bounds[group_of])

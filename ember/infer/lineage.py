@@ -28,6 +28,7 @@ from ember.plan.jvm import Jvm
 from ember.plan.sources import SAVED, Source
 from ember.query.html import render
 from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
+from ember.store.columns import sorted_unique
 from ember.store.index import LineageIndex
 
 FORWARD_BY_BACKWARD = 16  # up to this many candidate output rows, a forward trace traces each back in-process
@@ -129,7 +130,7 @@ class InferredLineage:
         out, index, _ = self._rerun(rows)
         reached = index.forward(src.key, rids)
         _, hit = matches(out.take(pa.array(reached, type=pa.int64())), rows)
-        return ForwardTrace(self._output, np.unique(candidates[hit]))
+        return ForwardTrace(self._output, sorted_unique([candidates[hit]]))
 
     def _in_process(self, rows: pa.Table) -> dict[str, np.ndarray] | None:
         """The exact lineage of `rows` by the paths that start no re-run, or None."""
@@ -186,9 +187,9 @@ class InferredLineage:
         names = [a.name for a in plan.output]
         out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key, small=True)
         found, seen = matches(out, rows)
-        if np.unique(seen).size != rows.num_rows:
+        if sorted_unique([seen]).size != rows.num_rows:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
-        return out, index, np.unique(found)
+        return out, index, sorted_unique([found])
 
     def _through(self, segment: Segment, rows: pa.Table) -> dict[str, np.ndarray] | None:
         """The exact lineage of `rows` of a piece of the plan: its predicates pick the rows of
@@ -299,7 +300,7 @@ class InferredLineage:
             picked = df.filter(df[spark.RID].isin(rids.tolist()))
             table = picked.select(*[c.alias(f"a{a}") for a, c in cols.items()]).toArrow()
             hits.append(_pinned(self._user, sp, table))
-        return np.unique(np.concatenate(hits)) if hits else np.empty(0, np.int64)
+        return sorted_unique(hits)
 
     def _repr_html_(self) -> str:
         counts = [(n, s.rows) for n, s in sorted(self._named.items())]

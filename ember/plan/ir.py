@@ -97,8 +97,9 @@ class Collected:
 
 @dataclass(frozen=True)
 class PartitionId:
-    """An ember-made column: the index of the Spark partition the row is in where it is
-    computed (a partition map's group)."""
+    """An ember-made column: a number naming the Spark partition the row is in, a partition
+    map's group (Spark's partition id where it is computed; a partition map's reporting
+    wrapper draws one of its own, `capture.spark_build._reporting`)."""
 
 
 AnyExpr = Expr | ColumnRef | Constant | FrameCount | Collected | PartitionId

@@ -27,7 +27,7 @@ from ember.errors import EmberError
 from ember.fetch.rows import RID
 from ember.plan.sources import Source
 from ember.query.trace import OID, source_by_name
-from ember.store.columns import IntColumn, isin_sorted
+from ember.store.columns import IntColumn, isin_sorted, sorted_unique
 from ember.store.files import ROW_GROUP, filesystem, open_column, read_manifest
 
 ROW = "row"
@@ -87,7 +87,7 @@ def backward(spark: SparkSession, store: str, sources: Mapping[str, Source], oid
 def forward(spark: SparkSession, store: str, source: Source, rids: np.ndarray) -> DataFrame:
     """`ember_oid`s of the output rows reached by `rids` of `source`, as a DataFrame."""
     walk = _Walk(spark, store)
-    traced = np.unique(np.asarray(rids, dtype=np.int64))
+    traced = sorted_unique([np.asarray(rids, dtype=np.int64)])
     marks: list[Marks | None] = []
     for level in walk.manifest["levels"]:
         hit = walk.marked(level, source.key, traced, marks)

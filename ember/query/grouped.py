@@ -26,8 +26,8 @@ from ember.fetch.rows import RID, read_rows, source_relation
 from ember.plan.sources import Source
 from ember.query.consume import LINEAGE, as_lineage, item, parse, scalar, source_name
 from ember.query.trace import OID
-from ember.store.columns import IntColumn, Plain, encode, expand_ranges
-from ember.store.index import LineageIndex, sorted_unique
+from ember.store.columns import IntColumn, Plain, encode, expand_ranges, sorted_unique
+from ember.store.index import LineageIndex
 
 if TYPE_CHECKING:
     from ember.lineage import Lineage
@@ -165,7 +165,7 @@ def _register_rows(
     try:
         relation: pa.Table | str = source_relation(source)
     except InvalidPredicateError:  # counted sources (CSV, JSON, XML, text, ORC, binary): Spark reads them
-        relation = read_rows(source, np.unique(rids))
+        relation = read_rows(source, sorted_unique([rids]))
     if isinstance(relation, str):
         con.execute(f"CREATE TEMP VIEW __ember_source AS SELECT * FROM ({relation}){' LIMIT 0' if probe else ''}")
     else:

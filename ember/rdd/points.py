@@ -35,6 +35,7 @@ from pyspark import RDD, StorageLevel
 
 from ember.errors import EmberError
 from ember.rdd.debug import SET_PARAM
+from ember.store.columns import sorted_unique
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext
@@ -77,7 +78,7 @@ class Table(NamedTuple):
             return set()
         if self.parents.dtype == np.uint32:
             return {self.base >> SHIFT, (self.base + int(self.parents.max())) >> SHIFT}
-        return set(np.unique(self.parents >> SHIFT).tolist())
+        return set(sorted_unique([(self.parents >> SHIFT).astype(np.int64)]).tolist())
 
 
 class Shared(NamedTuple):
@@ -113,7 +114,7 @@ def encode_table(table_rows: Sequence[Row] | Shared) -> Table:
 def lookup(table: Table, ns: Iterable[int]) -> NDArray[np.int64]:
     """The parent ids of rows `ns` of one partition's table."""
     offsets = table.offsets
-    rows = np.unique(np.fromiter(ns, np.int64))
+    rows = sorted_unique([np.fromiter(ns, np.int64)])
     if table.shared:
         rows = np.zeros(min(len(rows), 1), np.int64)
     starts, ends = offsets[rows], offsets[rows + 1]
@@ -132,7 +133,7 @@ def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
     hits = np.flatnonzero(np.isin(named, parents))
     if table.shared:
         return np.arange(table.rows if len(hits) else 0, dtype=np.int64)
-    return np.unique(np.searchsorted(table.offsets, hits, side="right") - 1)
+    return sorted_unique([np.searchsorted(table.offsets, hits, side="right") - 1])
 
 
 FILE_RECORDS = 100_000  # a partition with at most this many records also files them

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ember import duck
 from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable, Slot
 from ember.plan.ir import Attr
-from ember.store.columns import IntColumn, Plain, encode, expand_ranges
+from ember.store.columns import IntColumn, Plain, encode, expand_ranges, sorted_unique
 from ember.store.parts import Parts
 
 
@@ -143,16 +143,6 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s, e = start[order], np.maximum.accumulate(end[order])
     breaks = s[1:] > e[:-1]
     return s[np.concatenate(([True], breaks))], e[np.concatenate((breaks, [True]))]
-
-
-def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
-    """Sorted distinct values; cheap when the chunks arrive sorted (one group's rids do)."""
-    values = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
-    if values.size > 1 and not bool(np.all(values[1:] >= values[:-1])):
-        values = np.sort(values)
-    if values.size > 1:
-        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
-    return values
 
 
 def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]) -> np.ndarray:

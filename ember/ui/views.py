@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ember.errors import EmberError
 from ember.lineage import Lineage
+from ember.store.columns import sorted_unique
 
 # Spark names an unaliased aggregate after its call ("count(1)"); aliases such as
 # "n" or "sum_qty" are the usual ones for the rest.
@@ -224,7 +225,7 @@ def _weights(view: View, size: int) -> np.ndarray:
 
 
 def _groups(view: View, oids: Sequence[int]) -> np.ndarray:
-    chosen = np.unique(np.asarray(list(oids), dtype=np.int64))
+    chosen = sorted_unique([np.asarray(list(oids), dtype=np.int64)])
     if chosen.size and (chosen[0] < 0 or chosen[-1] >= view.groups):
         raise EmberError(f"view {view.id!r} has groups 0 to {view.groups - 1}, not {chosen.tolist()[:5]}")
     return chosen
