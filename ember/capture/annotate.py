@@ -633,17 +633,14 @@ class _Rewriter:
         )
         dtype = "bigint" if reported else "int"  # a drawn number, or Spark's partition id
         side_key, out_key = self.fresh("key", dtype), self.fresh("key", dtype)
-        cached = child if reported else ir.Shared(child, key=next(self.ids))
-        side = ir.Project(
-            cached,
-            columns=(ir.Named(ir.PartitionId(), side_key), *(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots))),
-        )
+        read = child if reported else ir.Shared(child, key=next(self.ids))  # what the side table lists
+        side = ir.Project(read, columns=(ir.Named(ir.PartitionId(), side_key), *_columns(slot_attrs(slots))))
         tid = self.table(side, (side_key,), slots, "partition map partitions", reported=reported)
         if reported:
             job = replace(node, inputs=(_keep(child, original.output + slot_attrs(slots)),), reports=tid)
         else:
             number = ir.Named(ir.PartitionId(), self.fresh("key", dtype))
-            job = replace(node, inputs=(ir.Project(cached, columns=(*_columns(original.output), number)),))
+            job = replace(node, inputs=(ir.Project(read, columns=(*_columns(original.output), number)),))
         job = replace(job, attrs=(*node.attrs, out_key))
         present = self.fresh("present", "boolean")
         columns = (*_columns(job.output), ir.Named(ir.Constant(True, present), present))

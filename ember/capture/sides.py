@@ -35,6 +35,7 @@ from ember.capture import local_sides
 from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot
 from ember.capture.spark_build import Builder
 from ember.plan import ir
+from ember.store.columns import expand_ranges
 from ember.store.index import SideRows, holders, inline_rows
 from ember.store.spark_index import Scratch, Staged, distributable, stage
 
@@ -253,8 +254,7 @@ def _reported(builder: Builder, table: SideTable, keys: Keys) -> pa.Table:
     names = [a.name for a in table.plan.output]
     chunks = []
     for key, column, starts, ends in reports:
-        lengths = ends - starts
-        rids = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+        rids = expand_ranges(starts, ends)
         nulls = pa.nulls(len(rids), pa.int64())
         cells = [pa.array(rids) if j == column else nulls for j in range(len(names) - 1)]
         chunks.append(pa.table([pa.array(np.full(len(rids), key, np.int64)), *cells], names=names))
