@@ -272,7 +272,7 @@ class _Rewriter:
         want = output + slot_attrs(slots)
         if new.output == want:
             return new
-        return ir.Project(new, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in want))
+        return ir.Project(new, columns=_columns(want))
 
     def _with_subqueries(
         self, node: ir.Node, new: ir.Node, slots: tuple[Slot, ...]
@@ -297,7 +297,7 @@ class _Rewriter:
                 continue
             tid = self.table(_keep(plan, slot_attrs(sub_slots)), (), sub_slots, "scalar subquery")
             extra.append(RefSlot(tid, (), self.fresh("present", "boolean")))
-        columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(
+        columns = _columns(new.output) + tuple(
             ir.Named(ir.Constant(True, s.present), s.present) for s in extra if isinstance(s, RefSlot)
         )
         return ir.Project(new, columns=columns), (*slots, *extra)
@@ -319,7 +319,7 @@ class _Rewriter:
 
     def _Project(self, node: ir.Project) -> tuple[ir.Node, tuple[Slot, ...]]:
         child, slots = self.rewrite(node.child)
-        keep = tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots))
+        keep = _columns(slot_attrs(slots))
         return replace(node, child=child, columns=node.columns + keep), slots
 
     def _Generate(self, node: ir.Generate) -> tuple[ir.Node, tuple[Slot, ...]]:
@@ -358,7 +358,7 @@ class _Rewriter:
         new, slots = self._joined(node)
         if not found:
             return new, slots
-        columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in new.output) + tuple(c for _, c in found)
+        columns = _columns(new.output) + tuple(c for _, c in found)
         return ir.Project(new, columns=columns), (*slots, *(s for s, _ in found))
 
     def _keyed(self, join: ir.Join, left: bool) -> tuple[RidSlot, ir.Named] | None:
@@ -403,7 +403,7 @@ class _Rewriter:
         side = ir.Project(
             joined,
             columns=tuple(ir.Named(ir.ColumnRef(a), k) for a, k in zip(probe, keys, strict=True))
-            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(rslots)),
+            + _columns(slot_attrs(rslots)),
         )
         tid = self.table(side, keys, rslots, f"{node.kind} join witnesses")
         # The row's own copies of its probe values are the ref's keys.
@@ -412,7 +412,7 @@ class _Rewriter:
         semi = replace(node, left=left, right=self.job_input(node.right, right))
         marked = ir.Project(
             semi,
-            columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
+            columns=_columns(semi.output)
             + tuple(ir.Named(ir.ColumnRef(a), k) for a, k in zip(probe, probe_keys, strict=True))
             + (ir.Named(ir.Constant(True, present), present),),
         )
@@ -493,7 +493,7 @@ class _Rewriter:
         side = ir.Project(
             side_child,
             columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
-            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+            + _columns(slot_attrs(slots)),
         )
         job_child = self.job_input(node.child, side_child)
         tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole, aggregated=job_child)
@@ -521,7 +521,7 @@ class _Rewriter:
         offset = 0
         for i, ((plan, _), slots) in enumerate(zip(rewritten, per_child, strict=True)):
             own = slot_attrs(slots)
-            cols = [ir.Named(ir.ColumnRef(a), a) for a in node.inputs[i].output]
+            cols = list(_columns(node.inputs[i].output))
             for j, a in enumerate(all_attrs):
                 if offset <= j < offset + len(own):
                     src = own[j - offset]
@@ -558,11 +558,11 @@ class _Rewriter:
             window,
             columns=tuple(ir.Named(p, k) for p, k in zip(node.partition, side_keys, strict=True))
             + ((ir.Named(ir.ColumnRef(pos), pos),) if partial else ())
-            + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+            + _columns(slot_attrs(slots)),
         )
         tid = self.table(side, side_keys, slots, "window partitions", (pos,) if partial else ())
         refs: list[RefSlot] = []
-        columns = [ir.Named(ir.ColumnRef(a), a) for a in window.output]
+        columns = list(_columns(window.output))
         if any(f.partition_wide for f in frames):
             refs.append(self._window_ref(tid, node.partition, columns, None))
         refs += [self._window_ref(tid, node.partition, columns, bounds[f]) for f in partial]
@@ -597,7 +597,7 @@ class _Rewriter:
             side = ir.Project(
                 side_child,
                 columns=tuple(ir.Named(ir.ColumnRef(k), a) for k, a in zip(keys, side_keys, strict=True))
-                + tuple(ir.Named(ir.ColumnRef(a), a) for a in slot_attrs(slots)),
+                + _columns(slot_attrs(slots)),
             )
             tid = self.table(side, side_keys, slots, "grouped map groups", local=after)
             # The function gets every column of its input: a cached input's slots are cut off.
@@ -608,7 +608,7 @@ class _Rewriter:
             columns.append(ir.Named(ir.Constant(True, present), present))
             refs.append(RefSlot(tid, ref_keys, present))
         job = replace(node, inputs=tuple(inputs), attrs=node.attrs + out_keys)
-        return ir.Project(job, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in job.output), *columns)), tuple(refs)
+        return ir.Project(job, columns=(*_columns(job.output), *columns)), tuple(refs)
 
     def _PartitionMap(self, node: ir.PartitionMap) -> tuple[ir.Node, tuple[Slot, ...]]:
         """A partition's rows are a side table keyed by a number naming the partition, which
@@ -670,7 +670,7 @@ class _Witness:
     probe: ir.Attr  # the left column the join equates with the witness's unique column
 
     def marked(self, semi: ir.Join) -> ir.Node:
-        columns = tuple(ir.Named(ir.ColumnRef(a), a) for a in semi.output)
+        columns = _columns(semi.output)
         return ir.Project(semi, columns=(*columns, ir.Named(ir.ColumnRef(self.probe), self.slot.attr)))
 
 

@@ -509,7 +509,8 @@ def repeatable(plan: Node) -> bool:
 
 def order_bound(plan: Node) -> bool:
     """Whether some value depends on the order rows arrive in, which a shuffle leaves to
-    chance: a grouped map's function sees its group in that order, a row sequence
+    chance: a grouped map's function sees its group in that order (a partition map's, its
+    partition, which a second run may also cut otherwise), a row sequence
     numbers rows in it."""
     return any(isinstance(n, GroupMap) or (isinstance(n, Passthrough) and n.kind == SEQUENCE) for n in walk(plan))
 
