@@ -405,18 +405,27 @@ class TrackedRDD:
         return self._moved(self.data.zipWithUniqueId().map(_numbered))
 
     def subtractByKey(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        """An anti join: a record kept keeps its own id (no record of `other` made it)."""
-        theirs = other.rdd().map(lambda kv: (kv[0], None))
-        return self._moved(self.data.map(_keyed).subtractByKey(theirs, numPartitions).values())
+        return self._anti(other, _first_of, numPartitions)
 
     def subtract(self, other: TrackedRDD, numPartitions: int | None = None) -> TrackedRDD:
-        theirs = other.rdd().map(_with_none)
-        mine = self.data.map(lambda rr: (rr[0], rr))
-        return self._moved(mine.subtractByKey(theirs, numPartitions).values())
+        return self._anti(other, _same, numPartitions)
+
+    def _anti(self, other: TrackedRDD, key: Callable[[Any], Any], partitions: int | None) -> TrackedRDD:
+        """An anti join on `key` of each record: a record kept keeps its own id (no record of
+        `other` made it)."""
+        theirs = other.rdd().map(lambda x: (key(x), None))
+        mine = self.data.map(lambda rr: (key(rr[0]), rr))
+        return self._moved(mine.subtractByKey(theirs, partitions).values())
+
+    def _settled(self) -> RDD[Any]:
+        """The (record, id) pairs, from which transformations of this RDD now start (to be
+        persisted or checkpointed)."""
+        self.source, self.steps = self.data, ()
+        return self.data
 
     def persist(self, storageLevel: StorageLevel = StorageLevel.MEMORY_ONLY) -> TrackedRDD:
         """Persists the (record, id) pairs; transformations of this RDD start from them."""
-        self.source, self.steps = self.data.persist(storageLevel), ()
+        self._settled().persist(storageLevel)
         return self
 
     def cache(self) -> TrackedRDD:
@@ -427,12 +436,10 @@ class TrackedRDD:
         return self
 
     def checkpoint(self) -> None:
-        self.source, self.steps = self.data, ()
-        self.data.checkpoint()
+        self._settled().checkpoint()
 
     def localCheckpoint(self) -> None:
-        self.source, self.steps = self.data, ()
-        self.data.localCheckpoint()
+        self._settled().localCheckpoint()
 
     def setName(self, name: str) -> TrackedRDD:
         self.data.setName(name)
