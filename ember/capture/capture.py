@@ -99,7 +99,7 @@ def capture(
     # in its background capture, off the user's path.
     varies = strategy != "inject" and (ir.varies(plan) or reads_clock(jvm, df))
     if strategy == "defer":
-        if any(isinstance(n, ir.PartitionMap) for n in ir.walk(plan)):
+        if any(isinstance(n, ir.PartitionMap) for n in ir.walk_all(plan)):
             raise EmberError(
                 "defer runs the plan again for its lineage, and a partition map (mapInPandas / mapInArrow) gives "
                 "each row its partition, which a second run may cut otherwise; capture it with strategy='inject' "

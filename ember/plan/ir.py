@@ -512,7 +512,7 @@ def order_bound(plan: Node) -> bool:
     chance: a grouped map's function sees its group in that order (a partition map's, its
     partition, which a second run may also cut otherwise), a row sequence
     numbers rows in it."""
-    return any(isinstance(n, GroupMap) or (isinstance(n, Passthrough) and n.kind == SEQUENCE) for n in walk(plan))
+    return any(isinstance(n, GroupMap) or (isinstance(n, Passthrough) and n.kind == SEQUENCE) for n in walk_all(plan))
 
 
 def varies(plan: Node) -> bool:
@@ -530,6 +530,11 @@ def walk(node: Node) -> list[Node]:
     for child in node.children:
         out.extend(walk(child))
     return out
+
+
+def walk_all(node: Node) -> list[Node]:
+    """All nodes of a plan and of the subqueries its expressions run."""
+    return [n for m in walk(node) for n in (m, *(s for e in m.expressions() for q in e.subqueries for s in walk_all(q)))]
 
 
 def outline(node: Node) -> str:

@@ -472,6 +472,13 @@ def test_partition_map_in_pandas_and_arrow(views: SparkSession) -> None:
         with pytest.raises(ember.UnsupportedOperatorError, match=r"ember\.infer cannot trace a partition map"):
             ember.infer(job)
 
+    # inside a scalar subquery too: a second run could cut its partitions otherwise
+    table.repartition(2, "g").mapInPandas(tagged, "o int, w long, part string").createOrReplaceTempView("mapped")
+    nested = views.sql("SELECT o FROM pm WHERE o < (SELECT max(o) - 3 FROM mapped)")
+    with pytest.raises(ember.EmberError, match="strategy='inject'"):
+        ember.capture(nested, strategy="defer")
+    assert ember.capture(nested).mode == "inject"
+
     # A function that stops reading still saw its partition (the rest is read for it): the
     # partitions are those the reporting function lists over the same repartition.
     def first(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
