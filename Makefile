@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 SF ?= 0.01
 DATA := data/tpch/sf$(SF)
+TPCDS_SF ?= 0.01
+TPCDS := data/tpcds/sf$(TPCDS_SF)
+TPCDS_GEN := $(VENV)/tpcds
 
-.PHONY: demo test lint setup data check-java clean chromium ui
+.PHONY: demo test lint setup data tpcds check-java clean chromium ui
 
 check-java:
 	@scripts/check_java.sh
@@ -23,6 +26,18 @@ $(DATA)/lineitem.parquet: | $(BIN)/.stamp
 
 data: $(DATA)/lineitem.parquet
 
+# TPC-DS comes from DuckDB's tpcds extension, which PyPI ships only for DuckDB 1.5.5:
+# the generator gets a virtualenv of its own beside ember's (which has a newer DuckDB).
+$(TPCDS_GEN)/.stamp: | $(BIN)/.stamp
+	$(PYTHON) -m venv $(TPCDS_GEN)
+	$(TPCDS_GEN)/bin/pip install -q duckdb==1.5.5 duckdb-extension-tpcds==1.5.5 duckdb-extensions==1.5.5
+	@touch $@
+
+$(TPCDS)/queries: | $(TPCDS_GEN)/.stamp
+	$(TPCDS_GEN)/bin/python scripts/tpcds_generate.py $(TPCDS_SF) $(TPCDS)
+
+tpcds: $(TPCDS)/queries
+
 demo: setup data
 	$(BIN)/python -m ember.demo --scale $(SF) --data $(DATA)
 
@@ -30,8 +45,8 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup data lint chromium
-	EMBER_TPCH=$(abspath $(DATA)) $(BIN)/python -m pytest -q
+test: setup data tpcds lint chromium
+	EMBER_TPCH=$(abspath $(DATA)) EMBER_TPCDS=$(abspath $(TPCDS)) $(BIN)/python -m pytest -q
 
 # The web page's browser tests drive Debian's Chromium (a test tool's own browser download
 # cannot work here): installed with apt-get, as root, only when it is missing.
