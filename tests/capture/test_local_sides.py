@@ -187,20 +187,26 @@ def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, ans
     assert answered.count("aggregate groups") == 2
 
 
-def test_wanted_groups_are_matched_on_the_keys_that_fix_the_others(
-    views: SparkSession, answered: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # `okey` is unique and never null in `ls_orders` (a join column, so capture checked):
-    # it fixes the order's `prio` and `total`, which the groups' read then does not compare.
-    queries: list[str] = []
+@pytest.fixture
+def queries(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The SQL of each side table DuckDB was asked for ("" where none was made)."""
+    found: list[str] = []
     text = local_sides._Query.text
 
     def kept(self: local_sides._Query, table: local_sides.SideTable, wanted: pa.Table | None) -> str | None:
         made = text(self, table, wanted)
-        queries.append(made or "")
+        found.append(made or "")
         return made
 
     monkeypatch.setattr(local_sides._Query, "text", kept)
+    yield found
+
+
+def test_wanted_groups_are_matched_on_the_keys_that_fix_the_others(
+    views: SparkSession, answered: list[str], queries: list[str]
+) -> None:
+    # `okey` is unique and never null in `ls_orders` (a join column, so capture checked):
+    # it fixes the order's `prio` and `total`, which the groups' read then does not compare.
     df = views.sql(
         "SELECT r.okey, r.prio, r.total, sum(i.qty) AS q FROM ls_orders r JOIN ls_items i ON r.okey = i.okey"
         " GROUP BY r.okey, r.prio, r.total ORDER BY q DESC, r.okey LIMIT 2"
@@ -219,6 +225,35 @@ def test_wanted_groups_are_matched_on_every_key_no_other_fixes(views: SparkSessi
     groups = o.group(items(), lambda v: (v[1], v[3]), lambda vs: (sum(v[2] for v in vs),))
     check(df, top(groups, 3))
     assert answered.count("aggregate groups") == 2
+
+
+def test_wanted_groups_keyed_in_two_scans_are_joined_to_one_first(
+    views: SparkSession, answered: list[str], queries: list[str]
+) -> None:
+    # The keys come from both scans: the items' (`ikey`, more distinct among the wanted
+    # groups) are compared alone, the order's `prio` together with one of them.
+    df = views.sql(
+        "SELECT i.ikey, r.prio, sum(i.qty) AS q FROM ls_orders r JOIN ls_items i ON r.okey = i.okey"
+        " GROUP BY i.ikey, r.prio ORDER BY q DESC, i.ikey LIMIT 3"
+    )
+    joined = o.join(orders(), items(), lambda r, i: r[0] == i[1])
+    check(df, top(o.group(joined, lambda v: (v[3], v[2]), lambda vs: (sum(v[5] for v in vs),)), 3))
+    assert answered.count("aggregate groups") == 2
+    reads = [q for q in queries if "wanted w" in q]
+    assert reads and all("coalesce(w.k0 " in q and "AND w.k1 " in q for q in reads)
+
+
+def test_anchored_compares_the_most_distinct_scans_keys_alone() -> None:
+    compared = {0: 'w.k0 = (s0."a")', 1: 'w.k1 IS NOT DISTINCT FROM (s2."b")', 2: 'w.k2 = (s0."c" + s2."d")'}
+    few_years = pa.table({"k0": [1, 2, 3], "k1": [7, 7, 7], "k2": [0, 0, 1]})
+    assert local_sides._anchored(compared, few_years) == [
+        'w.k0 = (s0."a")',
+        'coalesce(w.k0 = (s0."a") AND w.k1 IS NOT DISTINCT FROM (s2."b") AND w.k2 = (s0."c" + s2."d"), FALSE)',
+    ]
+    many_years = pa.table({"k0": [1, 1, 1], "k1": [7, 8, None], "k2": [0, 0, 1]})
+    assert local_sides._anchored(compared, many_years)[0] == 'w.k1 IS NOT DISTINCT FROM (s2."b")'
+    one_scan = {0: 'w.k0 = (s0."a")', 1: 'w.k1 = (s0."b")'}
+    assert local_sides._anchored(one_scan, few_years) == list(one_scan.values())
 
 
 def test_wanted_groups_keep_a_null_key(views: SparkSession, answered: list[str]) -> None:
