@@ -243,6 +243,19 @@ def test_wanted_groups_keyed_in_two_scans_are_joined_to_one_first(
     assert reads and all("coalesce(w.k0 " in q and "AND w.k1 " in q for q in reads)
 
 
+def test_groups_of_a_rollup_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
+    # ROLLUP's expand repeats each row per grouping set (a null key rolled up): DuckDB reads
+    # it as a UNION ALL, matching the wanted groups null-safely, the grouping id among the keys.
+    df = views.sql(
+        "SELECT flag, okey, sum(qty) AS q FROM ls_items GROUP BY ROLLUP(flag, okey) ORDER BY q DESC, flag, okey LIMIT 4"
+    )
+    sets = [lambda v: (v[3], v[1]), lambda v: (v[3], None), lambda v: (None, None)]
+    groups = [g for key in sets for g in o.group(items(), key, lambda vs: (sum(v[2] for v in vs),))]
+    by = sorted(groups, key=lambda g: (-g[0][2], g[0][0] is not None, g[0][0] or "", g[0][1] is not None, g[0][1] or 0))
+    check(df, by[:4])
+    assert answered.count("aggregate groups") == 2
+
+
 def test_anchored_compares_the_most_distinct_scans_keys_alone() -> None:
     compared = {0: 'w.k0 = (s0."a")', 1: 'w.k1 IS NOT DISTINCT FROM (s2."b")', 2: 'w.k2 = (s0."c" + s2."d")'}
     few_years = pa.table({"k0": [1, 2, 3], "k1": [7, 7, 7], "k2": [0, 0, 1]})
