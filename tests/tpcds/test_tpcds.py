@@ -36,11 +36,19 @@ FORWARD = 3  # rids per source traced forward from each replayed row's lineage
 
 
 @pytest.fixture(scope="module")
-def tpcds_dir(spark: SparkSession) -> Path:
+def tpcds_dir() -> Path:
     path = Path(os.environ.get("EMBER_TPCDS", ROOT / "data" / "tpcds" / f"sf{SCALE}"))
     tpcds.ensure_data(path, SCALE)
-    tpcds.register(spark, path)
     return path
+
+
+@pytest.fixture(scope="module")
+def ds(spark: SparkSession, tpcds_dir: Path) -> SparkSession:
+    """A session of its own on the shared context: its temp views (TPC-DS has a `customer`
+    too) must not replace the TPC-H ones the other tests read."""
+    session = spark.newSession()
+    tpcds.register(session, tpcds_dir)
+    return session
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +59,9 @@ def replay(tpcds_dir: Path) -> Iterator[Replay]:
 
 
 @pytest.fixture(scope="module")
-def plain(spark: SparkSession, tpcds_dir: Path) -> Callable[[int], pa.Table]:
+def plain(ds: SparkSession, tpcds_dir: Path) -> Callable[[int], pa.Table]:
     """Query number → the plain job's output (run once per module)."""
-    return functools.cache(lambda n: spark.sql(tpcds.queries(tpcds_dir)[n]).toArrow())
+    return functools.cache(lambda n: ds.sql(tpcds.queries(tpcds_dir)[n]).toArrow())
 
 
 def _picked(n: int) -> list[int]:
@@ -63,9 +71,9 @@ def _picked(n: int) -> list[int]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("n", QUERIES)
 def test_query_is_traced_and_its_lineage_replays(
-    spark: SparkSession, tpcds_dir: Path, replay: Replay, plain: Callable[[int], pa.Table], n: int, mode: str
+    ds: SparkSession, tpcds_dir: Path, replay: Replay, plain: Callable[[int], pa.Table], n: int, mode: str
 ) -> None:
-    df = spark.sql(tpcds.queries(tpcds_dir)[n])
+    df = ds.sql(tpcds.queries(tpcds_dir)[n])
     lin = ember.infer(df) if mode == "infer" else ember.capture(df, strategy=mode)
     out = lin.output()
     want = plain(n)
@@ -87,11 +95,11 @@ def test_query_is_traced_and_its_lineage_replays(
                 assert oid in lin.forward(source, ids=[int(rid)]).ids(), f"Q{n}: {source} row {rid} does not reach {oid}"
 
 
-def test_the_replay_fails_a_lineage_missing_one_row(spark: SparkSession, tpcds_dir: Path, replay: Replay) -> None:
+def test_the_replay_fails_a_lineage_missing_one_row(ds: SparkSession, tpcds_dir: Path, replay: Replay) -> None:
     """The oracle can fail: Q43's first row (one store's sales per weekday, summed over a
     year) is made again from its lineage, but not without one of its store_sales rows nor
     without its date_dim rows."""
-    lin = ember.capture(spark.sql(tpcds.queries(tpcds_dir)[43]))
+    lin = ember.capture(ds.sql(tpcds.queries(tpcds_dir)[43]))
     row = tuple(lin.output().drop_columns([OID]).to_pylist()[0].values())
     trace = lin.backward(oids=[0])
     lineage = {s: trace.ids(s) for s in trace.sources}
