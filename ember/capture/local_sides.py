@@ -75,9 +75,9 @@ class _Query:
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
-        under filters, projections, aggregates, repeatable cached subplans, inner, left,
-        semi and anti joins and a join with the wanted keys, all of whose expressions
-        translate."""
+        under filters, projections, aggregates, expands, windows, repeatable cached
+        subplans, inner, left, semi and anti joins and a join with the wanted keys, all of
+        whose expressions translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
@@ -101,6 +101,8 @@ class _Query:
             return self.grouped(node)
         if isinstance(node, ir.Expand):
             return self.expanded(node)
+        if isinstance(node, ir.Window):
+            return self.windowed(node)
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
             return self.scan(node.child, node.rid)
         return isinstance(node, ir.Scan) and self.scan(node, None)
@@ -117,15 +119,17 @@ class _Query:
         if any(ir.dtype_of(k) in ("float", "double") for k in node.keys):
             return False
         keys = [inner.expr(k) for k in node.keys]
-        made = {c.attr.id: inner.expr(c.expr, grouped=True) for c in node.columns}
-        if any(k is None for k in keys) or any(v is None for v in made.values()):
+        if any(k is None for k in keys):
             return False
+        # A column that does not translate is left out (None): what reads it fails, but a
+        # table reading only the groups' keys and lineage (a window's partitions over them) does not.
+        made = {c.attr.id: inner.expr(c.expr, grouped=True) for c in node.columns}
         alias = f"g{next(self.aliases)}"
-        select = ", ".join(f"{text} AS c{i}" for i, text in made.items()) or "1"
+        select = ", ".join(f"{text} AS c{i}" for i, text in made.items() if text is not None) or "1"
         group = f" GROUP BY {', '.join(k for k in keys if k is not None)}" if keys else ""
         where = " AND ".join(inner.conditions) or "TRUE"
         self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {where}{group}) {alias}")
-        self.columns.update({i: f"{alias}.c{i}" for i in made})
+        self.columns.update({i: None if text is None else f"{alias}.c{i}" for i, text in made.items()})
         return True
 
     def expanded(self, node: ir.Expand) -> bool:
@@ -146,6 +150,17 @@ class _Query:
         alias = f"e{next(self.aliases)}"
         self.scans.append(f"({' UNION ALL '.join(branches)}) {alias}")
         self.columns.update({a.id: f"{alias}.c{a.id}" for a in node.attrs})
+        return True
+
+    def windowed(self, node: ir.Window) -> bool:
+        """A window's rows are its child's: a window partitions table reads their partition
+        keys and lineage, never the functions' values (which stay untranslated). A frame's
+        positions would depend on how each engine breaks ties, so they are not read here
+        (`annotate` shares such a window's rows instead). Floating partition keys are not
+        compared alike (Spark folds -0.0 and NaNs)."""
+        if any(ir.dtype_of(p) in ("float", "double") for p in node.partition) or not self.read(node.child):
+            return False
+        self.columns.update({c.attr.id: None for c in node.columns})
         return True
 
     def exists(self, right: ir.Node, cond: ir.Expr, negated: bool) -> bool:

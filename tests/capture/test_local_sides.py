@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -390,6 +391,33 @@ def test_a_global_aggregate_over_groups(views: SparkSession, answered: list[str]
     check(df, [((v[0], v[2], v[4]), lin | read) for v, lin in joined])
     assert answered.count("aggregate groups") == 6  # three tables, captured by Inject and by Defer
     assert inputs_read == []
+
+
+def test_window_partitions_over_a_join(views: SparkSession, answered: list[str]) -> None:
+    # A partition-wide window's lineage is its partition: DuckDB reads the partitions the
+    # result names from the window's child, never the window function's values.
+    df = views.sql(
+        "SELECT i.ikey, r.prio, count(*) OVER (PARTITION BY r.prio) AS n"
+        " FROM ls_items i JOIN ls_orders r ON i.okey = r.okey WHERE i.qty > 1"
+    )
+    joined = o.join(o.where(items(), lambda i: i[2] > 1), orders(), lambda i, r: i[1] == r[0])
+    picked = o.select(joined, lambda v: (v[0], v[6]))
+    check(df, o.window(picked, lambda v: (v[1],), lambda v: v[0], lambda i, n: (0, n), lambda rows, i: len(rows)))
+    assert set(answered) == {"window partitions"}
+
+
+def test_window_partitions_over_groups_whose_values_do_not_translate(
+    views: SparkSession, answered: list[str]
+) -> None:
+    # The groups' decimal sums are not translated (Spark's unscaled-value sum); the window's
+    # partitions read only the groups' keys and lineage, so both tables are DuckDB's.
+    df = views.sql(
+        "SELECT flag, okey, q, max(q) OVER (PARTITION BY flag) AS m FROM"
+        " (SELECT flag, okey, sum(CAST(qty AS DECIMAL(7, 2))) AS q FROM ls_items GROUP BY flag, okey)"
+    )
+    groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (Decimal(sum(v[2] for v in vs)).quantize(Decimal("0.01")),))
+    check(df, o.window(groups, lambda v: (v[0],), lambda v: v[1], lambda i, n: (0, n), lambda rows, i: max(r[2] for r in rows)))
+    assert set(answered) == {"aggregate groups", "window partitions"}
 
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
