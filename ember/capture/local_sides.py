@@ -32,7 +32,7 @@ from ember.capture.annotate import GROUPS, SideTable, input_rows
 from ember.capture.decided import matched_keys, without_decided
 from ember.plan import ir
 from ember.plan.catalyst import Tree
-from ember.plan.duck_sql import numbered_parquet, quoted, sql
+from ember.plan.duck_sql import numbered_parquet, quoted, sql, typed_null
 from ember.plan.sources import Source
 from ember.store.index import SORTED, order_by
 
@@ -75,8 +75,8 @@ class _Query:
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
-        under filters, projections, aggregates, expands, windows, repeatable cached
-        subplans, inner, left, semi and anti joins and a join with the wanted keys, all of
+        under filters, projections, aggregates, expands, windows, unions, repeatable
+        cached subplans, inner, left, semi and anti joins and a join with the wanted keys, all of
         whose expressions translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
@@ -103,6 +103,8 @@ class _Query:
             return self.expanded(node)
         if isinstance(node, ir.Window):
             return self.windowed(node)
+        if isinstance(node, ir.Union):
+            return self.united(node)
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan) and node.only is None:
             return self.scan(node.child, node.rid)
         return isinstance(node, ir.Scan) and self.scan(node, None)
@@ -161,6 +163,26 @@ class _Query:
         if any(ir.dtype_of(p) in ("float", "double") for p in node.partition) or not self.read(node.child):
             return False
         self.columns.update({c.attr.id: None for c in node.columns})
+        return True
+
+    def united(self, node: ir.Union) -> bool:
+        """A union as a derived table: each input's rows, UNION ALL, by position (Spark has
+        cast the inputs to the union's types). A column some input cannot translate is left
+        out (None), as an aggregate's is. TPC-DS Q5's and Q75's channels, Q14's `avg_sales`."""
+        branches: list[tuple[_Query, list[str | None]]] = []
+        for child in node.inputs:
+            inner = self.nested()
+            if not inner.read(child) or inner.keyed:
+                return False
+            branches.append((inner, [inner.expr(ir.ColumnRef(a)) for a in child.output]))
+        kept = [j for j in range(len(node.attrs)) if all(made[j] is not None for _, made in branches)]
+        selects = []
+        for inner, made in branches:
+            select = ", ".join(f"{made[j]} AS c{node.attrs[j].id}" for j in kept) or "1"
+            selects.append(f"SELECT {select} FROM {inner.joined()} WHERE {' AND '.join(inner.conditions) or 'TRUE'}")
+        alias = f"u{next(self.aliases)}"
+        self.scans.append(f"({' UNION ALL '.join(selects)}) {alias}")
+        self.columns.update({a.id: f"{alias}.c{a.id}" if j in kept else None for j, a in enumerate(node.attrs)})
         return True
 
     def exists(self, right: ir.Node, cond: ir.Expr, negated: bool) -> bool:
@@ -227,8 +249,8 @@ class _Query:
         an aggregate's column, whose aggregate functions are computed per group."""
         if isinstance(e, ir.ColumnRef):
             return self.columns.get(e.attr.id)
-        if isinstance(e, ir.Constant):  # a ref's `present` flag
-            return "TRUE" if e.value else None
+        if isinstance(e, ir.Constant):  # a ref's `present` flag, or a union input's absent slot
+            return typed_null(e.like.dtype) if e.value is None else str(e.value).upper()
         if not isinstance(e, ir.Expr) or e.tree is None or any(self.columns.get(r) is None for r in e.refs):
             return None
         if e.column is not None:
@@ -299,7 +321,7 @@ def _anchored(compared: dict[int, str], wanted: pa.Table) -> list[str]:
     ranges into the item's scan); every other key is tested in one condition together
     with one of those, which DuckDB can check only once that item is joined (0.1 s). The
     rows matched are the same: it is one conjunction either way."""
-    reads = {i: frozenset(re.findall(r"\b([sgrme]\d+)\.", text)) for i, text in compared.items()}
+    reads = {i: frozenset(re.findall(r"\b([sgrmeu]\d+)\.", text)) for i, text in compared.items()}
     items = sorted(set().union(*reads.values()))
     if len(items) < 2:
         return list(compared.values())

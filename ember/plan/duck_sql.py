@@ -5,7 +5,7 @@ Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet 
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
 comparisons, + - * (on decimals only where Spark keeps every digit of the result),
-AND/OR/NOT, IS NULL, IN, prefix/suffix/substring tests, substrings from a position
+AND/OR/NOT, IS NULL, IN, coalesce, prefix/suffix/substring tests, substrings from a position
 counted from 1, LIKE without escapes, year(), exact widening casts to decimal or a wider
 integer or of a number to a double, and min, max, sum and count (as window functions, or
 under a GROUP BY). Anything else translates to None, and the work stays
@@ -25,6 +25,7 @@ from ember.plan.sources import Source, SourceFile, local_path
 
 _COMPARE = {
     "EqualTo": "=",
+    "EqualNullSafe": "IS NOT DISTINCT FROM",  # Spark's <=>: an INTERSECT's semi join
     "LessThan": "<",
     "LessThanOrEqual": "<=",
     "GreaterThan": ">",
@@ -68,6 +69,8 @@ def sql(e: Tree, named: Callable[[Tree], str] | None = None, window: str | None 
         if not values or any(v is None for v in values):
             return None
         return f"({args[0]} IN ({', '.join(v for v in values if v is not None)}))"
+    if kind == "Coalesce":  # Spark has cast its arguments to one type
+        return f"coalesce({', '.join(a for a in args if a is not None)})"
     if kind == "Alias":
         return args[0]
     if kind == "Substring":
@@ -222,6 +225,12 @@ def partition_type(dtype: str) -> str | None:
     """The DuckDB type a partition column's value (its folder's text) is cast to; a Spark
     `timestamp` is its folder's local time, as Spark shows it."""
     return _PARTITION_TYPES.get(dtype) or _decimal(dtype)
+
+
+def typed_null(dtype: str) -> str | None:
+    """A null of a Spark type, so that UNION ALL branches agree on their columns' types."""
+    into = partition_type(dtype)
+    return None if into is None else f"CAST(NULL AS {into})"
 
 
 def parquet_file(source: Source, f: SourceFile) -> str:

@@ -420,6 +420,37 @@ def test_window_partitions_over_groups_whose_values_do_not_translate(
     assert set(answered) == {"aggregate groups", "window partitions"}
 
 
+def test_groups_over_a_union_of_two_sources(views: SparkSession, answered: list[str]) -> None:
+    # Each input of the union carries its own source's rids and nulls for the other's
+    # (typed, so that DuckDB's UNION ALL agrees on the columns).
+    df = views.sql(
+        "SELECT f, sum(q) AS q FROM (SELECT flag AS f, qty AS q FROM ls_items WHERE qty > 1"
+        " UNION ALL SELECT prio AS f, total AS q FROM ls_orders WHERE total < 45) GROUP BY f HAVING sum(q) > 20"
+    )
+    unioned = o.select(o.where(items(), lambda i: i[2] > 1), lambda i: (i[3], i[2])) + o.select(
+        o.where(orders(), lambda r: r[1] < 45), lambda r: (r[2], r[1])
+    )
+    check(df, o.where(o.group(unioned, lambda v: (v[0],), lambda vs: (sum(v[1] for v in vs),)), lambda g: g[1] > 20))
+    assert answered.count("aggregate groups") == 2
+
+
+def test_witnesses_of_an_intersect(views: SparkSession, answered: list[str]) -> None:
+    # Spark's INTERSECT is a semi join on `<=>` (null-safe: a null key meets a null key).
+    df = views.sql(
+        "SELECT r.prio, count(*) AS n FROM ls_orders r JOIN (SELECT okey FROM ls_items WHERE flag = 'a'"
+        " INTERSECT SELECT okey FROM ls_orders WHERE prio = 'hi') k ON r.okey = k.okey GROUP BY r.prio"
+    )
+    both = o.set_op(
+        o.select(o.where(items(), lambda i: i[3] == "a"), lambda i: (i[1],)),
+        o.select(o.where(orders(), lambda r: r[2] == "hi"), lambda r: (r[0],)),
+        "intersect",
+        False,
+    )
+    joined = o.join(orders(), both, lambda r, k: r[0] == k[0])
+    check(df, o.group(joined, lambda v: (v[2],), lambda vs: (len(vs),)))
+    assert "semi join witnesses" in answered
+
+
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
         "SELECT o.prio, count(*) AS n FROM ls_orders o WHERE EXISTS"

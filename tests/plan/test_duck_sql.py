@@ -93,6 +93,8 @@ TRANSLATED = [
     "cast(n AS double) > x + 10",
     "substring(s, 5, 2) IN ('3z', '5z')",
     "cast(n AS bigint) * 1000000000 > 3",  # an integer widened: no overflow in either
+    "NOT (n <=> n * 2)",  # null-safe: two nulls are equal
+    "coalesce(n, price, 0.5) > 3",  # n cast to price's decimal
 ]
 
 
@@ -212,6 +214,7 @@ _atom = st.one_of(
         lambda t: f"{t[0]}({t[1]}, {t[2]})"
     ),
     st.tuples(st.sampled_from(["n", "s", "x", "d"]), st.sampled_from(["IS NULL", "IS NOT NULL"])).map(" ".join),
+    st.tuples(_decimal, _compare, st.sampled_from(["coalesce(d, 0.0)", "coalesce(d, h)"])).map(" ".join),
     st.lists(st.sampled_from(["-6", "0", "3", "null"]), min_size=1, max_size=3).map(lambda v: f"n IN ({', '.join(v)})"),
     st.tuples(st.sampled_from(["year(day) = 1997", "day <= date '1996-03-01'", "year(day) > 2000"])).map(lambda t: t[0]),
 )
