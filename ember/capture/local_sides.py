@@ -2,14 +2,16 @@
 
 A side table fetched after the job is restricted to the groups the lineage points at
 (`capture.sides`): a semi join's witnesses for the probe values the result holds, an
-aggregate's rows for the groups that reach the output. When its rows come from Parquet
-scans of local files under filters, projections, aggregates and inner, left, semi and
-anti joins (TPC-H Q4's and Q21's `EXISTS (... lineitem ...)`, Q20's witnesses over a
-correlated sum, the groups of Q2's, Q15's, Q17's, Q18's and Q20's aggregates, and of the
-aggregates `capture.annotate` leaves to DuckDB rather than listing their groups), a Spark job spends most of its time being scheduled;
-DuckDB reads the same files, with the same row-group skipping, in-process, joined with
-the wanted keys, and returns them sorted for the index. An aggregate input two tables
-read is read once, beside the job (`Inputs`).
+aggregate's rows for the groups that reach the output, a window's partitions. When its
+rows come from Parquet scans of local files under filters, projections, aggregates,
+expands, unions, windows and inner, left, semi and anti joins (TPC-H Q4's and Q21's
+`EXISTS (... lineitem ...)`, Q20's witnesses over a correlated sum, the groups of Q2's,
+Q15's, Q17's, Q18's and Q20's aggregates, and of the aggregates `capture.annotate`
+leaves to DuckDB rather than listing their groups; TPC-DS's channel unions, INTERSECTs
+and ranks over groups), a Spark job spends most of its time being scheduled; DuckDB
+reads the same files, with the same row-group skipping, in-process, joined with the
+wanted keys, and returns them sorted for the index. An aggregate input two tables read
+is read once, beside the job (`Inputs`).
 Conditions and key expressions are translated by `plan.duck_sql` (only expressions that
 mean the same in both engines); anything it cannot translate, any other plan shape, and
 any error while reading leave the table to Spark.
