@@ -14,7 +14,8 @@ Rows come back through the driver's result channel when the table cannot outgrow
 (`SideTable.bounded`: `annotate.INLINE_RIDS` rids, or the session's
 `spark.ember.driverRids`), else the executors write them into the capture's scratch
 folder and build the table's level there (`store.spark_index`); the groups such a table
-needs from the tables below it stay on the cluster too. Either way only successful task
+needs from the tables below it stay on the cluster too, unless a table below is bounded
+(its wanted keys, at most `MAX_KEYS`, come to the driver, where DuckDB may read it). Either way only successful task
 attempts count: the scheduler keeps one result per task, and Spark's output committer
 one file per task.
 """
@@ -216,6 +217,8 @@ def _job(
     one DuckDB can answer in-process is read here and now. A table that could outgrow the
     driver is written by the executors and, unless lists ride in its rows, stays there."""
     bounded = small or table.bounded
+    if bounded and isinstance(keys, DataFrame):
+        keys = _collected(keys)
     if bounded and not isinstance(keys, DataFrame):
         local = local_sides.side_table(table, keys, builder.sources, inputs)
         if local is not None:
@@ -233,6 +236,15 @@ def _job(
     if distributable(table, side.columns):
         return lambda: stage(side, table, builder.sources, scratch)
     return lambda: stage(side, table, builder.sources, scratch, keep=False).read()
+
+
+def _collected(keys: DataFrame) -> Keys:
+    """Keys that a table the executors keep names, brought to the driver unless there are
+    more than `MAX_KEYS`: DuckDB can then read the table for them, and a Spark job joins
+    them broadcast (TPC-DS Q14: below its rollup's groups, which stay on the cluster, three
+    group tables of 23-87 K wanted keys, 7-9 s each as Spark jobs)."""
+    rows = keys.limit(MAX_KEYS + 1).toArrow()
+    return rows if rows.num_rows <= MAX_KEYS else keys
 
 
 class Unreported(Exception):

@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember.capture import local_sides
+from ember.capture import annotate, local_sides
 from ember.capture.annotate import Workload
 from ember.plan import ir
 from ember.plan.jvm import Jvm
@@ -449,6 +449,23 @@ def test_witnesses_of_an_intersect(views: SparkSession, answered: list[str]) -> 
     joined = o.join(orders(), both, lambda r, k: r[0] == k[0])
     check(df, o.group(joined, lambda v: (v[2],), lambda vs: (len(vs),)))
     assert "semi join witnesses" in answered
+
+
+def test_groups_named_by_a_table_the_executors_keep(
+    views: SparkSession, answered: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The outer groups read both sources (11 rows), past the 8 rids allowed through the
+    # driver: the executors keep them, and name the inner groups (6 rows) on the cluster.
+    # Those keys come to the driver so that DuckDB reads the inner groups for them.
+    monkeypatch.setattr(annotate, "INLINE_RIDS", 8)
+    df = views.sql(
+        "SELECT r.prio, sum(g.q) AS q FROM ls_orders r JOIN (SELECT okey, sum(qty) AS q FROM ls_items GROUP BY okey) g"
+        " ON r.okey = g.okey GROUP BY r.prio HAVING sum(g.q) > 0"
+    )
+    groups = o.group(items(), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
+    joined = o.join(orders(), groups, lambda r, g: r[0] == g[0])
+    check(df, o.where(o.group(joined, lambda v: (v[2],), lambda vs: (sum(v[4] for v in vs),)), lambda g: g[1] > 0))
+    assert answered.count("aggregate groups") == 2  # the inner groups, for Inject and for Defer
 
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:
