@@ -143,18 +143,7 @@ class _Query:
         inner = self.nested()
         if not inner.read(node.child) or inner.keyed:
             return False
-        where = " AND ".join(inner.conditions) or "TRUE"
-        branches = []
-        for projection in node.projections:
-            made = [inner.expr(e) for e in projection]
-            if any(m is None for m in made):
-                return False
-            select = ", ".join(f"{m} AS c{a.id}" for m, a in zip(made, node.attrs, strict=True))
-            branches.append(f"SELECT {select} FROM {inner.joined()} WHERE {where}")
-        alias = f"e{next(self.aliases)}"
-        self.scans.append(f"({' UNION ALL '.join(branches)}) {alias}")
-        self.columns.update({a.id: f"{alias}.c{a.id}" for a in node.attrs})
-        return True
+        return self.union_all("e", [inner.select([inner.expr(e) for e in p], node.attrs) for p in node.projections], node.attrs)
 
     def windowed(self, node: ir.Window) -> bool:
         """A window's rows are its child's: a window partitions table reads their partition
@@ -176,14 +165,26 @@ class _Query:
         selects = []
         for child in node.inputs:
             inner = self.nested()
-            made = [inner.expr(ir.ColumnRef(a)) for a in child.output] if inner.read(child) else [None]
-            if inner.keyed or any(m is None for m in made):
+            if not inner.read(child) or inner.keyed:
                 return False
-            select = ", ".join(f"{m} AS c{a.id}" for m, a in zip(made, node.attrs, strict=True))
-            selects.append(f"SELECT {select} FROM {inner.joined()} WHERE {' AND '.join(inner.conditions) or 'TRUE'}")
-        alias = f"u{next(self.aliases)}"
-        self.scans.append(f"({' UNION ALL '.join(selects)}) {alias}")
-        self.columns.update({a.id: f"{alias}.c{a.id}" for a in node.attrs})
+            selects.append(inner.select([inner.expr(ir.ColumnRef(a)) for a in child.output], node.attrs))
+        return self.union_all("u", selects, node.attrs)
+
+    def select(self, made: list[str | None], attrs: tuple[ir.Attr, ...]) -> str | None:
+        """A SELECT of `made` (attribute a's as `c<a.id>`) from what this query read, or None
+        if one does not translate."""
+        if any(m is None for m in made):
+            return None
+        columns = ", ".join(f"{m} AS c{a.id}" for m, a in zip(made, attrs, strict=True)) or "1"
+        return f"SELECT {columns} FROM {self.joined()} WHERE {' AND '.join(self.conditions) or 'TRUE'}"
+
+    def union_all(self, prefix: str, selects: list[str | None], attrs: tuple[ir.Attr, ...]) -> bool:
+        """The `selects` (None: one that does not translate) as one FROM item, UNION ALL."""
+        if any(s is None for s in selects):
+            return False
+        alias = f"{prefix}{next(self.aliases)}"
+        self.scans.append(f"({' UNION ALL '.join(s for s in selects if s is not None)}) {alias}")
+        self.columns.update({a.id: f"{alias}.c{a.id}" for a in attrs})
         return True
 
     def exists(self, right: ir.Node, cond: ir.Expr, negated: bool) -> bool:
