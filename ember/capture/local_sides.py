@@ -69,11 +69,12 @@ class _Query:
     scans: list[str] = field(default_factory=list)  # FROM items: scans, or scans left joined
     aliases: Iterator[int] = field(default_factory=itertools.count)  # shared with nested queries
     keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
+    strict: bool = False  # an aggregate column that does not translate fails the read (`readable`)
     inputs: dict[str, ir.Node] = field(default_factory=dict)  # registered name → the aggregate input it holds
 
     def nested(self, columns: dict[int, str | None] | None = None) -> _Query:
         """A query inside this one (a derived table, an EXISTS), reading the same inputs."""
-        return _Query(self.sources, columns=columns or {}, aliases=self.aliases, inputs=self.inputs)
+        return _Query(self.sources, columns=columns or {}, aliases=self.aliases, inputs=self.inputs, strict=self.strict)
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
@@ -128,6 +129,8 @@ class _Query:
         # A column that does not translate is left out (None): what reads it fails, but a
         # table reading only the groups' keys and lineage (a window's partitions over them) does not.
         made = {c.attr.id: inner.expr(c.expr, grouped=True) for c in node.columns}
+        if self.strict and any(text is None for text in made.values()):
+            return False
         alias = f"g{next(self.aliases)}"
         select = ", ".join(f"{text} AS c{i}" for i, text in made.items() if text is not None) or "1"
         group = f" GROUP BY {', '.join(k for k in keys if k is not None)}" if keys else ""
@@ -424,8 +427,10 @@ def _as_read(table: SideTable) -> ir.Node:
 
 def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
     """Whether DuckDB could read `plan`'s rows (checked before the capture rewrite, on the
-    plan an aggregate's groups would come from)."""
-    return _Query(sources).read(plan)
+    plan an aggregate's groups would come from). Strictly: `annotate` leaves a subplan
+    DuckDB reads uncached, and a side table reading an aggregate's value DuckDB cannot
+    compute would then have Spark compute the subplan again (as a union's did, `united`)."""
+    return _Query(sources, strict=True).read(plan)
 
 
 def side_table(

@@ -420,6 +420,17 @@ def test_window_partitions_over_groups_whose_values_do_not_translate(
     assert set(answered) == {"aggregate groups", "window partitions"}
 
 
+def test_annotate_asks_strictly_what_duckdb_reads(views: SparkSession) -> None:
+    # A side table may read an aggregate for its keys alone, its decimal sums untranslated;
+    # annotate's question is strict, since it leaves what DuckDB reads uncached.
+    df = views.sql("SELECT flag, sum(CAST(qty AS DECIMAL(7, 2))) AS q FROM ls_items GROUP BY flag")
+    plan, sources = import_plan(Jvm(views), df)
+    aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
+    assert local_sides._Query(sources).read(aggregate)
+    assert not local_sides.readable(aggregate, sources)
+    assert local_sides.readable(aggregate.child, sources)
+
+
 def test_groups_over_a_union_of_two_sources(views: SparkSession, answered: list[str]) -> None:
     # Each input of the union carries its own source's rids and nulls for the other's
     # (typed, so that DuckDB's UNION ALL agrees on the columns).
