@@ -429,10 +429,19 @@ class _Rewriter:
 
     def _read_after(self, node: ir.Aggregate) -> bool:
         """Whether the aggregate's groups are read by DuckDB rather than listed in the result
-        (see the module doc): listing them costly, its input readable."""
+        (see the module doc): listing them costly, its input readable. A scalar subquery's
+        aggregate in what DuckDB reads after the job is read so too: its list would have
+        Spark compute the subquery's table (TPC-DS Q54's months)."""
         # Read from the expression's text: a cost guess only, either way the lineage is the same.
         distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
-        costly = not node.keys or id(node) in self.limited or distinct or self.nested or self._joined_whole(node)
+        costly = (
+            not node.keys
+            or id(node) in self.limited
+            or distinct
+            or self.nested
+            or self.read_after
+            or self._joined_whole(node)
+        )
         return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
 
     def _joined_whole(self, node: ir.Aggregate) -> bool:

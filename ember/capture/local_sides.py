@@ -33,7 +33,7 @@ from ember import duck
 from ember.capture.annotate import GROUPS, SideTable, input_rows
 from ember.capture.decided import matched_keys, without_decided
 from ember.plan import ir
-from ember.plan.catalyst import Tree
+from ember.plan.catalyst import Tree, find
 from ember.plan.duck_sql import numbered_parquet, quoted, sql, typed_null
 from ember.plan.sources import Source
 from ember.store.index import SORTED, order_by
@@ -44,15 +44,24 @@ SHARED_ROWS = 1 << 18  # past this many rows an aggregate input is not kept for 
 
 
 def _template(e: ir.Expr, grouped: bool) -> str | None:
-    """`e` in SQL with its attributes as placeholders, filled in by each query that reads it."""
-    made: list[int] = []
+    """`e` in SQL with its attributes and scalar subqueries as placeholders (`<id>`, `q<i>`:
+    `e.subqueries[i]`), filled in by each query that reads it."""
+    if e.tree is None:
+        return None
+    numbered = {id(s): i for i, s in enumerate(s for s in find(e.tree, {"ScalarSubquery"}) if s.plan is not None)}
+    made: list[str] = []
 
     def placeholder(a: Tree) -> str:
-        assert a.id is not None
-        made.append(a.id)
+        made.append(str(a.id))
         return f"{_MARK}{made[-1]}{_MARK}"
 
-    text = None if e.tree is None else sql(e.tree, placeholder, grouped=grouped)
+    def subquery(s: Tree) -> str | None:
+        if id(s) not in numbered:
+            return None
+        made.append(f"q{numbered[id(s)]}")
+        return f"{_MARK}{made[-1]}{_MARK}"
+
+    text = sql(e.tree, placeholder, grouped=grouped, subquery=subquery)
     if text is None or text.count(_MARK) != 2 * len(made):  # a literal holding the mark
         return None
     return text
@@ -69,8 +78,13 @@ class _Query:
     scans: list[str] = field(default_factory=list)  # FROM items: scans, or scans left joined
     aliases: Iterator[int] = field(default_factory=itertools.count)  # shared with nested queries
     keyed: bool = False  # the wanted keys come in through an `ir.Keys` node
-    strict: bool = False  # an aggregate column that does not translate fails the read (`readable`)
+    strict: bool = False  # a projected or aggregate column that does not translate fails the read (`readable`)
     inputs: dict[str, ir.Node] = field(default_factory=dict)  # registered name → the aggregate input it holds
+
+    @property
+    def where(self) -> str:
+        """The conditions as one WHERE clause's text."""
+        return " AND ".join(self.conditions) or "TRUE"
 
     def nested(self, columns: dict[int, str | None] | None = None) -> _Query:
         """A query inside this one (a derived table, an EXISTS), reading the same inputs."""
@@ -84,8 +98,9 @@ class _Query:
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
-            self.columns.update({c.attr.id: self.expr(c.expr) for c in node.columns})
-            return True
+            made = {c.attr.id: self.expr(c.expr) for c in node.columns}
+            self.columns.update(made)
+            return not (self.strict and None in made.values())
         if isinstance(node, ir.Filter):
             return self.read(node.child) and self.condition(node.cond)
         if isinstance(node, ir.Join) and node.kind == "inner" and isinstance(node.left, ir.Keys):
@@ -134,8 +149,7 @@ class _Query:
         alias = f"g{next(self.aliases)}"
         select = ", ".join(f"{text} AS c{i}" for i, text in made.items() if text is not None) or "1"
         group = f" GROUP BY {', '.join(k for k in keys if k is not None)}" if keys else ""
-        where = " AND ".join(inner.conditions) or "TRUE"
-        self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {where}{group}) {alias}")
+        self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}{group}) {alias}")
         self.columns.update({i: None if text is None else f"{alias}.c{i}" for i, text in made.items()})
         return True
 
@@ -179,7 +193,7 @@ class _Query:
         if any(m is None for m in made):
             return None
         columns = ", ".join(f"{m} AS c{a.id}" for m, a in zip(made, attrs, strict=True)) or "1"
-        return f"SELECT {columns} FROM {self.joined()} WHERE {' AND '.join(self.conditions) or 'TRUE'}"
+        return f"SELECT {columns} FROM {self.joined()} WHERE {self.where}"
 
     def union_all(self, prefix: str, selects: list[str | None], attrs: tuple[ir.Attr, ...]) -> bool:
         """The `selects` (None: one that does not translate) as one FROM item, UNION ALL."""
@@ -197,7 +211,7 @@ class _Query:
         inner = self.nested(dict(self.columns))
         if not inner.read(right) or inner.keyed or not inner.condition(cond):
             return False
-        test = f"EXISTS (SELECT 1 FROM {inner.joined()} WHERE {' AND '.join(inner.conditions)})"
+        test = f"EXISTS (SELECT 1 FROM {inner.joined()} WHERE {inner.where})"
         self.conditions.append(f"NOT {test}" if negated else test)
         return True
 
@@ -216,7 +230,7 @@ class _Query:
         if on is None:
             return False
         select = ", ".join(f"{inner.columns[a.id]} AS c{a.id}" for a in made) or "1"
-        table = f"(SELECT {select} FROM {inner.joined()} WHERE {' AND '.join(inner.conditions) or 'TRUE'}) {alias}"
+        table = f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}) {alias}"
         self.scans = [f"{self.joined()} LEFT JOIN {table} ON {on}"]
         return True
 
@@ -265,11 +279,22 @@ class _Query:
             return None
         parts = template.split(_MARK)
         for i in range(1, len(parts), 2):
-            column = self.columns.get(int(parts[i]))
-            if column is None:
+            mark = parts[i]
+            made = self.scalar(e.subqueries[int(mark[1:])]) if mark.startswith("q") else self.columns.get(int(mark))
+            if made is None:
                 return None
-            parts[i] = column
+            parts[i] = made
         return "".join(parts)
+
+    def scalar(self, plan: ir.Node) -> str | None:
+        """An uncorrelated scalar subquery (TPC-DS Q58's week, TPC-H Q22's average balance)
+        as one in SQL, reading its plan on its own; Spark fails a job whose subquery has
+        more than one row, as DuckDB does."""
+        inner = self.nested()
+        if not inner.read(plan) or inner.keyed or len(plan.output) != 1:
+            return None
+        value = inner.expr(ir.ColumnRef(plan.output[0]))
+        return None if value is None else f"(SELECT {value} FROM {inner.joined()} WHERE {inner.where})"
 
     def text(self, table: SideTable, wanted: pa.Table | None) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it.
@@ -307,11 +332,10 @@ class _Query:
         if any(v is None for v in outputs.values()):
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
-        where = " AND ".join(self.conditions) or "TRUE"
         if joined:
             self.scans.insert(0, "wanted w")
         order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
-        return f"SELECT {select} FROM {self.joined()} WHERE {where}" + (f" ORDER BY {order}" if order else "")
+        return f"SELECT {select} FROM {self.joined()} WHERE {self.where}" + (f" ORDER BY {order}" if order else "")
 
 
 def _anchored(compared: dict[int, str], wanted: pa.Table) -> list[str]:
@@ -385,10 +409,9 @@ class Inputs:
         if any(c is None for c in columns.values()):
             return None
         select = ", ".join(f"{c} AS c{i}" for i, c in columns.items())
-        where = " AND ".join(query.conditions) or "TRUE"
         con = duck.connect()
         try:
-            rows = con.sql(f"SELECT {select} FROM {query.joined()} WHERE {where} LIMIT {SHARED_ROWS + 1}").to_arrow_table()
+            rows = con.sql(f"SELECT {select} FROM {query.joined()} WHERE {query.where} LIMIT {SHARED_ROWS + 1}").to_arrow_table()
         except duckdb.Error:
             return None
         finally:
@@ -428,8 +451,9 @@ def _as_read(table: SideTable) -> ir.Node:
 def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
     """Whether DuckDB could read `plan`'s rows (checked before the capture rewrite, on the
     plan an aggregate's groups would come from). Strictly: `annotate` leaves a subplan
-    DuckDB reads uncached, and a side table reading an aggregate's value DuckDB cannot
-    compute would then have Spark compute the subplan again (as a union's did, `united`)."""
+    DuckDB reads uncached, and a side table reading a projected column or an aggregate's
+    value DuckDB cannot compute would then have Spark compute the subplan again (as a
+    union's did, `united`)."""
     return _Query(sources, strict=True).read(plan)
 
 

@@ -81,6 +81,13 @@ class PlanTree:
         return found[0] if found else None
 
 
+def find(e: Tree, kinds: set[str]) -> list[Tree]:
+    """The outermost expressions of `kinds` in `e`, left to right (not those inside them)."""
+    if e.kind in kinds:
+        return [e]
+    return [x for c in e.children for x in find(c, kinds)]
+
+
 def plan(jvm: Jvm, p: JObj) -> PlanTree:
     """`p` with handles to its nodes and the expressions they hold."""
     return _Reader(p._gateway_client).plan(_dumped(lambda path: _dumper(jvm).plan(_gateway(p), p, path)))

@@ -39,15 +39,24 @@ _COMPARE = {
 _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
 
 
-def sql(e: Tree, named: Callable[[Tree], str] | None = None, window: str | None = None, grouped: bool = False) -> str | None:
+def sql(
+    e: Tree,
+    named: Callable[[Tree], str] | None = None,
+    window: str | None = None,
+    grouped: bool = False,
+    subquery: Callable[[Tree], str | None] | None = None,
+) -> str | None:
     """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
     spelled by their names, or by `named` (given the attribute). With `window` (an OVER
     clause's body), min, max, sum and count are window functions over it; `grouped` (an
-    aggregate's own column, read under a GROUP BY), they are plain aggregates."""
+    aggregate's own column, read under a GROUP BY), they are plain aggregates. An
+    uncorrelated scalar subquery is spelled by `subquery` (given it), if there is one."""
     kind = e.kind
     if kind == "AggregateExpression":
         return _aggregate(e, named, window, grouped)
-    args = [sql(c, named, window, grouped) for c in e.children]
+    if kind == "ScalarSubquery":
+        return None if subquery is None or e.outer else subquery(e)
+    args = [sql(c, named, window, grouped, subquery) for c in e.children]
     if any(a is None for a in args):
         return None
     if kind == "AttributeReference":
@@ -214,22 +223,23 @@ def numbered_parquet(source: Source, rid: str) -> str | None:
         return None
 
 
-_PARTITION_TYPES = {
+_DUCK_TYPES = {
     "string": "VARCHAR", "boolean": "BOOLEAN", "tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER",
     "bigint": "BIGINT", "float": "FLOAT", "double": "DOUBLE", "date": "DATE", "timestamp": "TIMESTAMP",
     "timestamp_ntz": "TIMESTAMP",
 }  # fmt: skip
 
 
-def partition_type(dtype: str) -> str | None:
-    """The DuckDB type a partition column's value (its folder's text) is cast to; a Spark
-    `timestamp` is its folder's local time, as Spark shows it."""
-    return _PARTITION_TYPES.get(dtype) or _decimal(dtype)
+def duck_type(dtype: str) -> str | None:
+    """The DuckDB type holding a Spark type's values as Spark shows them (None: no such
+    type here): a partition column's folder text is cast to it, and typed nulls are. A Spark
+    `timestamp` is local time, as Spark shows it."""
+    return _DUCK_TYPES.get(dtype) or _decimal(dtype)
 
 
 def typed_null(dtype: str) -> str | None:
     """A null of a Spark type, so that UNION ALL branches agree on their columns' types."""
-    into = partition_type(dtype)
+    into = duck_type(dtype)
     return None if into is None else f"CAST(NULL AS {into})"
 
 
@@ -243,7 +253,7 @@ def parquet_file(source: Source, f: SourceFile) -> str:
 def partition_columns(source: Source, f: SourceFile) -> str:
     """A select list of a file's partition columns, their values read off its folders."""
     return ", ".join(
-        f"CAST({'NULL' if value is None else quoted_text(value)} AS {partition_type(dtype)}) AS {quoted(name)}"
+        f"CAST({'NULL' if value is None else quoted_text(value)} AS {duck_type(dtype)}) AS {quoted(name)}"
         for (name, dtype), value in zip(source.partitioning, f.partition, strict=True)
     )
 

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame
 
 from ember.errors import UnsupportedOperatorError
 from ember.plan import catalyst, domains, duck_sql, ir, javac
-from ember.plan.catalyst import PlanTree, Tree
+from ember.plan.catalyst import PlanTree, Tree, find
 from ember.plan.jvm import EXPRESSIONS, JObj, Jvm, iterate
 from ember.plan.sources import (
     COUNTED,
@@ -119,7 +119,7 @@ class Importer:
         """`named`: the attribute a named expression (an alias) makes."""
         # a subquery's plan is whole: its domain joins are marked within it
         subqueries = tuple(domains.marked(self.node(s.plan)) for s in _scalar_subqueries(e) if s.plan is not None)
-        left = _find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
+        left = find(e, {"Exists", "InSubquery", "ListQuery", "LateralSubquery"})
         if left:
             raise UnsupportedOperatorError(f"ember cannot trace the subquery {left[0].text} left in {e.text}")
         dtype = named.dtype if named is not None else e.dtype or ""
@@ -216,7 +216,7 @@ class Importer:
             keys=self.exprs(p.exprs["keys"]),
             columns=self.named_list(p.exprs["list"], p.output),
             handle=p.handle,
-            python=any(_find(e, _PYTHON) for e in p.exprs["list"]),
+            python=any(find(e, _PYTHON) for e in p.exprs["list"]),
         )
 
     def _Union(self, p: PlanTree) -> ir.Node:
@@ -231,7 +231,7 @@ class Importer:
             partition=self.exprs(p.exprs["partition"]),
             order=self.exprs(p.exprs["order"]),
             handle=p.handle,
-            python=any(_find(e, _PYTHON) for e in p.exprs["list"]),
+            python=any(find(e, _PYTHON) for e in p.exprs["list"]),
         )
 
     def _Generate(self, p: PlanTree) -> ir.Node:
@@ -362,7 +362,7 @@ class Importer:
             )
         partitioning = tuple((str(n), str(t)) for n, t in p.facts.get("partitioning", ()))
         for column, dtype in partitioning:
-            if duck_sql.partition_type(dtype) is None:
+            if duck_sql.duck_type(dtype) is None:
                 raise UnsupportedOperatorError(f"ember cannot read the partition column {column} of type {dtype}")
         uris = sorted((spark_uri(f) for f in p.facts["files"]), key=path_order)
         files, offset = [], 0
@@ -464,17 +464,11 @@ def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
 
 
 def _scalar_subqueries(e: Tree) -> list[Tree]:
-    if e.kind == "ScalarSubquery":
-        if e.outer:
-            raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {e.text}")
-        return [e]
-    return [s for c in e.children for s in _scalar_subqueries(c)]
-
-
-def _find(e: Tree, kinds: set[str]) -> list[Tree]:
-    if e.kind in kinds:
-        return [e]
-    return [x for c in e.children for x in _find(c, kinds)]
+    found = find(e, {"ScalarSubquery"})
+    correlated = next((s for s in found if s.outer), None)
+    if correlated is not None:
+        raise UnsupportedOperatorError(f"ember cannot trace the correlated scalar subquery {correlated.text}")
+    return found
 
 
 def _column(e: Tree) -> int | None:
