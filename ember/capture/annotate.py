@@ -198,6 +198,7 @@ class _Rewriter:
     # Whether a partition map's wrapped function may report the rids it reads (else its
     # input is cached and listed by a side-table job).
     reported: bool = True
+    subquery: bool = False  # rewriting a scalar subquery's plan (its table is a job of its own)
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -288,7 +289,11 @@ class _Rewriter:
                     f"ember cannot trace a scalar subquery that samples rows or computes a random value "
                     f"({ir.outline(sub)}): its lineage would come from another run than its value"
                 )
-            plan, sub_slots = self.rewrite(sub)
+            subquery, self.subquery = self.subquery, True
+            try:
+                plan, sub_slots = self.rewrite(sub)
+            finally:
+                self.subquery = subquery
             if not sub_slots:  # nothing of it is captured
                 continue
             if len(sub_slots) == 1 and isinstance(sub_slots[0], RefSlot) and not sub_slots[0].keys and _one_group(sub):
@@ -430,8 +435,8 @@ class _Rewriter:
     def _read_after(self, node: ir.Aggregate) -> bool:
         """Whether the aggregate's groups are read by DuckDB rather than listed in the result
         (see the module doc): listing them costly, its input readable. A scalar subquery's
-        aggregate in what DuckDB reads after the job is read so too: its list would have
-        Spark compute the subquery's table (TPC-DS Q54's months)."""
+        aggregate is read so too: its list would have Spark compute the subquery's table
+        as a job of its own (TPC-DS Q44's average, Q54's months)."""
         # Read from the expression's text: a cost guess only, either way the lineage is the same.
         distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
         costly = (
@@ -439,7 +444,7 @@ class _Rewriter:
             or id(node) in self.limited
             or distinct
             or self.nested
-            or self.read_after
+            or self.subquery
             or self._joined_whole(node)
         )
         return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
