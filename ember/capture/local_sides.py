@@ -457,6 +457,26 @@ def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
     return _Query(sources, strict=True).read(plan)
 
 
+_QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")  # literals and names: kept as they are
+_DERIVED = re.compile(r"\bc(\d+)\b")  # a derived table's column, named by its attribute's id
+
+
+def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:
+    """The query reading the whole table, its output columns named by position and its
+    derived columns numbered by first use (None: DuckDB cannot read it). Tables with the
+    same text have the same rows: TPC-DS Q9's fifteen subqueries read five."""
+    text = _Query(sources).text(table, None)
+    if text is None:
+        return None
+    for i, a in enumerate(table.plan.output):
+        text = text.replace(f'"{a.name}"', f'"o{i}"')
+    numbers: dict[str, int] = {}
+    parts = _QUOTED.split(text)
+    for j in range(0, len(parts), 2):
+        parts[j] = _DERIVED.sub(lambda m: f"c{numbers.setdefault(m.group(1), len(numbers))}", parts[j])
+    return "".join(parts)
+
+
 def side_table(
     table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], inputs: Inputs | None = None
 ) -> pa.Table | None:

@@ -118,15 +118,30 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
     started: dict[int, Future[pa.Table | None]] = {}
+    read: dict[str, Future[pa.Table | None]] = {}  # by `local_sides.same_rows`: each read once
     for t in early:
         if t.local:
+            same = local_sides.same_rows(t, builder.sources)
+            if same is not None and same in read:
+                started[t.id] = _BESIDE.submit(_renamed, read[same], t)
+                continue
             started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
+            if same is not None:
+                read[same] = started[t.id]
         else:
             job = builder.jvm.threaded(builder.dataframe(t.plan).toArrow)
             started[t.id] = _BESIDE.submit(_either, t, builder.sources, job)
     inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
     inputs.start(_BESIDE)
     return Started(started, inputs)
+
+
+def _renamed(rows: Future[pa.Table | None], table: SideTable) -> pa.Table | None:
+    """Another table's rows (the same query's: `local_sides.same_rows`) under this one's names."""
+    got = rows.result()
+    if got is None:
+        return None
+    return got.rename_columns([a.name for a in table.plan.output]).replace_schema_metadata(got.schema.metadata)
 
 
 def _either(table: SideTable, sources: dict[str, Source], job: Callable[[], pa.Table]) -> pa.Table:
