@@ -19,6 +19,12 @@ import scala.jdk.javaapi.CollectionConverters;
  */
 public final class Optimized {
     private static final String KEY = "spark.sql.optimizer.excludedRules";
+    /**
+     * Subplans merge only where their filters are the same (TPC-DS Q9's three subqueries
+     * per bucket: one scan, not three): merged across filters, an aggregate's group would
+     * be every row either filter kept, though each value came from fewer.
+     */
+    private static final String SAME_FILTERS = "spark.sql.optimizer.mergeSubplans.filterPropagation.enabled";
 
     public LogicalPlan plan(SparkSession session, LogicalPlan analyzed, String excluded) {
         SQLConf conf = session.sessionState().conf().clone();
@@ -31,6 +37,7 @@ public final class Optimized {
             }
         }
         conf.setConfString(KEY, String.join(",", rules));
+        conf.setConfString(SAME_FILTERS, "false");
         return SQLConf$.MODULE$.withExistingConf(conf, () -> session.sessionState().optimizer().execute(analyzed));
     }
 

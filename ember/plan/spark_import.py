@@ -45,10 +45,6 @@ EXCLUDED_RULES = (
     # Also drops an outer join whose other side matches at most once and is not read above
     # (a count over `a LEFT JOIN (... GROUP BY k)`): the matched rows are lineage all the same.
     _OPT + "EliminateOuterJoin",
-    # Merges aggregates over one relation into one, each filter becoming a FILTER clause on
-    # its column (`SELECT count(*) ... UNION ALL SELECT count(*) ... WHERE k > 0`): the
-    # merged group is every row, though a filtered column's value came from fewer.
-    "org.apache.spark.sql.execution.planmerging.MergeSubplans",
 )
 
 _UNSUPPORTED = {

@@ -23,6 +23,9 @@ from pyspark.sql.window import Window
 
 import ember
 from ember.capture import sides
+from ember.plan import ir
+from ember.plan.jvm import Jvm
+from ember.plan.spark_import import import_plan
 from tests.oracle import rows as o
 
 A = [(1, "x"), (2, "y"), (2, "y"), (3, None)]
@@ -217,6 +220,24 @@ def test_scalar_subqueries(views: SparkSession) -> None:
     # a scalar column nothing reads is used by no row: Spark prunes it, and ember adds nothing
     dropped = "SELECT k FROM (SELECT k, (SELECT count(*) FROM b WHERE b.k = a.k) AS n, (SELECT max(k) FROM b) AS m FROM a)"
     check(views.sql(dropped), o.select(a(), lambda v: (v[0],)))
+
+
+@pytest.mark.parametrize(
+    ("second", "merged"), [("max(k) FROM b", True), ("count(*) FROM b WHERE k > 3", False)], ids=["same rows", "fewer rows"]
+)
+def test_scalar_subqueries_merge_only_over_the_same_rows(views: SparkSession, second: str, merged: bool) -> None:
+    # Spark computes subqueries over the same rows in one (`MergeSubplans`: TPC-DS Q9's
+    # buckets). Over fewer rows (a filter the other lacks) they stay apart, each value
+    # keeping its own rows, where Spark's plain job merges them (the filter becomes a
+    # FILTER clause) and the merged group would be every row.
+    df = views.sql(f"SELECT 1 AS s, (SELECT count(*) FROM b) AS n UNION ALL SELECT 2, (SELECT {second})")
+    plan, _ = import_plan(Jvm(views), df)
+    made = [s for n in ir.walk(plan) for e in n.expressions() for s in e.subqueries]
+    assert len(made) == 2 and (made[0] == made[1]) == merged
+    over = b() if merged else o.where(b(), lambda v: v[0] > 3)
+    value = max(v[0] for v, _ in over) if merged else len(over)
+    whole = frozenset().union(*(lin for _, lin in b()))
+    check(df, [((1, len(b())), whole), ((2, value), frozenset().union(*(lin for _, lin in over)))])
 
 
 def test_union_all_and_distinct(views: SparkSession) -> None:
