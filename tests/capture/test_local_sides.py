@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.capture import annotate, local_sides
@@ -69,8 +69,7 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 @pytest.fixture
 def on_spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Why each side table DuckDB did not read (Spark computed it) was made: cleared, then
-    checked after one more capture (`ember.infer`'s lazy capture leaves every table to Spark)."""
+    """Why each side table DuckDB did not read (Spark computed it) was made."""
     found: list[str] = []
     read = local_sides.side_table
 
@@ -82,6 +81,14 @@ def on_spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(local_sides, "side_table", counted)
     yield found
+
+
+def all_read_by_duckdb(df: DataFrame, on_spark: list[str]) -> bool:
+    """Whether one more Inject capture leaves no side table to Spark (`on_spark`, cleared
+    first: `ember.infer`'s lazy capture in `check` leaves every table to Spark)."""
+    on_spark.clear()
+    ember.capture(df, strategy="inject")
+    return on_spark == []
 
 
 @pytest.fixture
@@ -537,9 +544,7 @@ def test_groups_under_a_scalar_subquery_filter(
     kept = [(v, lin | whole) for v, lin in o.where(items(), lambda i: least is not None and i[2] > least)]
     groups = o.group(kept, lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
     check(df, o.select(o.join(orders(), groups, lambda r, g: r[0] == g[0]), lambda v: (v[2], v[4])))
-    on_spark.clear()
-    ember.capture(df, strategy="inject")
-    assert on_spark == []
+    assert all_read_by_duckdb(df, on_spark)
 
 
 def test_a_global_aggregate_under_a_grouped_scalar_subquery(views: SparkSession, on_spark: list[str]) -> None:
@@ -553,9 +558,7 @@ def test_a_global_aggregate_under_a_grouped_scalar_subquery(views: SparkSession,
     whole = frozenset().union(*(lin for _, lin in scalar))
     kept = [(v, lin | whole) for v, lin in o.where(items(), lambda i: i[1] == scalar[0][0][0])]
     check(df, o.group(kept, lambda v: (), lambda vs: (sum(v[2] for v in vs), len(vs)), global_=True))
-    on_spark.clear()
-    ember.capture(df, strategy="inject")
-    assert on_spark == []
+    assert all_read_by_duckdb(df, on_spark)
 
 
 def test_groups_kept_by_a_having_with_a_grouped_scalar_subquery(
@@ -572,10 +575,8 @@ def test_groups_kept_by_a_having_with_a_grouped_scalar_subquery(
     least = sum(v[2] for v, _ in scalar)
     groups = o.group(items(), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
     check(df, [(v, lin | whole) for v, lin in groups if v[1] > least])
-    on_spark.clear()
     answered.clear()
-    ember.capture(df, strategy="inject")
-    assert on_spark == []
+    assert all_read_by_duckdb(df, on_spark)
     assert sorted(answered) == ["aggregate groups", "aggregate groups", "scalar subquery"]
 
 
