@@ -198,16 +198,16 @@ def run_annotated(
     `small` side tables (a re-run over a few rows) come back through the driver, which
     costs less than a committed Parquet write when they hold a handful of rows.
     """
-    result, side_data = _run(jvm, annotated, sources, None if small else staging, small)
+    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small)
     user = pa.table(result.columns[: len(names)], names=names)
-    return user, _indexed(result, annotated, side_data)
+    return user, _indexed(result, annotated, side_data, same)
 
 
-def _indexed(result: pa.Table, annotated: Annotated, data: list[SideRows]) -> LineageIndex:
+def _indexed(result: pa.Table, annotated: Annotated, data: list[SideRows], same: dict[int, int]) -> LineageIndex:
     """The lineage index; side tables the executors kept are deleted once their levels
     (and the refs into them) are built."""
     try:
-        return build_index(result, annotated.slots, annotated.tables, data)
+        return build_index(result, annotated.slots, annotated.tables, data, same=same)
     finally:
         for d in data:
             if isinstance(d, Staged):
@@ -220,10 +220,10 @@ def _run(
     sources: dict[str, Source],
     staging: str | None,
     small: bool = False,
-) -> tuple[pa.Table, list[SideRows]]:
-    """The rewritten job's rows (its columns, then the slots) and each side table's rows
+) -> tuple[pa.Table, list[SideRows], dict[int, int]]:
+    """The rewritten job's rows (its columns, then the slots), each side table's rows
     (None for a table whose rows ride in the job's result, `Staged` for one the executors
-    keep).
+    keep) and which tables got another's rows (`sides.fetch`).
 
     Side tables read the sources again, so the files must be as they were when the plan
     was read: checked after the last job."""
@@ -232,12 +232,12 @@ def _run(
         job = builder.dataframe(annotated.plan)
         started = sides.start(builder, annotated, small)
         result = job.toArrow()
-        data = sides.fetch(builder, annotated, result, staging, small, started)
+        data, same = sides.fetch(builder, annotated, result, staging, small, started)
     finally:
         builder.release()
     for s in sources.values():
         check_unchanged(s)
-    return rekey(annotated, result, data, sources)
+    return (*rekey(annotated, result, data, sources), same)
 
 
 def _deferred(
@@ -254,9 +254,9 @@ def _deferred(
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
     annotated = _annotated(plan, workload, sources, bound)
-    result, side_data = _run(jvm, annotated, numbered, staging)
+    result, side_data, same = _run(jvm, annotated, numbered, staging)
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
-    index = _indexed(result, annotated, side_data)
+    index = _indexed(result, annotated, side_data, same)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 

@@ -462,12 +462,16 @@ _DERIVED = re.compile(r"\bc(\d+)\b")  # a derived table's column, named by its a
 
 
 def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:
-    """The query reading the whole table, its output columns named by position and its
-    derived columns numbered by first use (None: DuckDB cannot read it). Tables with the
-    same text have the same rows: TPC-DS Q9's fifteen subqueries read five."""
+    """The query reading the whole table, up to names (`_by_position`; None: DuckDB cannot
+    read it). Tables with the same text have the same rows: TPC-DS Q9's fifteen subqueries
+    read five."""
     text = _Query(sources).text(table, None)
-    if text is None:
-        return None
+    return None if text is None else _by_position(text, table)
+
+
+def _by_position(text: str, table: SideTable) -> str:
+    """A table's query with its output columns named by position and its derived columns
+    numbered by first use, outside literals and quoted names."""
     for i, a in enumerate(table.plan.output):
         text = text.replace(f'"{a.name}"', f'"o{i}"')
     numbers: dict[str, int] = {}
@@ -477,18 +481,53 @@ def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:
     return "".join(parts)
 
 
+def renamed(rows: pa.Table, table: SideTable) -> pa.Table:
+    """Another table's rows (the same query's, up to names) under this one's names, still sorted."""
+    return rows.rename_columns([a.name for a in table.plan.output]).replace_schema_metadata(rows.schema.metadata)
+
+
+class Reads:
+    """One capture's DuckDB reads of side tables after the job, each query run once: a
+    table whose query is an earlier one's up to names, for the same wanted keys, gets that
+    one's rows (TPC-DS Q14 reads each channel's `cross_items` semi joins twice and its
+    `avg_sales` three times)."""
+
+    def __init__(self, sources: dict[str, Source], inputs: Inputs | None = None):
+        self.sources = sources
+        self.inputs = inputs
+        self._done: dict[str, list[tuple[pa.Table | None, int, pa.Table | None]]] = {}
+        self.same: dict[int, int] = {}  # table id → the id of the table whose read gave its rows
+
+    def side_table(self, table: SideTable, wanted: pa.Table | None) -> pa.Table | None:
+        """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
+        DuckDB, from the `inputs` already read where it can; None where Spark must compute it."""
+        read = self.inputs.read() if self.inputs is not None else {}
+        query = _Query(self.sources, inputs={name: plan for name, (plan, _) in read.items()}).text(table, wanted)
+        if query is None:
+            return None
+        keys = wanted if table.keys else None
+        done = self._done.setdefault(_by_position(query, table), [])
+        for other, owner, rows in done:
+            if other is keys or (other is not None and keys is not None and other.equals(keys)):
+                self.same[table.id] = owner
+                return None if rows is None else renamed(rows, table)
+        rows = _run(query, keys, read)
+        done.append((keys, table.id, rows))
+        self.same[table.id] = table.id
+        return rows
+
+
 def side_table(
     table: SideTable, wanted: pa.Table | None, sources: dict[str, Source], inputs: Inputs | None = None
 ) -> pa.Table | None:
-    """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
-    DuckDB, from the `inputs` already read where it can; None where Spark must compute it."""
-    read = inputs.read() if inputs is not None else {}
-    query = _Query(sources, inputs={name: plan for name, (plan, _) in read.items()}).text(table, wanted)
-    if query is None:
-        return None
+    """One table read alone (`Reads.side_table`)."""
+    return Reads(sources, inputs).side_table(table, wanted)
+
+
+def _run(query: str, wanted: pa.Table | None, read: dict[str, tuple[ir.Node, pa.Table]]) -> pa.Table | None:
     con = duck.connect()
     try:
-        if wanted is not None and table.keys:
+        if wanted is not None:
             con.register("wanted", wanted)
         for name, (_, rows) in read.items():
             con.register(name, rows)

@@ -95,6 +95,7 @@ class Started:
 
     tables: dict[int, Future[pa.Table | None]]
     inputs: local_sides.Inputs
+    same: dict[int, int]  # table id → the table whose read gives its rows (`local_sides.same_rows`)
 
 
 def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
@@ -118,30 +119,30 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
     started: dict[int, Future[pa.Table | None]] = {}
-    read: dict[str, Future[pa.Table | None]] = {}  # by `local_sides.same_rows`: each read once
+    read: dict[str, int] = {}  # by `local_sides.same_rows`: each read once
+    same: dict[int, int] = {}
     for t in early:
         if t.local:
-            same = local_sides.same_rows(t, builder.sources)
-            if same is not None and same in read:
-                started[t.id] = _BESIDE.submit(_renamed, read[same], t)
+            text = local_sides.same_rows(t, builder.sources)
+            if text is not None and text in read:
+                same[t.id] = read[text]
+                started[t.id] = _BESIDE.submit(_renamed, started[same[t.id]], t)
                 continue
             started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
-            if same is not None:
-                read[same] = started[t.id]
+            if text is not None:
+                read[text] = same[t.id] = t.id
         else:
             job = builder.jvm.threaded(builder.dataframe(t.plan).toArrow)
             started[t.id] = _BESIDE.submit(_either, t, builder.sources, job)
     inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
     inputs.start(_BESIDE)
-    return Started(started, inputs)
+    return Started(started, inputs, same)
 
 
 def _renamed(rows: Future[pa.Table | None], table: SideTable) -> pa.Table | None:
     """Another table's rows (the same query's: `local_sides.same_rows`) under this one's names."""
     got = rows.result()
-    if got is None:
-        return None
-    return got.rename_columns([a.name for a in table.plan.output]).replace_schema_metadata(got.schema.metadata)
+    return None if got is None else local_sides.renamed(got, table)
 
 
 def _either(table: SideTable, sources: dict[str, Source], job: Callable[[], pa.Table]) -> pa.Table:
@@ -158,9 +159,10 @@ def fetch(
     staging: str | None,
     small: bool,
     started: Started | None = None,
-) -> list[SideRows]:
+) -> tuple[list[SideRows], dict[int, int]]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
-    the result itself as a list slot; `Staged` for one the executors keep).
+    the result itself as a list slot; `Staged` for one the executors keep), and which
+    tables got the rows of another's read (table id → that table's id).
 
     Tables run in waves: every table whose referrers are all fetched runs in the same
     wave, its jobs side by side (a small side-table job is mostly scheduling latency).
@@ -190,7 +192,7 @@ def fetch(
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)
     scratch = Scratch(staging) if not small and any(not t.bounded for t in jobs) else None
-    inputs = started.inputs if started is not None else None
+    reads = local_sides.Reads(builder.sources, started.inputs if started is not None else None)
     with ThreadPoolExecutor(4) as pool:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
@@ -200,14 +202,14 @@ def fetch(
                     _note(wanted, data[t.id], t.slots)
             wave = [t for t in wave if not t.reported]
             runs = [
-                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, inputs)))
+                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, reads)))
                 for t in wave
             ]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)
             note_lists()
-    return [data.get(t.id) for t in tables]
+    return [data.get(t.id) for t in tables], {**reads.same, **(started.same if started is not None else {})}
 
 
 def _referrers(annotated: Annotated) -> dict[int, set[int]]:
@@ -235,7 +237,7 @@ def _job(
     keys: Keys,
     small: bool,
     scratch: Scratch | None,
-    inputs: local_sides.Inputs | None = None,
+    reads: local_sides.Reads,
 ) -> Callable[[], pa.Table | Staged]:
     """The side table built (on this thread: the builder is not shared) as a job to run;
     one DuckDB can answer in-process is read here and now. A table that could outgrow the
@@ -244,7 +246,7 @@ def _job(
     if bounded and isinstance(keys, DataFrame):
         keys = _collected(keys)
     if bounded and not isinstance(keys, DataFrame):
-        local = local_sides.side_table(table, keys, builder.sources, inputs)
+        local = reads.side_table(table, keys)
         if local is not None:
             return lambda: local
     builder.keys = keys

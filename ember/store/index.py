@@ -199,16 +199,27 @@ def build_index(
     tables: tuple[SideTable, ...],
     data: list[SideRows],
     compress: bool = True,
+    same: dict[int, int] | None = None,
 ) -> LineageIndex:
     """Sorts each side table by its keys, resolves every ref slot to row ranges, encodes.
 
     A table whose rows rode in the result (`data` None) is a list slot flattened: already
     grouped by the row that holds the list, so its ranges are the lists' offsets. A
-    `Remote` table's level is built by the executors.
+    `Remote` table's level is built by the executors. Tables with the `same` rows (table
+    id → a label shared by the tables read as one) whose refs point at tables alike too
+    are one table: refs to a later one point at the first one's level, and the later one's
+    level is left empty (TPC-DS Q14's `cross_items`, read twice per channel, is indexed and
+    traced once).
     """
     con = duck.connect()
     groups: list[pa.Table | Remote] = []
     levels: list[Level] = []
+    alias: dict[int, int] = {}
+    first: dict[int, int] = {}  # `same` rows → the first table indexed with them
+    pinned = {  # tables that levels the executors build point at: those resolve refs themselves
+        s.table for t, d in zip(tables, data, strict=True) if d is not None and not isinstance(d, pa.Table)
+        for s in t.slots if isinstance(s, RefSlot)
+    }  # fmt: skip
     fetched = {t.id: d for t, d in zip(tables, data, strict=True) if isinstance(d, pa.Table)}
     flat = inline_rows(output, output_slots, tables, fetched, sort=True)
     spans = {tid: span for tid, (_, span) in flat.items()}
@@ -217,15 +228,47 @@ def build_index(
             levels.append(arrow.level(table, groups, tables, levels, compress))
             groups.append(arrow)
             continue
+        rows_of = (same or {}).get(table.id) if arrow is not None and table.id not in pinned else None
+        earlier = first.setdefault(rows_of, table.id) if rows_of is not None else table.id
+        if earlier != table.id and _alike(table, tables[earlier], alias):
+            alias[table.id] = earlier
+            levels.append(Level(0, (), (), f"{table.why} (as table {earlier})"))
+            groups.append(groups[earlier])
+            continue
         if arrow is None:
             ordered = flat[table.id][0]
         else:
             ordered = arrow if arrow.schema.metadata == SORTED else _sorted(con, arrow, order_by(table))
-        levels.append(_level(con, ordered, table.slots, groups, tables, levels, table.why, compress, spans))
+        levels.append(_level(con, ordered, table.slots, groups, tables, levels, table.why, compress, spans, alias))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
-    out = _level(con, output, output_slots, groups, tables, levels, "output", compress, spans)
+    out = _level(con, output, output_slots, groups, tables, levels, "output", compress, spans, alias)
     con.close()
     return LineageIndex(out, tuple(levels))
+
+
+def _alike(table: SideTable, earlier: SideTable, alias: dict[int, int]) -> bool:
+    """Whether two tables with the same rows have the same level: the same keys, order and
+    slots by output position, refs resolving to the same tables (list slots not compared)."""
+    shapes = [_shape(t, alias) for t in (table, earlier)]
+    return shapes[0] is not None and shapes[0] == shapes[1]
+
+
+def _shape(table: SideTable, alias: dict[int, int]) -> tuple[object, ...] | None:
+    at = {a.name: i for i, a in enumerate(table.plan.output)}
+
+    def pos(attrs: tuple[Attr, ...]) -> tuple[int, ...] | None:
+        found = tuple(at.get(a.name, -1) for a in attrs)
+        return None if -1 in found else found
+
+    shape: list[object] = [pos(table.keys), pos(_tie(table))]
+    for slot in table.slots:
+        if isinstance(slot, RidSlot):
+            shape.append((slot.source, slot.key_column, pos(slot.attrs)))
+        elif isinstance(slot, RefSlot):
+            shape.append((alias.get(slot.table, slot.table), pos(slot.attrs)))
+        else:
+            return None
+    return None if None in shape else tuple(shape)
 
 
 Spans = tuple[np.ndarray, np.ndarray]
@@ -377,6 +420,7 @@ def _level(
     why: str,
     compress: bool,
     spans: dict[int, Spans],
+    alias: dict[int, int],
 ) -> Level:
     n = arrow.num_rows
     pack = encode if compress else Plain
@@ -390,8 +434,9 @@ def _level(
             start, end = spans[slot.table]
             refs.append(Ranges(slot.table, pack(start), pack(end)))
         else:
-            start, end = _resolve(con, arrow, slot, groups[slot.table], tables[slot.table], levels[slot.table].rows)
-            refs.append(Ranges(slot.table, pack(start), pack(end)))
+            target = alias.get(slot.table, slot.table)
+            start, end = _resolve(con, arrow, slot, groups[target], tables[target], levels[target].rows)
+            refs.append(Ranges(target, pack(start), pack(end)))
     return Level(n, tuple(rids), tuple(refs), why)
 
 
