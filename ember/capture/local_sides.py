@@ -496,7 +496,7 @@ class Reads:
         self.sources = sources
         self.inputs = inputs
         self._done: dict[str, list[tuple[pa.Table | None, int, pa.Table | None]]] = {}
-        self.same: dict[int, int] = {}  # table id → the id of the table whose read gave its rows
+        self.same: dict[int, int] = {}  # table id → the table whose read gave its rows (none if DuckDB could not)
 
     def side_table(self, table: SideTable, wanted: pa.Table | None) -> pa.Table | None:
         """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
@@ -509,11 +509,14 @@ class Reads:
         done = self._done.setdefault(_by_position(query, table), [])
         for other, owner, rows in done:
             if other is keys or (other is not None and keys is not None and other.equals(keys)):
+                if rows is None:
+                    return None
                 self.same[table.id] = owner
-                return None if rows is None else renamed(rows, table)
+                return renamed(rows, table)
         rows = _run(query, keys, read)
         done.append((keys, table.id, rows))
-        self.same[table.id] = table.id
+        if rows is not None:
+            self.same[table.id] = table.id
         return rows
 
 

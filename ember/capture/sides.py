@@ -182,8 +182,11 @@ def fetch(
                 _note(wanted, rows, tables[tid].slots)
 
     note_lists()
+    same = dict(started.same) if started is not None else {}  # only for rows kept as read
     for tid, run in (started.tables if started is not None else {}).items():
         rows = run.result()
+        if rows is None or not (tables[tid].keys or wanted[tid].whole):
+            same.pop(tid, None)
         if rows is None:
             continue
         data[tid] = rows if tables[tid].keys or wanted[tid].whole else rows.slice(0, 0)
@@ -209,7 +212,7 @@ def fetch(
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)
             note_lists()
-    return [data.get(t.id) for t in tables], {**reads.same, **(started.same if started is not None else {})}
+    return [data.get(t.id) for t in tables], {**reads.same, **same}
 
 
 def _referrers(annotated: Annotated) -> dict[int, set[int]]:

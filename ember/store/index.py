@@ -255,20 +255,19 @@ def _alike(table: SideTable, earlier: SideTable, alias: dict[int, int]) -> bool:
 
 def _shape(table: SideTable, alias: dict[int, int]) -> tuple[object, ...] | None:
     at = {a.name: i for i, a in enumerate(table.plan.output)}
+    named = [*table.keys, *_tie(table), *(a for s in table.slots for a in s.attrs)]
+    if any(isinstance(s, ListSlot) for s in table.slots) or any(a.name not in at for a in named):
+        return None
 
-    def pos(attrs: tuple[Attr, ...]) -> tuple[int, ...] | None:
-        found = tuple(at.get(a.name, -1) for a in attrs)
-        return None if -1 in found else found
+    def pos(attrs: tuple[Attr, ...]) -> tuple[int, ...]:
+        return tuple(at[a.name] for a in attrs)
 
-    shape: list[object] = [pos(table.keys), pos(_tie(table))]
-    for slot in table.slots:
-        if isinstance(slot, RidSlot):
-            shape.append((slot.source, slot.key_column, pos(slot.attrs)))
-        elif isinstance(slot, RefSlot):
-            shape.append((alias.get(slot.table, slot.table), pos(slot.attrs)))
-        else:
-            return None
-    return None if None in shape else tuple(shape)
+    return (
+        pos(table.keys),
+        pos(_tie(table)),
+        *((s.source, s.key_column, pos(s.attrs)) if isinstance(s, RidSlot) else
+          (alias.get(s.table, s.table), pos(s.attrs)) for s in table.slots),
+    )  # fmt: skip
 
 
 Spans = tuple[np.ndarray, np.ndarray]

@@ -614,6 +614,27 @@ def test_subqueries_reading_the_same_rows_are_read_once(
     assert len(duck_reads) == reads
 
 
+@pytest.mark.parametrize("empty", [0, 1], ids=["first branch empty", "second branch empty"])
+def test_subqueries_read_once_are_indexed_apart_when_one_reaches_no_row(
+    views: SparkSession, duck_reads: list[str], empty: int
+) -> None:
+    # The same subquery in two branches, one of which keeps no row: its table's rows are
+    # dropped after the job, so the other's level cannot be its (emptied) one.
+    bounds = ["", ""]
+    bounds[empty] = "1000 + "
+    df = views.sql(
+        f"SELECT okey FROM ls_orders WHERE total > {bounds[0]}(SELECT min(qty) FROM ls_items WHERE flag <> 'a')"
+        f" UNION ALL SELECT okey FROM ls_orders WHERE total > {bounds[1]}(SELECT min(qty) FROM ls_items WHERE flag <> 'a')"
+    )
+    scalar = o.where(items(), lambda i: i[3] != "a")
+    whole = frozenset().union(*(lin for _, lin in scalar))
+    least = min(v[2] for v, _ in scalar)
+    check(df, [((v[0],), lin | whole) for v, lin in o.where(orders(), lambda r: r[1] > least)])
+    duck_reads.clear()
+    ember.capture(df, strategy="inject")
+    assert len(duck_reads) == 1
+
+
 @pytest.mark.parametrize(("second", "reads"), [(1, 1), (2, 2)], ids=["same keys", "other keys"])
 def test_tables_read_after_the_job_with_the_same_rows_are_read_and_indexed_once(
     views: SparkSession, duck_reads: list[str], second: int, reads: int, tmp_path: Path
