@@ -5,10 +5,11 @@ Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet 
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
 comparisons, + - * (on decimals only where Spark keeps every digit of the result),
-AND/OR/NOT, IS NULL, IN, coalesce, prefix/suffix/substring tests, substrings from a position
-counted from 1, LIKE without escapes, year(), exact widening casts to decimal or a wider
-integer or of a number to a double, and min, max, sum and count (as window functions, or
-under a GROUP BY). Anything else translates to None, and the work stays
+AND/OR/NOT, IS NULL, IN, coalesce, CASE, prefix/suffix/substring tests, substrings from a
+position counted from 1, LIKE without escapes, year(), integer & | and >> (Spark's
+`grouping()`), exact widening casts to decimal or a wider integer or of a number to a
+double, integer casts to a narrower integer (an overflow fails in DuckDB, and the work goes
+back to Spark), and min, max, sum and count (as window functions, or under a GROUP BY). Anything else translates to None, and the work stays
 on Spark.
 """
 
@@ -35,6 +36,8 @@ _COMPARE = {
     "Add": "+",  # exact on integers and decimals in both engines (an overflow errors in DuckDB:
     "Subtract": "-",  # the caller falls back to Spark), IEEE on doubles; division differs
     "Multiply": "*",
+    "BitwiseAnd": "&",  # two's complement integers of one type in both
+    "BitwiseOr": "|",
 }
 _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
 
@@ -87,10 +90,31 @@ def sql(
     pattern = e.children[-1] if e.children else None
     if kind == "Like" and len(args) == 2 and pattern is not None and pattern.kind == "Literal" and "\\" not in pattern.text:
         return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
-    if kind == "Cast" and e.dtype is not None and _widens(e.children[0].dtype, e.dtype):
+    if kind == "Cast" and e.dtype is not None and (_widens(e.children[0].dtype, e.dtype) or _narrows(e.children[0].dtype, e.dtype)):
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
+    if kind == "ShiftRight" and _shift(e):  # arithmetic in both engines
+        return f"({args[0]} >> {args[1]})"
+    if kind == "CaseWhen":  # branches (condition, value), then the ELSE value if any
+        branches = " ".join(f"WHEN {c} THEN {v}" for c, v in zip(args[0:-1:2], args[1::2], strict=True))
+        otherwise = f" ELSE {args[-1]}" if len(args) % 2 else ""
+        return f"(CASE {branches}{otherwise} END)"
     return None
+
+
+def _shift(e: Tree) -> bool:
+    """A shift by a literal within the value's width: Java masks a wider one (`1 << 65` is 2),
+    DuckDB does not."""
+    value, by = e.children
+    width = {"int": 32, "bigint": 64}.get(value.dtype or "")
+    return width is not None and by.kind == "Literal" and isinstance(by.value, int) and 0 <= by.value < width
+
+
+def _narrows(source: str | None, target: str) -> bool:
+    """A cast to a narrower integer: the same value where it fits; where it does not, Spark
+    fails (ANSI) or wraps it, and DuckDB fails, which leaves the work to Spark (Spark's
+    `grouping()` is a bit of the grouping id cast to a tinyint)."""
+    return source in _DIGITS and target in _DIGITS
 
 
 def _exact(e: Tree) -> bool:
@@ -138,7 +162,7 @@ def _aggregate(e: Tree, named: Callable[[Tree], str] | None, window: str | None,
 
 # Integer types by Spark's simpleString, with the decimal digits each holds.
 _DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
-_SQL_TYPES = {"double": "DOUBLE", "bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT"}
+_SQL_TYPES = {"double": "DOUBLE", "bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT", "tinyint": "TINYINT"}
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 
 
