@@ -114,6 +114,15 @@ def test_translated_conditions_select_what_spark_selects(spark: SparkSession, ta
     assert want, f"{where} selects nothing: a weak case"
 
 
+def test_a_narrowing_cast_that_overflows_fails_in_duckdb(spark: SparkSession, table: Path) -> None:
+    # Where a value does not fit, Spark fails (ANSI) or wraps it; DuckDB fails, and its
+    # callers leave the work to Spark: it never gives another value.
+    translated = sql(condition(spark.read.parquet(str(table)), "cast(n * 10 AS tinyint) > 3"))
+    assert translated is not None
+    with pytest.raises(duckdb.ConversionException):
+        duckdb.sql(f"SELECT n FROM read_parquet('{table}') WHERE {translated}").fetchall()
+
+
 @pytest.mark.parametrize(
     "where", ["length(s) > 6", "s LIKE 'a\\\\%'", "x / 2 > 3", "rand() > 0.5", "cast(price AS int) > 3", "cast(x AS decimal(4, 1)) > 3",
      "shiftright(n, 33) = 0", "shiftright(n, g) = 0",  # Java masks the shift: only literals within the width
