@@ -242,8 +242,8 @@ def spark_plan(spark: SparkSession, p: Plan) -> DataFrame:
         "k<": [F.col("l.k") == F.col("r.k"), F.col("l.v") < F.col("r.v")],
         "<": [F.col("l.v") < F.col("r.v")],
     }[on]
-    if how in ("semi", "anti"):
-        return left.join(right, conditions, f"left_{how}").select("l.k", "l.v")
+    if how in ("semi", "anti"):  # aliased: the left's own columns, cogrouped with that left, would be ambiguous
+        return left.join(right, conditions, f"left_{how}").select(F.col("l.k").alias("k"), F.col("l.v").alias("v"))
     return left.join(right, conditions, how).select(F.col("l.k").alias("k"), F.col("r.v").alias("v"))
 
 
