@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -500,6 +500,9 @@ def check(spark: SparkSession, plan: Plan, tables: dict[str, Table], strategy: s
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
+# found by CI: a table cogrouped with its own semi join (the generator's columns were ambiguous to Spark)
+@example(plan=("cogrouped map", ("scan", "t0"), ("join", ("scan", "t0"), ("scan", "t0"), ("semi", "k"))),
+         t0=[(0, 0)], t1=[(0, 0)], strategy="inject")  # fmt: skip
 def test_generated_pipeline_lineage_equals_oracle(
     spark: SparkSession, plan: Plan, t0: Table, t1: Table, strategy: str
 ) -> None:
