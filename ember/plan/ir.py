@@ -63,13 +63,17 @@ class Frame:
     """A window function's frame: rows or range, bounds "unbounded", "current", a signed
     integer offset, or a RANGE frame's value offset of another type (a decimal, a double,
     an interval: its text, with its Catalyst literal in `values`). `whole` is set for
-    ranking functions, which read the whole partition."""
+    ranking functions, which read the whole partition. `tie_free` is set where the
+    function's value is the same whichever order rows that tie in the ORDER BY come in (a
+    rank, an order-blind aggregate over the whole partition or a RANGE frame, which takes
+    peers together), so a second run gives the same values."""
 
     kind: str  # "rows" | "range"
     lower: str
     upper: str
     whole: bool = False
     values: tuple[Any, Any] = field(default=(None, None), compare=False, hash=False, repr=False)
+    tie_free: bool = field(default=False, compare=False)
 
     @property
     def partition_wide(self) -> bool:
@@ -316,6 +320,12 @@ class Window(Unary):
     def output(self) -> tuple[Attr, ...]:
         return self.child.output + tuple(c.attr for c in self.columns)
 
+    @property
+    def tie_free(self) -> bool:
+        """Whether a second run gives the same values: no function tells tied rows apart,
+        nor does a frame position of ember's."""
+        return all(f.tie_free for f in self.frames) and not any(isinstance(c.expr, FrameCount) for c in self.columns)
+
     def expressions(self) -> tuple[Expr, ...]:
         own = tuple(c.expr for c in self.columns if isinstance(c.expr, Expr))
         return own + self.partition + self.order
@@ -500,10 +510,13 @@ SEQUENCE = "sequence"  # pandas-on-Spark's default index: rows numbered in the o
 def repeatable(plan: Node) -> bool:
     """Whether running the plan twice over unchanged sources gives the same rows: it does
     not vary, is not `order_bound`, and has no sample (a seeded one draws by partition,
-    which another job may cut otherwise), limit or window whose rows could be chosen
-    differently among ties."""
+    which another job may cut otherwise), limit or window whose rows or values could be
+    chosen differently among ties (a row number, a lag; a rank is the same either way)."""
     return not varies(plan) and not order_bound(plan) and not any(
-        isinstance(n, Limit | Window) or (isinstance(n, Passthrough) and n.kind == "sample") for n in walk(plan)
+        isinstance(n, Limit)
+        or (isinstance(n, Window) and not n.tie_free)
+        or (isinstance(n, Passthrough) and n.kind == "sample")
+        for n in walk(plan)
     )
 
 

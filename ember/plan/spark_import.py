@@ -522,6 +522,15 @@ def _is_except_all_right(p: PlanTree) -> bool:
     )
 
 
+# Window functions whose value ties do not change: ranks give peers one value; these
+# aggregates do not depend on the order they see rows in (a float sum's rounding aside, as
+# for any aggregate).
+_TIE_FREE_RANKS = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})
+_ORDER_BLIND = frozenset({
+    "Sum", "Count", "Average", "Min", "Max", "StddevSamp", "StddevPop", "VarianceSamp", "VariancePop",
+})  # fmt: skip
+
+
 def _frame(named: Tree) -> ir.Frame:
     """The frame of a window column `Alias(WindowExpression(fn, spec))`."""
     we = named.children[0] if named.kind == "Alias" else named
@@ -536,12 +545,17 @@ def _frame(named: Tree) -> ir.Frame:
         raise UnsupportedOperatorError(f"ember cannot read the window frame {frame.text}")
     kind = "rows" if (frame.frame or "").startswith("RowFrame") else "range"
     lower, upper = (_bound(b, kind) for b in frame.children[:2])
+    tie_free = fn.kind in _TIE_FREE_RANKS or (
+        fn.kind == "AggregateExpression"
+        and fn.children[0].kind in _ORDER_BLIND
+        and (kind == "range" or lower == upper == "unbounded")
+    )
     values: tuple[JObj | None, JObj | None] = (None, None)
     if lower.startswith("value ") or upper.startswith("value "):
         assert named.handle is not None
         made = (named.handle.child() if named.kind == "Alias" else named.handle).windowSpec().frameSpecification()
         values = (made.lower() if lower.startswith("value ") else None, made.upper() if upper.startswith("value ") else None)
-    return ir.Frame(kind, lower, upper, whole=ranking, values=values)
+    return ir.Frame(kind, lower, upper, whole=ranking, values=values, tie_free=tie_free)
 
 
 def _bound(e: Tree, kind: str) -> str:

@@ -235,3 +235,27 @@ def test_a_partition_map_refers_to_its_partitions_by_the_number_its_function_han
             assert job.reports is None and isinstance(given, ir.Project)
             assert isinstance(given.columns[-1].expr, ir.PartitionId)
             assert isinstance(given.child, ir.Shared) and table.plan.children == (given.child,)
+
+
+def ranked(child: ir.Node, tie_free: bool, out: ir.Attr) -> ir.Window:
+    """A window numbering rows per `a` by `b`: a rank (tie-free) or a row number."""
+    frame = ir.Frame("rows", "unbounded", "current", whole=True, tie_free=tie_free)
+    fn = ir.Expr("rank()" if tie_free else "row_number()", frozenset({B.id}), dtype="int")
+    return ir.Window(child, columns=(ir.Named(fn, out),), frames=(frame,), partition=(ref(A),), order=(ref(B),))
+
+
+def test_a_window_over_windows_whose_values_ties_do_not_change_is_not_cached() -> None:
+    """A whole-partition window's table reads its partitions again after the job unless a
+    second run could give other values: a row number below it can (it is cached, the
+    table reads the cache), a rank cannot (TPC-DS Q47's average over its monthly ranks:
+    cached, the job could not share the ranks' shuffle with the query's two other reads
+    of them, and computed the sales aggregate twice)."""
+    whole = ir.Frame("rows", "unbounded", "unbounded", tie_free=True)
+    for tie_free in (True, False):
+        below = ranked(scan("t", A, B), tie_free, C)
+        top = ir.Window(below, columns=(ir.Named(ir.Expr("sum(c)", frozenset({C.id}), dtype="bigint"), D),),
+                        frames=(whole,), partition=(ref(A),))  # fmt: skip
+        assert ir.repeatable(below) is tie_free
+        out = annotate(top)
+        assert any(isinstance(n, ir.Shared) for n in ir.walk(out.plan)) is not tie_free
+        assert [t.why for t in out.tables] == ["window partitions"] * 2

@@ -83,3 +83,26 @@ def test_the_import_adds_embers_excluded_rules_to_the_users_own(spark: SparkSess
     finally:
         spark.conf.unset(key)
     assert [type(n).__name__ for n in ir.walk(kept)].count("Filter") == 2
+
+
+def test_window_functions_whose_values_ties_do_not_change_are_marked(spark: SparkSession) -> None:
+    """A rank gives tied rows one value and an order-blind aggregate over the whole
+    partition or a RANGE frame takes peers together: a second run gives the same values,
+    so the window is `repeatable` (read again rather than cached). A row number, a lag, a
+    first value, an ntile or a ROWS frame's sum may tell tied rows apart."""
+    spark.createDataFrame([(1, 2, 3.0)], "g int, o int, v double").createOrReplaceTempView("tied")
+    over = "OVER (PARTITION BY g ORDER BY o"
+    tie_free = {
+        "rank()": True, "dense_rank()": True, "percent_rank()": True, "cume_dist()": True,
+        "avg(v) OVER (PARTITION BY g)": True, "sum(v)": True, "max(v) RANGE BETWEEN 1 PRECEDING AND 1 FOLLOWING": True,
+        "row_number()": False, "ntile(2)": False, "lag(v)": False, "first(v)": False,
+        "sum(v) ROWS BETWEEN 1 PRECEDING AND CURRENT ROW": False,
+        "count(v) ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING": True,
+    }  # fmt: skip
+    for i, fn in enumerate(tie_free):
+        call, _, frame = fn.partition(")")
+        column = fn if "OVER" in fn else f"{call}) {over} {frame.strip()})"
+        plan, _ = import_plan(Jvm(spark), spark.sql(f"SELECT g, {column} AS w{i} FROM tied"))
+        (window,) = [n for n in ir.walk(plan) if isinstance(n, ir.Window)]
+        assert window.tie_free is tie_free[fn], fn
+        assert ir.repeatable(plan) is tie_free[fn], fn
