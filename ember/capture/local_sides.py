@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
@@ -385,22 +385,36 @@ class Inputs:
             Inputs.name(t): t for t in tables if _aggregated_twice(t, tables, beside) and not _surely_large(t.aggregated)
         }
         self._rows: dict[str, Future[pa.Table | None]] = {}
+        self.same: dict[str, str] = {}  # name → the input whose read gives its rows
 
     @staticmethod
     def name(table: SideTable) -> str:
         return f"input{table.id}"
 
     def start(self, pool: Executor) -> None:
-        self._rows = {name: pool.submit(self._read, t) for name, t in self._tables.items()}
+        """Reads each input once, beside the job; inputs whose queries are the same up to
+        names share one read (TPC-DS Q47 aggregates one join in three side tables, for the
+        query's three reads of its monthly sales)."""
+        first: dict[str, str] = {}
+        for name, table in self._tables.items():
+            query = self._query(table)
+            if query is not None:
+                self.same[name] = first.setdefault(_numbered(query), name)
+                if self.same[name] == name:
+                    self._rows[name] = pool.submit(self._read, query)
 
     def read(self) -> dict[str, tuple[ir.Node, pa.Table]]:
         """Name → (the input as the job reads it, its rows), for each input read."""
-        found = {name: (self._tables[name].aggregated, rows.result()) for name, rows in self._rows.items()}
-        return {name: (plan, rows) for name, (plan, rows) in found.items() if plan is not None and rows is not None}
+        found = {}
+        for name, owner in self.same.items():
+            rows, plan = self._rows[owner].result(), self._tables[name].aggregated
+            if rows is not None and plan is not None:
+                found[name] = (plan, rows.rename_columns(_stored_names(self._tables[name])))
+        return found
 
-    def _read(self, table: SideTable) -> pa.Table | None:
-        """The rows of the group table's plan below its keys (its slots' rids with the
-        aggregate's input columns), a column `c<id>` per attribute; None if too many."""
+    def _query(self, table: SideTable) -> str | None:
+        """The query reading the rows of the group table's plan below its keys (its slots'
+        rids with the aggregate's input columns), a column `c<id>` per attribute."""
         assert isinstance(table.plan, ir.Project)
         query = _Query(self.sources)
         if not query.read(table.plan.child):
@@ -409,14 +423,24 @@ class Inputs:
         if any(c is None for c in columns.values()):
             return None
         select = ", ".join(f"{c} AS c{i}" for i, c in columns.items())
+        return f"SELECT {select} FROM {query.joined()} WHERE {query.where} LIMIT {SHARED_ROWS + 1}"
+
+    @staticmethod
+    def _read(query: str) -> pa.Table | None:
+        """The rows, None if too many."""
         con = duck.connect()
         try:
-            rows = con.sql(f"SELECT {select} FROM {query.joined()} WHERE {query.where} LIMIT {SHARED_ROWS + 1}").to_arrow_table()
+            rows = con.sql(query).to_arrow_table()
         except duckdb.Error:
             return None
         finally:
             con.close()
         return rows if rows.num_rows <= SHARED_ROWS else None
+
+
+def _stored_names(table: SideTable) -> list[str]:
+    assert isinstance(table.plan, ir.Project)
+    return [f"c{a.id}" for a in table.plan.child.output]
 
 
 def _aggregated_twice(table: SideTable, tables: tuple[SideTable, ...], beside: set[int]) -> bool:
@@ -459,6 +483,7 @@ def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:
 
 _QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")  # literals and names: kept as they are
 _DERIVED = re.compile(r"\bc(\d+)\b")  # a derived table's column, named by its attribute's id
+_INPUT = re.compile(r"\binput\d+\b")  # rows read beside the job (`Inputs.name`)
 
 
 def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:
@@ -469,15 +494,22 @@ def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:
     return None if text is None else _by_position(text, table)
 
 
-def _by_position(text: str, table: SideTable) -> str:
-    """A table's query with its output columns named by position and its derived columns
-    numbered by first use, outside literals and quoted names."""
+def _by_position(text: str, table: SideTable, inputs: Mapping[str, str] | None = None) -> str:
+    """A table's query with its output columns named by position, then `_numbered`."""
     for i, a in enumerate(table.plan.output):
         text = text.replace(f'"{a.name}"', f'"o{i}"')
+    return _numbered(text, inputs or {})
+
+
+def _numbered(text: str, inputs: Mapping[str, str] | None = None) -> str:
+    """A query with its derived columns numbered by first use and each input read beside
+    the job named by the one whose read gives its rows (`Inputs.same`), outside literals
+    and quoted names."""
     numbers: dict[str, int] = {}
     parts = _QUOTED.split(text)
     for j in range(0, len(parts), 2):
-        parts[j] = _DERIVED.sub(lambda m: f"c{numbers.setdefault(m.group(1), len(numbers))}", parts[j])
+        part = _DERIVED.sub(lambda m: f"c{numbers.setdefault(m.group(1), len(numbers))}", parts[j])
+        parts[j] = _INPUT.sub(lambda m: (inputs or {}).get(m.group(0), m.group(0)), part)
     return "".join(parts)
 
 
@@ -506,9 +538,9 @@ class Reads:
         if query is None:
             return None
         keys = wanted if table.keys else None
-        done = self._done.setdefault(_by_position(query, table), [])
+        done = self._done.setdefault(_by_position(query, table, self.inputs.same if self.inputs else None), [])
         for other, owner, rows in done:
-            if other is keys or (other is not None and keys is not None and other.equals(keys)):
+            if _same_keys(other, keys):
                 if rows is None:
                     return None
                 self.same[table.id] = owner
@@ -518,6 +550,25 @@ class Reads:
         if rows is not None:
             self.same[table.id] = table.id
         return rows
+
+
+def _same_keys(a: pa.Table | None, b: pa.Table | None) -> bool:
+    """Whether two tables' wanted keys are the same, in any order (each comes from its own
+    refs' rows: Q47's three reads of its monthly sales want the same months in other orders)."""
+    if a is None or b is None:
+        return a is b
+    if a.equals(b):
+        return True
+    if a.num_rows != b.num_rows or a.schema != b.schema:
+        return False
+    try:
+        return _ordered(a).equals(_ordered(b))
+    except pa.ArrowNotImplementedError:  # nested keys: not sorted
+        return False
+
+
+def _ordered(keys: pa.Table) -> pa.Table:
+    return keys.sort_by([(name, "ascending") for name in keys.column_names])
 
 
 def side_table(

@@ -59,13 +59,16 @@ def sql(
         return _aggregate(e, named, window, grouped)
     if kind == "ScalarSubquery":
         return None if subquery is None or e.outer else subquery(e)
-    args = [sql(c, named, window, grouped, subquery) for c in e.children]
-    if any(a is None for a in args):
+    found = [sql(c, named, window, grouped, subquery) for c in e.children]
+    args = [a for a in found if a is not None]
+    if len(args) < len(found):
         return None
     if kind == "AttributeReference":
         return quoted(str(e.name)) if named is None else named(e)
     if kind == "Literal":
         return "NULL" if e.value is None else _value(e.value, e.dtype)
+    if kind in ("And", "Or"):  # one flat chain: Spark's optimizer nests one either way
+        return "(" + f" {_COMPARE[kind]} ".join(a[1:-1] if c.kind == kind else a for a, c in zip(args, e.children, strict=True)) + ")"
     if kind in _COMPARE and len(args) == 2:
         return f"({args[0]} {_COMPARE[kind]} {args[1]})" if _exact(e) else None
     if kind in _CALLS:
