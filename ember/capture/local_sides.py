@@ -498,7 +498,7 @@ def _by_position(text: str, table: SideTable, inputs: Mapping[str, str] | None =
     """A table's query with its output columns named by position, then `_numbered`."""
     for i, a in enumerate(table.plan.output):
         text = text.replace(f'"{a.name}"', f'"o{i}"')
-    return _numbered(text, inputs or {})
+    return _numbered(text, inputs)
 
 
 def _numbered(text: str, inputs: Mapping[str, str] | None = None) -> str:
@@ -506,10 +506,11 @@ def _numbered(text: str, inputs: Mapping[str, str] | None = None) -> str:
     the job named by the one whose read gives its rows (`Inputs.same`), outside literals
     and quoted names."""
     numbers: dict[str, int] = {}
+    read = inputs or {}
     parts = _QUOTED.split(text)
     for j in range(0, len(parts), 2):
         part = _DERIVED.sub(lambda m: f"c{numbers.setdefault(m.group(1), len(numbers))}", parts[j])
-        parts[j] = _INPUT.sub(lambda m: (inputs or {}).get(m.group(0), m.group(0)), part)
+        parts[j] = _INPUT.sub(lambda m: read.get(m.group(0), m.group(0)), part)
     return "".join(parts)
 
 
