@@ -19,6 +19,7 @@ import datetime
 import decimal
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ember.plan.catalyst import OPAQUE, Tree
@@ -57,6 +58,8 @@ def sql(
     kind = e.kind
     if kind == "AggregateExpression":
         return _aggregate(e, named, window, grouped)
+    if kind == "MakeDecimal":
+        return _unscaled_sum(e, named, window, grouped)
     if kind == "ScalarSubquery":
         return None if subquery is None or e.outer else subquery(e)
     found = [sql(c, named, window, grouped, subquery) for c in e.children]
@@ -161,6 +164,21 @@ def _aggregate(e: Tree, named: Callable[[Tree], str] | None, window: str | None,
     if window is not None:
         return None if e.distinct else f"{name}({args[0]}) OVER ({window})"
     return f"{name}({'DISTINCT ' if e.distinct else ''}{args[0]})"
+
+
+def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
+    """Spark sums a decimal of at most 8 digits as longs, `MakeDecimal(sum(UnscaledValue(x)))`:
+    the value of DuckDB's own decimal sum, cast to Spark's type (past it, Spark's is null
+    and DuckDB's cast fails: the caller leaves the work to Spark)."""
+    target, aggregate = _decimal(e.dtype), e.children[0]
+    if target is None or aggregate.kind != "AggregateExpression" or aggregate.children[0].kind != "Sum":
+        return None
+    summed = aggregate.children[0]
+    if len(summed.children) != 1 or summed.children[0].kind != "UnscaledValue":
+        return None
+    decimal_sum = replace(aggregate, children=(replace(summed, children=summed.children[0].children), *aggregate.children[1:]))
+    found = _aggregate(decimal_sum, named, window, grouped)
+    return None if found is None else f"CAST({found} AS {target})"
 
 
 # Integer types by Spark's simpleString, with the decimal digits each holds.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -447,22 +446,22 @@ def test_window_partitions_over_a_join(views: SparkSession, answered: list[str])
 def test_window_partitions_over_groups_whose_values_do_not_translate(
     views: SparkSession, answered: list[str]
 ) -> None:
-    # The groups' decimal sums are not translated (Spark's unscaled-value sum); the window's
-    # partitions read only the groups' keys and lineage, so both tables are DuckDB's.
+    # The groups' averages are not translated (a double in DuckDB, not Spark's); the
+    # window's partitions read only the groups' keys and lineage, so both tables are DuckDB's.
     df = views.sql(
         "SELECT flag, okey, q, max(q) OVER (PARTITION BY flag) AS m FROM"
-        " (SELECT flag, okey, sum(CAST(qty AS DECIMAL(7, 2))) AS q FROM ls_items GROUP BY flag, okey)"
+        " (SELECT flag, okey, avg(qty) AS q FROM ls_items GROUP BY flag, okey)"
     )
-    groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (Decimal(sum(v[2] for v in vs)).quantize(Decimal("0.01")),))
+    groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (sum(v[2] for v in vs) / len(vs),))
     check(df, o.window(groups, lambda v: (v[0],), lambda v: v[1], lambda i, n: (0, n), lambda rows, i: max(r[2] for r in rows)))
     assert set(answered) == {"aggregate groups", "window partitions"}
 
 
 def test_annotate_asks_strictly_what_duckdb_reads(views: SparkSession) -> None:
-    # A side table may read an aggregate for its keys alone, its decimal sums untranslated;
+    # A side table may read an aggregate for its keys alone, its averages untranslated;
     # annotate's question is strict, since it leaves what DuckDB reads uncached (a table
-    # reading the sums would have Spark compute them again).
-    df = views.sql("SELECT flag, sum(CAST(qty AS DECIMAL(7, 2))) AS q FROM ls_items GROUP BY flag")
+    # reading the averages would have Spark compute them again).
+    df = views.sql("SELECT flag, avg(qty) AS q FROM ls_items GROUP BY flag")
     plan, sources = import_plan(Jvm(views), df)
     aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
     assert local_sides._Query(sources).read(aggregate)
@@ -667,8 +666,8 @@ def test_ranked_groups_read_twice_are_read_once(
     # TPC-DS Q47's shape: groups ranked per partition, joined to themselves at the rank
     # before. Each of the two reads of the ranked groups has a window partitions table and
     # a groups table over one join, whose rows are read once beside the job for both (the
-    # two reads' plans differ only in names and in how the optimizer nested their filters'
-    # conjuncts); each table is then read once after the job for both.
+    # two reads' plans differ only in names); each table is then read once after the job
+    # for both.
     df = views.sql(
         "WITH v AS (SELECT i.flag, o.prio, sum(i.qty) AS q, rank() OVER (PARTITION BY i.flag ORDER BY o.prio) AS rn"
         " FROM ls_items i JOIN ls_orders o ON i.okey = o.okey GROUP BY i.flag, o.prio)"
