@@ -163,14 +163,37 @@ class _Query:
         return self.union_all("e", [inner.select([inner.expr(e) for e in p], node.attrs) for p in node.projections], node.attrs)
 
     def windowed(self, node: ir.Window) -> bool:
-        """A window's rows are its child's: a window partitions table reads their partition
-        keys and lineage, never the functions' values (which stay untranslated). A frame's
-        positions would depend on how each engine breaks ties, so they are not read here
-        (`annotate` shares such a window's rows instead). Floating partition keys are not
-        compared alike (Spark folds -0.0 and NaNs)."""
-        if any(ir.dtype_of(p) in ("float", "double") for p in node.partition) or not self.read(node.child):
+        """A window's rows are its child's. Its functions' values are read where each
+        translates (`duck_sql`: a rank, an aggregate over the whole partition or a RANGE
+        frame, whose values no engine's order among ties changes), as a derived table: TPC-DS
+        Q70's states ranked by profit, filtered to the top five. Otherwise a window
+        partitions table reads the partition keys and lineage alone, and the values stay
+        untranslated; a frame's positions would depend on how each engine breaks ties, so
+        they are not read here (`annotate` shares such a window's rows instead). Floating
+        partition keys are not compared alike (Spark folds -0.0 and NaNs)."""
+        if any(ir.dtype_of(p) in ("float", "double") for p in node.partition):
+            return False
+        if self.ranked(node):
+            return True
+        if not self.read(node.child):
             return False
         self.columns.update({c.attr.id: None for c in node.columns})
+        return True
+
+    def ranked(self, node: ir.Window) -> bool:
+        """The window as a derived table of its child's rows with every function's value."""
+        inner = self.nested()
+        if not inner.read(node.child) or inner.keyed:
+            return False
+        values = {c.attr.id: inner.expr(c.expr) for c in node.columns}
+        if any(v is None for v in values.values()):
+            return False
+        passed = {a.id: inner.columns[a.id] for a in node.child.output if inner.columns.get(a.id) is not None}
+        alias = f"v{next(self.aliases)}"
+        select = ", ".join(f"{text} AS c{i}" for i, text in {**passed, **values}.items())
+        self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}) {alias}")
+        self.columns.update({a.id: None for a in node.child.output})
+        self.columns.update({i: f"{alias}.c{i}" for i in {**passed, **values}})
         return True
 
     def united(self, node: ir.Union) -> bool:
@@ -350,7 +373,7 @@ def _anchored(compared: dict[int, str], wanted: pa.Table) -> list[str]:
     ranges into the item's scan); every other key is tested in one condition together
     with one of those, which DuckDB can check only once that item is joined (0.1 s). The
     rows matched are the same: it is one conjunction either way."""
-    reads = {i: frozenset(re.findall(r"\b([sgrmeu]\d+)\.", text)) for i, text in compared.items()}
+    reads = {i: frozenset(re.findall(r"\b([sgrmeuv]\d+)\.", text)) for i, text in compared.items()}
     items = sorted(set().union(*reads.values()))
     if len(items) < 2:
         return list(compared.values())

@@ -9,8 +9,10 @@ AND/OR/NOT, IS NULL, IN, coalesce, CASE, prefix/suffix/substring tests, substrin
 position counted from 1, LIKE without escapes, year(), integer & | and >> (Spark's
 `grouping()`), exact widening casts to decimal or a wider integer or of a number to a
 double, integer casts to a narrower integer (an overflow fails in DuckDB, and the work goes
-back to Spark), and min, max, sum and count (as window functions, or under a GROUP BY). Anything else translates to None, and the work stays
-on Spark.
+back to Spark), min, max, sum and count (as window functions, or under a GROUP BY), and
+window functions whose values do not depend on the order of tied rows (rank, dense_rank;
+min, max, sum and count over the whole partition or a RANGE frame). Anything else
+translates to None, and the work stays on Spark.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def sql(
     kind = e.kind
     if kind == "AggregateExpression":
         return _aggregate(e, named, window, grouped)
+    if kind == "WindowExpression":
+        return _window(e, named)
     if kind == "MakeDecimal":
         return _unscaled_sum(e, named, window, grouped)
     if kind == "ScalarSubquery":
@@ -91,6 +95,8 @@ def sql(
         return f"coalesce({', '.join(a for a in args if a is not None)})"
     if kind == "Alias":
         return args[0]
+    if kind == "SortOrder":
+        return _sort_order(e, args[0])
     if kind == "Substring":
         return _substring(e, args[0])
     pattern = e.children[-1] if e.children else None
@@ -106,6 +112,45 @@ def sql(
         otherwise = f" ELSE {args[-1]}" if len(args) % 2 else ""
         return f"(CASE {branches}{otherwise} END)"
     return None
+
+
+_RANKS = {"Rank": "rank", "DenseRank": "dense_rank"}
+_BOUNDS = {"UnboundedPreceding": "UNBOUNDED PRECEDING", "UnboundedFollowing": "UNBOUNDED FOLLOWING", "CurrentRow": "CURRENT ROW"}
+_FLOATING = ("float", "double")
+
+
+def _window(e: Tree, named: Callable[[Tree], str] | None) -> str | None:
+    """A window function whose values do not depend on how either engine orders rows that
+    tie (a rank; min, max, sum or count over the whole partition or a RANGE frame, which
+    takes peers together). Floating keys are not compared alike (Spark folds -0.0 and NaNs)."""
+    fn, spec = e.children
+    *keys, frame = spec.children
+    if any((k.children[0] if k.kind == "SortOrder" else k).dtype in _FLOATING for k in keys):
+        return None
+    over = [sql(k, named) for k in keys]
+    if any(k is None for k in over):
+        return None
+    partition = [text for k, text in zip(keys, over, strict=True) if k.kind != "SortOrder" and text is not None]
+    order = [text for k, text in zip(keys, over, strict=True) if k.kind == "SortOrder" and text is not None]
+    body = [f"PARTITION BY {', '.join(partition)}"] if partition else []
+    body += [f"ORDER BY {', '.join(order)}"] if order else []
+    if fn.kind in _RANKS:
+        return f"CAST({_RANKS[fn.kind]}() OVER ({' '.join(body)}) AS INTEGER)"
+    bounds = [_BOUNDS.get(b.kind) for b in frame.children[:2]]
+    rows = (frame.frame or "").startswith("RowFrame")
+    if None in bounds or (rows and bounds != ["UNBOUNDED PRECEDING", "UNBOUNDED FOLLOWING"]):
+        return None
+    return _aggregate(fn, named, " ".join([*body, f"{'ROWS' if rows else 'RANGE'} BETWEEN {bounds[0]} AND {bounds[1]}"]), False)
+
+
+_SORT = re.compile(r" (ASC|DESC) NULLS (FIRST|LAST)$")
+
+
+def _sort_order(e: Tree, text: str) -> str | None:
+    """An ORDER BY key with its direction and its nulls' place spelled out (the engines'
+    defaults differ); Catalyst prints a sort order as `child ASC NULLS FIRST`."""
+    found = _SORT.search(e.text)
+    return None if found is None else f"{text} {found.group(1)} NULLS {found.group(2)}"
 
 
 def _shift(e: Tree) -> bool:
@@ -170,14 +215,18 @@ def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | No
     """Spark sums a decimal of at most 8 digits as longs, `MakeDecimal(sum(UnscaledValue(x)))`:
     the value of DuckDB's own decimal sum, cast to Spark's type (past it, Spark's is null
     and DuckDB's cast fails: the caller leaves the work to Spark)."""
-    target, aggregate = _decimal(e.dtype), e.children[0]
+    target, over = _decimal(e.dtype), e.children[0]
+    aggregate = over.children[0] if over.kind == "WindowExpression" else over  # a window's sum is rewritten alike
     if target is None or aggregate.kind != "AggregateExpression" or aggregate.children[0].kind != "Sum":
         return None
     summed = aggregate.children[0]
     if len(summed.children) != 1 or summed.children[0].kind != "UnscaledValue":
         return None
     decimal_sum = replace(aggregate, children=(replace(summed, children=summed.children[0].children), *aggregate.children[1:]))
-    found = _aggregate(decimal_sum, named, window, grouped)
+    if over.kind == "WindowExpression":
+        found = _window(replace(over, children=(decimal_sum, *over.children[1:])), named)
+    else:
+        found = _aggregate(decimal_sum, named, window, grouped)
     return None if found is None else f"CAST({found} AS {target})"
 
 

@@ -457,6 +457,22 @@ def test_window_partitions_over_groups_whose_values_do_not_translate(
     assert set(answered) == {"aggregate groups", "window partitions"}
 
 
+def test_groups_kept_by_a_rank_are_read_after_the_job(views: SparkSession, on_spark: list[str]) -> None:
+    # TPC-DS Q70's shape: orders whose key is among the top-ranked groups of each flag. The
+    # witnesses, the ranked partitions and the groups all read the rank's values, which
+    # DuckDB computes (a rank is the same whichever order tied rows come in).
+    df = views.sql(
+        "SELECT o.prio, sum(o.total) AS t FROM ls_orders o WHERE o.okey IN (SELECT okey FROM"
+        " (SELECT okey, rank() OVER (PARTITION BY flag ORDER BY sum(qty) DESC) AS r FROM ls_items GROUP BY flag, okey)"
+        " WHERE r <= 1) GROUP BY o.prio"
+    )
+    groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (sum(v[2] for v in vs),))
+    ranked = o.window(groups, lambda v: (v[0],), lambda v: -v[2], lambda i, n: (0, n), lambda rows, i: i + 1)
+    kept = o.semi(orders(), o.where(ranked, lambda v: v[3] <= 1), lambda r, g: g[1] == r[0])
+    check(df, o.group(kept, lambda v: (v[2],), lambda vs: (sum(v[1] for v in vs),)))
+    assert all_read_by_duckdb(df, on_spark)
+
+
 def test_annotate_asks_strictly_what_duckdb_reads(views: SparkSession) -> None:
     # A side table may read an aggregate for its keys alone, its averages untranslated;
     # annotate's question is strict, since it leaves what DuckDB reads uncached (a table

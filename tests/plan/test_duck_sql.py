@@ -171,6 +171,44 @@ def test_an_aggregate_translates_only_where_it_is_computed(spark: SparkSession, 
     assert sql(column) is None and sql(column, window="PARTITION BY s") is not None and sql(column, grouped=True) is not None
 
 
+WINDOWED = [
+    "rank() OVER (PARTITION BY g ORDER BY n DESC)",
+    "dense_rank() OVER (PARTITION BY g ORDER BY s, price DESC)",  # nulls first ascending, last descending
+    "rank() OVER (ORDER BY g)",
+    "sum(n) OVER (PARTITION BY g)",
+    "sum(cost) OVER (PARTITION BY g ORDER BY price)",  # a RANGE frame: peers together; Spark sums unscaled longs
+    "count(*) OVER (PARTITION BY s ORDER BY g RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING)",
+    "max(price) OVER (PARTITION BY g ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
+]
+
+
+def window_columns(df: DataFrame) -> list[Tree]:
+    return list(optimized(df, "Window").exprs["list"])
+
+
+@pytest.mark.parametrize("column", WINDOWED)
+def test_window_columns_compute_what_spark_computes(spark: SparkSession, table: Path, column: str) -> None:
+    # Each row is told apart by its day; the functions' values do not depend on how either
+    # engine orders the rows that tie (g and price repeat, n and s hold nulls).
+    df = spark.read.parquet(str(table)).select("day", F.expr(column).alias("v"))
+    (value,) = (sql(c) for c in window_columns(df))
+    assert value is not None, column
+    got = duckdb.sql(f"SELECT day, {value} FROM read_parquet('{table}')").fetchall()
+    assert sorted(got) == sorted(tuple(r) for r in df.collect()), (column, value)
+
+
+@pytest.mark.parametrize(
+    "column",
+    ["row_number() OVER (PARTITION BY g ORDER BY n)", "ntile(2) OVER (ORDER BY n)", "lag(n) OVER (ORDER BY day)",
+     "sum(n) OVER (PARTITION BY g ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",  # ties in either order
+     "avg(n) OVER (PARTITION BY g)", "rank() OVER (ORDER BY x)", "max(n) OVER (PARTITION BY x)",  # floating keys
+     "sum(n) OVER (ORDER BY n RANGE BETWEEN 2 PRECEDING AND CURRENT ROW)", "percent_rank() OVER (ORDER BY n)"],
+)  # fmt: skip
+def test_other_window_columns_stay_on_spark(spark: SparkSession, table: Path, column: str) -> None:
+    df = spark.read.parquet(str(table)).select("day", F.expr(column).alias("v"))
+    assert [sql(c) for c in window_columns(df)] == [None]
+
+
 def test_traced_values_become_exact_literals() -> None:
     con = duckdb.connect()
     for value in (7, 0.1, 1e300, "it's", True, decimal.Decimal("12.50"), datetime.date(1998, 9, 2)):
