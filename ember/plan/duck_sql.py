@@ -4,15 +4,15 @@ Spark numbers them, for work done in-process.
 Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet with
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
-comparisons, + - * (on decimals only where Spark keeps every digit of the result),
-AND/OR/NOT, IS NULL, IN, coalesce, CASE, prefix/suffix/substring tests, substrings from a
-position counted from 1, LIKE without escapes, year(), integer & | and >> (Spark's
-`grouping()`), exact widening casts to decimal or a wider integer or of a number to a
-double, integer casts to a narrower integer (an overflow fails in DuckDB, and the work goes
-back to Spark), min, max, sum and count (as window functions, or under a GROUP BY), and
-window functions whose values do not depend on the order of tied rows (rank, dense_rank;
-min, max, sum and count over the whole partition or a RANGE frame). Anything else
-translates to None, and the work stays on Spark.
+comparisons, + - * (on decimals only where Spark keeps every digit of the result), / of
+doubles (by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE, prefix/suffix/substring
+tests, substrings from a position counted from 1, LIKE without escapes, year(), integer
+& | and >> (Spark's `grouping()`), exact widening casts to decimal or a wider integer or of
+a number to a double, integer casts to a narrower integer (an overflow fails in DuckDB, and
+the work goes back to Spark), min, max, sum and count (as window functions, or under a
+GROUP BY), and window functions whose values do not depend on the order of tied rows (rank,
+dense_rank; min, max, sum and count over the whole partition or a RANGE frame). Anything
+else translates to None, and the work stays on Spark.
 """
 
 from __future__ import annotations
@@ -105,6 +105,8 @@ def sql(
     if kind == "Cast" and e.dtype is not None and (_widens(e.children[0].dtype, e.dtype) or _narrows(e.children[0].dtype, e.dtype)):
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
+    if kind == "Divide" and e.dtype == "double" and len(args) == 2:  # IEEE in both; by zero Spark's is null (or fails)
+        return f"({args[0]} / NULLIF({args[1]}, 0))"
     if kind == "ShiftRight" and _shift(e):  # arithmetic in both engines
         return f"({args[0]} >> {args[1]})"
     if kind == "CaseWhen":  # branches (condition, value), then the ELSE value if any
