@@ -4,7 +4,7 @@ A side table fetched after the job is restricted to the groups the lineage point
 (`capture.sides`): a semi join's witnesses for the probe values the result holds, an
 aggregate's rows for the groups that reach the output, a window's partitions. When its
 rows come from Parquet scans of local files under filters, projections, aggregates,
-expands, unions, windows and inner, left, semi and anti joins (TPC-H Q4's and Q21's
+expands, unions, windows and inner, outer, semi and anti joins (TPC-H Q4's and Q21's
 `EXISTS (... lineitem ...)`, Q20's witnesses over a correlated sum, the groups of Q2's,
 Q15's, Q17's, Q18's and Q20's aggregates, and of the aggregates `capture.annotate`
 leaves to DuckDB rather than listing their groups; TPC-DS's channel unions, INTERSECTs
@@ -93,8 +93,8 @@ class _Query:
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
         under filters, projections, aggregates, expands, windows, unions, repeatable
-        cached subplans, inner, left, semi and anti joins and a join with the wanted keys, all of
-        whose expressions translate."""
+        cached subplans, inner, outer, semi and anti joins and a join with the wanted
+        keys, all of whose expressions translate."""
         if isinstance(node, ir.Project):
             if not self.read(node.child):
                 return False
@@ -109,8 +109,11 @@ class _Query:
             return self.read(node.right) and node.cond is not None and self.condition(node.cond)
         if isinstance(node, ir.Join) and node.kind == "inner":
             return self.read(node.left) and self.read(node.right) and (node.cond is None or self.condition(node.cond))
-        if isinstance(node, ir.Join) and node.kind == "left" and node.cond is not None:
-            return self.read(node.left) and self.outer(node.right, node.cond)
+        if isinstance(node, ir.Join) and node.kind in ("left", "right") and node.cond is not None:
+            kept, padded = (node.left, node.right) if node.kind == "left" else (node.right, node.left)
+            return self.read(kept) and self.outer(padded, node.cond)
+        if isinstance(node, ir.Join) and node.kind == "full" and node.cond is not None:
+            return self.full(node)
         if isinstance(node, ir.Join) and node.kind in ("semi", "anti") and node.cond is not None:
             return self.read(node.left) and self.exists(node.right, node.cond, negated=node.kind == "anti")
         if isinstance(node, ir.Shared):  # computed again here: the rows it cached, if repeatable
@@ -238,24 +241,39 @@ class _Query:
         self.conditions.append(f"NOT {test}" if negated else test)
         return True
 
-    def outer(self, right: ir.Node, cond: ir.Expr) -> bool:
-        """A left join: its right side as a derived table (whose own conditions stay inside
-        it, so they do not drop padded rows) joined on the join's condition with all that
-        is read so far (a cross join of it: the condition reads only the join's sides)."""
-        inner = self.nested()
-        if not inner.read(right) or inner.keyed:
-            return False
-        alias = f"r{next(self.aliases)}"
-        made = [a for a in right.output if inner.columns.get(a.id) is not None]
-        self.columns.update({a.id: None for a in right.output})
-        self.columns.update({a.id: f"{alias}.c{a.id}" for a in made})
-        on = self.expr(cond)
+    def outer(self, padded: ir.Node, cond: ir.Expr) -> bool:
+        """A left (right) join: its right (left) side as a derived table joined on the
+        join's condition with all that is read so far (a cross join of it: the condition
+        reads only the join's sides)."""
+        table = self.derived(padded)
+        on = None if table is None else self.expr(cond)
         if on is None:
             return False
-        select = ", ".join(f"{inner.columns[a.id]} AS c{a.id}" for a in made) or "1"
-        table = f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}) {alias}"
         self.scans = [f"{self.joined()} LEFT JOIN {table} ON {on}"]
         return True
+
+    def full(self, node: ir.Join) -> bool:
+        """A full join: both sides as derived tables, joined on the join's condition, one
+        FROM item (TPC-DS Q97's customers and items sold in one channel, the other or both)."""
+        left, right = self.derived(node.left), self.derived(node.right)
+        on = None if left is None or right is None or node.cond is None else self.expr(node.cond)
+        if on is None:
+            return False
+        self.scans.append(f"({left} FULL OUTER JOIN {right} ON {on})")
+        return True
+
+    def derived(self, side: ir.Node) -> str | None:
+        """An outer join's padded side as a derived table, whose own conditions stay inside
+        it, so they do not drop padded rows; its columns are read from it."""
+        inner = self.nested()
+        if not inner.read(side) or inner.keyed:
+            return None
+        alias = f"r{next(self.aliases)}"
+        made = [a for a in side.output if inner.columns.get(a.id) is not None]
+        self.columns.update({a.id: None for a in side.output})
+        self.columns.update({a.id: f"{alias}.c{a.id}" for a in made})
+        select = ", ".join(f"{inner.columns[a.id]} AS c{a.id}" for a in made) or "1"
+        return f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}) {alias}"
 
     def joined(self) -> str:
         """The FROM clause: every item read, cross joined (the WHERE conditions join them)."""

@@ -339,6 +339,23 @@ def test_a_global_aggregate_is_read_beside_the_job(views: SparkSession, answered
     assert answered.count("aggregate groups") == 4
 
 
+def test_a_global_aggregate_over_a_full_join_of_groups(views: SparkSession, answered: list[str]) -> None:
+    # TPC-DS Q97's shape: keys grouped on each side, full joined, counted by where they
+    # occur. The sides' own filters must not drop padded rows: each is a derived table.
+    df = views.sql(
+        "SELECT count(*) AS n, sum(CASE WHEN a.okey IS NULL THEN 1 ELSE 0 END) AS orders_only FROM"
+        " (SELECT okey, sum(qty) AS q FROM ls_items WHERE flag = 'a' GROUP BY okey) a"
+        " FULL OUTER JOIN (SELECT okey FROM ls_orders WHERE total > 15) b ON a.okey = b.okey"
+    )
+    groups = o.group(o.where(items(), lambda i: i[3] == "a"), lambda v: (v[1],), lambda vs: (sum(v[2] for v in vs),))
+    big = o.select(o.where(orders(), lambda r: r[1] > 15), lambda r: (r[0],))
+    joined = o.join(groups, big, lambda g, r: g[0] == r[0], kind="full", lw=2, rw=1)
+    check(df, o.group(joined, lambda v: (), lambda vs: (len(vs), sum(v[0] is None for v in vs)), global_=True))
+    answered.clear()
+    ember.capture(df, strategy="inject")
+    assert answered == ["aggregate groups"] * 2  # the one group, beside the job; then the items' groups
+
+
 def test_a_scalar_subquery_over_a_global_aggregate(views: SparkSession, answered: list[str]) -> None:
     # Each kept order's lineage holds every item the subquery's average read, read by DuckDB
     # beside the job (no side table of the subquery's one row).
@@ -351,14 +368,16 @@ def test_a_scalar_subquery_over_a_global_aggregate(views: SparkSession, answered
     assert all(t.why != "scalar subquery" for t in ember.capture(df, strategy="inject")._index.tables)
 
 
-def test_groups_under_a_listing_aggregate_through_a_left_join(views: SparkSession, answered: list[str]) -> None:
-    # The inner groups would be lists nested in the outer lists: DuckDB reads them, left
-    # join included (its right-side filter must not drop the orders it pads, nor may the
-    # condition on the left side drop an order).
+@pytest.mark.parametrize("outer", ["ls_orders o LEFT JOIN ls_items i", "ls_items i RIGHT JOIN ls_orders o"])
+def test_groups_under_a_listing_aggregate_through_an_outer_join(views: SparkSession, answered: list[str], outer: str) -> None:
+    # The inner groups would be lists nested in the outer lists: DuckDB reads them, outer
+    # join included (its padded side's filter must not drop the orders it pads, nor may
+    # the condition on the kept side drop an order).
     df = views.sql(
-        "SELECT n, count(*) AS c FROM (SELECT o.okey, count(i.ikey) AS n FROM ls_orders o LEFT JOIN ls_items i"
+        f"SELECT n, count(*) AS c FROM (SELECT o.okey, count(i.ikey) AS n FROM {outer}"
         " ON o.okey = i.okey AND i.flag = 'a' AND o.prio = 'hi' GROUP BY o.okey) GROUP BY n"
     )
+    assert any(isinstance(n, ir.Join) and n.kind == outer.split()[2].lower() for n in ir.walk(import_plan(Jvm(views), df)[0]))
     joined = o.join(orders(), items(), lambda r, i: r[0] == i[1] and i[3] == "a" and r[2] == "hi", kind="left", rw=4)
     per_order = o.group(joined, lambda v: (v[0],), lambda vs: (sum(v[3] is not None for v in vs),))
     check(df, o.group(per_order, lambda v: (v[1],), lambda vs: (len(vs),)))
