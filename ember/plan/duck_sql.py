@@ -4,15 +4,17 @@ Spark numbers them, for work done in-process.
 Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet with
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
-comparisons, + - * (on decimals only where Spark keeps every digit of the result), / of
-doubles (by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE, prefix/suffix/substring
-tests, substrings from a position counted from 1, LIKE without escapes, year(), integer
-& | and >> (Spark's `grouping()`), exact widening casts to decimal or a wider integer or of
-a number to a double, integer casts to a narrower integer (an overflow fails in DuckDB, and
-the work goes back to Spark), min, max, sum and count (as window functions, or under a
-GROUP BY), and window functions whose values do not depend on the order of tied rows (rank,
-dense_rank; min, max, sum and count over the whole partition or a RANGE frame). Anything
-else translates to None, and the work stays on Spark.
+comparisons, negation, + - * (on decimals only where Spark keeps every digit of the
+result), / (of doubles, IEEE; of decimals, rounded as Spark rounds, by
+`duck.spark_divide`; by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE,
+prefix/suffix/substring tests, substrings from a position counted from 1, LIKE without
+escapes, year(), integer & | and >> (Spark's `grouping()`), exact widening casts to
+decimal or a wider integer or of a number to a double, integer casts to a narrower integer
+(an overflow fails in DuckDB, and the work goes back to Spark), decimal casts to another
+decimal (rounded half up in both), min, max, sum, count and avg of a decimal (as window
+functions, or under a GROUP BY), and window functions whose values do not depend on the
+order of tied rows (rank, dense_rank; min, max, sum and count over the whole partition or
+a RANGE frame). Anything else translates to None, and the work stays on Spark.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def sql(
         return f"{_CALLS[kind]}({', '.join(a for a in args if a is not None)})"
     if kind == "Not":
         return f"(NOT {args[0]})"
+    if kind == "UnaryMinus":  # exact; where it overflows an integer, DuckDB fails
+        return f"(- {args[0]})"
     if kind in ("IsNull", "IsNotNull"):
         return f"({args[0]} IS {'NOT ' if kind == 'IsNotNull' else ''}NULL)"
     if kind == "In":
@@ -102,11 +106,14 @@ def sql(
     pattern = e.children[-1] if e.children else None
     if kind == "Like" and len(args) == 2 and pattern is not None and pattern.kind == "Literal" and "\\" not in pattern.text:
         return f"({args[0]} LIKE {args[1]})"  # the same wildcards; escapes differ, so none may occur
-    if kind == "Cast" and e.dtype is not None and (_widens(e.children[0].dtype, e.dtype) or _narrows(e.children[0].dtype, e.dtype)):
+    if kind == "Cast" and e.dtype is not None and _casts(e.children[0].dtype, e.dtype):
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
     if kind == "Divide" and e.dtype == "double" and len(args) == 2:  # IEEE in both; by zero Spark's is null (or fails)
         return f"({args[0]} / NULLIF({args[1]}, 0))"
+    if kind == "Divide" and _precision(e.dtype) is not None and len(args) == 2:  # `duck.spark_divide`
+        p, s = _precision(e.dtype) or (38, 0)
+        return f"CAST(spark_divide(CAST({args[0]} AS VARCHAR), CAST({args[1]} AS VARCHAR), {p}, {s}) AS DECIMAL({p}, {s}))"
     if kind == "ShiftRight" and _shift(e):  # arithmetic in both engines
         return f"({args[0]} >> {args[1]})"
     if kind == "CaseWhen":  # branches (condition, value), then the ELSE value if any
@@ -163,6 +170,13 @@ def _shift(e: Tree) -> bool:
     return width is not None and by.kind == "Literal" and isinstance(by.value, int) and 0 <= by.value < width
 
 
+def _casts(source: str | None, target: str) -> bool:
+    """Whether a cast means the same in both engines: one that widens or narrows an integer
+    (`_widens`, `_narrows`), or a decimal's to another decimal type, which both round half
+    away from zero (Spark fails or gives null past the type, DuckDB fails)."""
+    return _widens(source, target) or _narrows(source, target) or (_precision(source) is not None and _precision(target) is not None)
+
+
 def _narrows(source: str | None, target: str) -> bool:
     """A cast to a narrower integer: the same value where it fits; where it does not, Spark
     fails (ANSI) or wraps it, and DuckDB fails, which leaves the work to Spark (Spark's
@@ -195,22 +209,37 @@ def _substring(e: Tree, text: str | None) -> str | None:
     return f"substring({text}, {pos}, {length})"
 
 
-# avg differs (a double in DuckDB). A sum is exact in both, but its type is wider in DuckDB
-# (hugeint, decimal(38)): the same values, unless Spark's would overflow (DuckDB's errors).
-_AGGREGATES = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count"}
+# A sum is exact in both, but its type is wider in DuckDB (hugeint, decimal(38)): the same
+# values, unless Spark's would overflow (DuckDB's errors). avg is a double in DuckDB (`_average`).
+_AGGREGATES = {"Min": "min", "Max": "max", "Sum": "sum", "Count": "count", "Average": "avg"}
 
 
 def _aggregate(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
     function = e.children[0]
     name = _AGGREGATES.get(function.kind)
-    if name is None or e.filtered or (window is None and not grouped):
+    if name is None or e.filtered or (window is None and not grouped) or (window is not None and e.distinct):
         return None
     args = [sql(c, named) for c in function.children]
     if len(args) != 1 or args[0] is None:  # count(a, b) counts rows where none is null: not DuckDB's
         return None
-    if window is not None:
-        return None if e.distinct else f"{name}({args[0]}) OVER ({window})"
-    return f"{name}({'DISTINCT ' if e.distinct else ''}{args[0]})"
+    distinct, over = "DISTINCT " if e.distinct else "", "" if window is None else f" OVER ({window})"
+    if name == "avg":
+        return _average(e.dtype, function.children[0].dtype, f"{distinct}{args[0]}", over)
+    return f"{name}({distinct}{args[0]}){over}"
+
+
+def _average(dtype: str | None, of: str | None, arg: str, over: str) -> str | None:
+    """Spark's average of a decimal: its sum, in a decimal 10 digits wider (past it, Spark's
+    is null or fails, and DuckDB's cast fails), divided by the count as Spark divides
+    decimals (`duck.spark_divide`), into the average's type. (A decimal of at most 11
+    digits Spark averages as a double, over its unscaled longs: no such tree reaches here
+    whole. Other averages are doubles, summed in another order.)"""
+    into, source = _precision(dtype), _precision(of)
+    if into is None or source is None:
+        return None
+    total = f"CAST(sum({arg}){over} AS DECIMAL({min(38, source[0] + 10)}, {source[1]}))"
+    quotient = f"spark_divide(CAST({total} AS VARCHAR), CAST(count({arg}){over} AS VARCHAR), {into[0]}, {into[1]})"
+    return f"CAST({quotient} AS DECIMAL({into[0]}, {into[1]}))"
 
 
 def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
