@@ -109,11 +109,8 @@ def sql(
     if kind == "Cast" and e.dtype is not None and _casts(e.children[0].dtype, e.dtype):
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
-    if kind == "Divide" and e.dtype == "double" and len(args) == 2:  # IEEE in both; by zero Spark's is null (or fails)
-        return f"({args[0]} / NULLIF({args[1]}, 0))"
-    if kind == "Divide" and _precision(e.dtype) is not None and len(args) == 2:  # `duck.spark_divide`
-        p, s = _precision(e.dtype) or (38, 0)
-        return f"CAST(spark_divide(CAST({args[0]} AS VARCHAR), CAST({args[1]} AS VARCHAR), {p}, {s}) AS DECIMAL({p}, {s}))"
+    if kind == "Divide" and len(args) == 2:
+        return _divide(e.dtype, args[0], args[1])
     if kind == "ShiftRight" and _shift(e):  # arithmetic in both engines
         return f"({args[0]} >> {args[1]})"
     if kind == "CaseWhen":  # branches (condition, value), then the ELSE value if any
@@ -168,6 +165,18 @@ def _shift(e: Tree) -> bool:
     value, by = e.children
     width = {"int": 32, "bigint": 64}.get(value.dtype or "")
     return width is not None and by.kind == "Literal" and isinstance(by.value, int) and 0 <= by.value < width
+
+
+def _divide(dtype: str | None, a: str, b: str) -> str | None:
+    """A quotient: of doubles, IEEE in both engines; of decimals, Spark's rounding
+    (`duck.spark_divide`, a function ember registers: DuckDB's own quotient is a double).
+    By zero Spark's is null (or the job fails under ANSI rules), DuckDB's an infinity."""
+    if dtype == "double":
+        return f"({a} / NULLIF({b}, 0))"
+    into = _precision(dtype)
+    if into is None:
+        return None
+    return f"CAST(spark_divide(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR), {into[0]}, {into[1]}) AS DECIMAL({into[0]}, {into[1]}))"
 
 
 def _casts(source: str | None, target: str) -> bool:
@@ -238,8 +247,7 @@ def _average(dtype: str | None, of: str | None, arg: str, over: str) -> str | No
     if into is None or source is None:
         return None
     total = f"CAST(sum({arg}){over} AS DECIMAL({min(38, source[0] + 10)}, {source[1]}))"
-    quotient = f"spark_divide(CAST({total} AS VARCHAR), CAST(count({arg}){over} AS VARCHAR), {into[0]}, {into[1]})"
-    return f"CAST({quotient} AS DECIMAL({into[0]}, {into[1]}))"
+    return _divide(dtype, total, f"count({arg}){over}")
 
 
 def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
