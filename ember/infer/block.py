@@ -33,7 +33,7 @@ from ember.infer.ids import distinct
 from ember.infer.pushdown import key_columns
 from ember.infer.spark import RID
 from ember.plan import ir
-from ember.plan.catalyst import Tree
+from ember.plan.catalyst import Tree, find
 from ember.plan.duck_sql import python_literal, sql
 
 _KEEP_ROWS = ("sort", "repartition", "observe")
@@ -79,15 +79,23 @@ def evaluate(plan: ir.Node, frames: dict[int, pa.Table], rows: pa.Table, pinned:
 @functools.lru_cache(maxsize=256)  # the save-point search asks of the same aggregates again and again
 def windowed(agg: ir.Aggregate) -> bool:
     """Whether the block can join `agg` in-process: its keys and aggregates translate (min,
-    max, sum, count; not avg, whose DuckDB result is a double, nor DISTINCT)."""
+    max, sum, count, avg of a decimal; not DISTINCT). Over another aggregate, whose group
+    values stand beside each of that group's rows, only min and max: they are blind to a
+    group counted once per row (TPC-DS Q1's sums of customers' totals are not)."""
     keys = [_expression(k) for k in agg.keys]
     if any(k is None for k in keys):
         return False
     window = f"PARTITION BY {', '.join(k for k in keys if k is not None)}" if keys else ""
     passed = {ir.column_of(k) for k in agg.keys}
+    repeated = any(isinstance(n, ir.Aggregate) for n in ir.walk(agg.child))
     return all(
         ir.column_of(c.expr) in passed
-        or (isinstance(c.expr, ir.Expr) and c.expr.tree is not None and sql(c.expr.tree, _named, window) is not None)
+        or (
+            isinstance(c.expr, ir.Expr)
+            and c.expr.tree is not None
+            and sql(c.expr.tree, _named, window) is not None
+            and (not repeated or all(a.children[0].kind in ("Min", "Max") for a in find(c.expr.tree, {"AggregateExpression"})))
+        )
         for c in agg.columns
     )
 

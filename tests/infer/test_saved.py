@@ -137,6 +137,20 @@ def test_a_correlated_scalar_subquery(views: SparkSession, monkeypatch: pytest.M
     traced_exactly(views.sql(sql), o.group(kept, lambda v: (v[0],), lambda vs: (len(vs),)), monkeypatch, path)
 
 
+@pytest.mark.parametrize("agg", ["sum", "max"])
+def test_a_correlated_aggregate_of_groups(views: SparkSession, monkeypatch: pytest.MonkeyPatch, agg: str) -> None:
+    """TPC-DS Q1's shape: each order's total against its customer's total of order totals.
+    Joined in-process, a group's values stand beside each of its rows, so an aggregate of
+    the groups would count a group once per row: only a max (blind to repeats) is joined;
+    a sum goes through the saved groups."""
+    totals = "SELECT o.cust, o.ok, sum(l.qty) AS q FROM s_orders o JOIN s_lines l ON o.ok = l.lk GROUP BY o.cust, o.ok"
+    sql = f"WITH t AS ({totals}) SELECT a.ok FROM t a WHERE a.q > (SELECT {agg}(b.q) * 0.6 FROM t b WHERE b.cust = a.cust)"
+    per_order = o.group(o.join(orders(), lines(), lambda x, y: x[0] == y[0]), lambda v: (v[1], v[0]), lambda vs: (sum(v[3] for v in vs),))
+    per_cust = o.group(per_order, lambda v: (v[0],), lambda vs: ((sum if agg == "sum" else max)(v[2] for v in vs),))
+    kept = o.where(o.join(per_order, per_cust, lambda x, y: x[0] == y[0], "left", rw=2), lambda v: v[2] > v[4] * 0.6)
+    traced_exactly(views.sql(sql), o.select(kept, lambda v: (v[1],)), monkeypatch, "joined" if agg == "max" else "saved intermediates")
+
+
 def test_not_in_and_not_exists_are_joined_in_process(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     big = o.scan("s_big", BIG)
     sql = "SELECT cust, count(*) AS n FROM s_orders WHERE cust NOT IN (SELECT c FROM s_big WHERE c > 20) GROUP BY cust"
