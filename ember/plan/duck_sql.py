@@ -6,7 +6,7 @@ DuckDB instead of running a Spark job, when every part of a condition is in a sm
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
 comparisons, negation, + - * (on decimals only where Spark keeps every digit of the
 result), / (of doubles, IEEE; of decimals, rounded as Spark rounds, by
-`duck.spark_divide`; by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE,
+in integers, or by `duck.spark_divide`; by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE,
 prefix/suffix/substring tests, substrings from a position counted from 1, LIKE without
 escapes, year(), integer & | and >> (Spark's `grouping()`), exact widening casts to
 decimal or a wider integer or of a number to a double, integer casts to a narrower integer
@@ -110,7 +110,7 @@ def sql(
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
     if kind == "Divide" and len(args) == 2:
-        return _divide(e.dtype, args[0], args[1])
+        return _divide(e.dtype, (args[0], e.children[0].dtype), (args[1], e.children[1].dtype))
     if kind == "ShiftRight" and _shift(e):  # arithmetic in both engines
         return f"({args[0]} >> {args[1]})"
     if kind == "CaseWhen":  # branches (condition, value), then the ELSE value if any
@@ -167,16 +167,55 @@ def _shift(e: Tree) -> bool:
     return width is not None and by.kind == "Literal" and isinstance(by.value, int) and 0 <= by.value < width
 
 
-def _divide(dtype: str | None, a: str, b: str) -> str | None:
-    """A quotient: of doubles, IEEE in both engines; of decimals, Spark's rounding
-    (`duck.spark_divide`, a function ember registers: DuckDB's own quotient is a double).
+def _divide(dtype: str | None, a: tuple[str, str | None], b: tuple[str, str | None]) -> str | None:
+    """A quotient (each operand's SQL with its Spark type): of doubles, IEEE in both engines;
+    of decimals, rounded as Spark rounds (`_quotient`; DuckDB's own quotient is a double).
     By zero Spark's is null (or the job fails under ANSI rules), DuckDB's an infinity."""
     if dtype == "double":
-        return f"({a} / NULLIF({b}, 0))"
+        return f"({a[0]} / NULLIF({b[0]}, 0))"
     into = _precision(dtype)
     if into is None:
         return None
-    return f"CAST(spark_divide(CAST({a} AS VARCHAR), CAST({b} AS VARCHAR), {into[0]}, {into[1]}) AS DECIMAL({into[0]}, {into[1]}))"
+    exact = _quotient(into, (a[0], _precision(a[1])), (b[0], _precision(b[1])))
+    if exact is not None:
+        return exact
+    return f"CAST(spark_divide(CAST({a[0]} AS VARCHAR), CAST({b[0]} AS VARCHAR), {into[0]}, {into[1]}) AS DECIMAL({into[0]}, {into[1]}))"
+
+
+def _quotient(into: tuple[int, int], a: tuple[str, tuple[int, int] | None], b: tuple[str, tuple[int, int] | None]) -> str | None:
+    """Spark's decimal quotient in DuckDB's integers, where both operands' types let every
+    value fit 128 bits: Spark cuts the quotient to 39 digits, then rounds it half up to the
+    result's scale, and as the result has at most 38 digits the cut never reaches the digit
+    that rounding reads, so the value is the exact quotient rounded half up. The operands'
+    unscaled integers are scaled to the result's scale and divided (`//` truncates), adding
+    half the divisor, away from zero, to round. Wider types call `duck.spark_divide`, a
+    Python function ember registers (~2 µs a row; here 0.03 µs in 64 bits, 0.4 µs in 128)."""
+    (x, of), (y, by) = a, b
+    if of is None or by is None:
+        return None
+    shift = into[1] + by[1] - of[1]  # the numerator's unscaled value is scaled by 10^shift
+    digits = max(of[0] + max(shift, 0), by[0] + max(-shift, 0)) + 1  # of 2N and 2D
+    if of[0] + of[1] > 38 or by[0] + by[1] > 38 or digits > 38:
+        return None
+    kind = "BIGINT" if digits <= 18 else "HUGEINT"
+    numerator = f"({_unscaled(x, of, kind)} * '{10 ** max(shift, 0)}'::{kind})"
+    divisor = f"(NULLIF({_unscaled(y, by, kind)}, 0) * '{10 ** max(-shift, 0)}'::{kind})"
+    rounded = f"((2 * {numerator} + sign({numerator}) * abs({divisor})) // (2 * {divisor}))"
+    return f"CAST(CAST({rounded} AS DECIMAL({into[0]}, 0)) * {_power(-into[1])} AS DECIMAL({into[0]}, {into[1]}))"
+
+
+def _unscaled(x: str, of: tuple[int, int], kind: str) -> str:
+    """A decimal's digits as an integer (its value times 10^scale), multiplied in as many
+    bits as the digits need (DuckDB multiplies two narrow decimals in 64, and fails past them)."""
+    width = 18 if of[0] + of[1] <= 18 else 38
+    return f"CAST(CAST({x} AS DECIMAL({width}, {of[1]})) * {_power(of[1])} AS {kind})"
+
+
+def _power(k: int) -> str:
+    """10^k as an exact decimal literal (DuckDB multiplies decimals exactly, or fails)."""
+    if k >= 0:
+        return f"CAST('1{'0' * k}' AS DECIMAL({k + 1}, 0))"
+    return f"CAST('0.{'0' * (-k - 1)}1' AS DECIMAL({-k}, {-k}))"
 
 
 def _casts(source: str | None, target: str) -> bool:
@@ -246,8 +285,8 @@ def _average(dtype: str | None, of: str | None, arg: str, over: str) -> str | No
     into, source = _precision(dtype), _precision(of)
     if into is None or source is None:
         return None
-    total = f"CAST(sum({arg}){over} AS DECIMAL({min(38, source[0] + 10)}, {source[1]}))"
-    return _divide(dtype, total, f"count({arg}){over}")
+    wide = f"decimal({min(38, source[0] + 10)},{source[1]})"
+    return _divide(dtype, (f"CAST(sum({arg}){over} AS {_decimal(wide)})", wide), (f"count({arg}){over}", "decimal(20,0)"))
 
 
 def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
