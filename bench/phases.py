@@ -1,11 +1,13 @@
 """Where an Inject capture spends its time, per TPC-H query: a tuning aid, not a report.
 
     .venv/bin/python -m bench.phases --queries 2 4 20 --runs 3
+    .venv/bin/python -m bench.phases --tpcds --queries 14 24 --runs 3   # TPC-DS (`make tpcds TPCDS_SF=1`)
 
 Wraps the stages of `ember.capture(df, strategy="inject")` with timers for the duration
 of the run (plan import, row numbering, annotation, Spark plan building, the jobs'
 `toArrow`, side-table fetching, index building, the source checks) and prints, per
-query, the plain job's and the capture's medians and each stage's median in ms. Stages
+query, the plain job's and the capture's medians and each stage's median in ms, and how
+many Spark DataFrames one capture builds (its job and each side table's). Stages
 nest: `build` and `jobs` include the side tables' own builds and jobs, which `sides`
 also counts. With `--lists`, each round also captures with every aggregate at the
 result carrying its groups as lists (no groups read by DuckDB), the rule before
@@ -23,20 +25,22 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame
 from rich.console import Console
 
 import ember
 from bench.common import parser, timed, tpch_session
-from ember import tpch
+from ember import tpcds, tpch
 
 spent: defaultdict[str, float] = defaultdict(float)
+calls: defaultdict[str, int] = defaultdict(int)
 
 
 def _timer(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def timed_call(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
+        calls[label] += 1
         try:
             return fn(*args, **kwargs)
         finally:
@@ -79,16 +83,17 @@ def all_listed() -> Iterator[None]:
         local_sides.readable = readable
 
 
-def measure(spark: SparkSession, n: int, runs: int, lists: bool = False) -> str:
+def measure(query: Callable[[], DataFrame], n: int, runs: int, lists: bool = False) -> str:
     plain, inject, listed, stages = [], [], [], []
     for round_ in range(runs + 1):  # round 0 warms up
-        took, _ = timed(lambda: tpch.query(spark, n).toArrow())
+        took, _ = timed(lambda: query().toArrow())
         spent.clear()
-        captured, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
-        stage = dict(spent)
+        calls.clear()
+        captured, _ = timed(lambda: ember.capture(query(), strategy="inject"))
+        stage, built = dict(spent), calls["build"]
         if lists:
             with all_listed():
-                took_listed, _ = timed(lambda: ember.capture(tpch.query(spark, n), strategy="inject"))
+                took_listed, _ = timed(lambda: ember.capture(query(), strategy="inject"))
         if round_:
             plain.append(took)
             inject.append(captured)
@@ -98,18 +103,27 @@ def measure(spark: SparkSession, n: int, runs: int, lists: bool = False) -> str:
     p, i = statistics.median(plain), statistics.median(inject)
     parts = " ".join(f"{k} {v * 1000:.0f}" for k, v in mid.items())
     versus = f", all listed {statistics.median(listed) / p - 1:+.0%}" if lists else ""
-    return f"Q{n}: plain {p * 1000:.0f} ms, inject {i * 1000:.0f} ms ({i / p - 1:+.0%}){versus}; {parts}"
+    return f"Q{n}: plain {p * 1000:.0f} ms, inject {i * 1000:.0f} ms ({i / p - 1:+.0%}){versus}; {parts}; {built} DataFrames"
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parser(__doc__, runs=3)
     options.add_argument("--lists", action="store_true", help="also capture with every aggregate listed")
+    options.add_argument("--tpcds", action="store_true", help="TPC-DS queries instead of TPC-H's")
     args = options.parse_args(argv)
     console = Console()
-    spark, _ = tpch_session(console, args.scale)
+    if args.tpcds:
+        spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
+        data = tpcds.folder(args.scale)
+        tpcds.register(spark, data)
+        texts = tpcds.queries(data)
+        queries = {n: functools.partial(spark.sql, texts[n]) for n in args.queries}
+    else:
+        spark, _ = tpch_session(console, args.scale)
+        queries = {n: functools.partial(tpch.query, spark, n) for n in args.queries}
     instrument()
-    for n in args.queries:
-        console.print(measure(spark, n, args.runs, args.lists))
+    for n, query in queries.items():
+        console.print(measure(query, n, args.runs, args.lists))
     spark.stop()
     return 0
 

@@ -61,10 +61,9 @@ def _template(e: ir.Expr, grouped: bool) -> str | None:
         made.append(f"q{numbered[id(s)]}")
         return f"{_MARK}{made[-1]}{_MARK}"
 
-    text = sql(e.tree, placeholder, grouped=grouped, subquery=subquery)
-    if text is None or text.count(_MARK) != 2 * len(made):  # a literal holding the mark
-        return None
-    return text
+    if any(_MARK in str(literal.value) for literal in find(e.tree, {"Literal"})):
+        return None  # the mark would be read as a placeholder's
+    return sql(e.tree, placeholder, grouped=grouped, subquery=subquery)
 
 
 @dataclass

@@ -5,16 +5,17 @@ Traces (`infer.duck_scan`) and side tables (`capture.local_sides`) read Parquet 
 DuckDB instead of running a Spark job, when every part of a condition is in a small
 vocabulary whose meaning is the same in both engines: columns, literals of plain types,
 comparisons, negation, + - * (on decimals only where Spark keeps every digit of the
-result), / (of doubles, IEEE; of decimals, rounded as Spark rounds, by
-in integers, or by `duck.spark_divide`; by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE,
-prefix/suffix/substring tests, substrings from a position counted from 1, LIKE without
-escapes, year(), integer & | and >> (Spark's `grouping()`), exact widening casts to
-decimal or a wider integer or of a number to a double, integer casts to a narrower integer
-(an overflow fails in DuckDB, and the work goes back to Spark), decimal casts to another
-decimal (rounded half up in both), min, max, sum, count and avg of a decimal (as window
-functions, or under a GROUP BY), and window functions whose values do not depend on the
-order of tied rows (rank, dense_rank; min, max, sum and count over the whole partition or
-a RANGE frame). Anything else translates to None, and the work stays on Spark.
+result), / (of doubles, IEEE; of decimals, rounded as Spark rounds, in integers or by
+`duck.spark_divide`; by zero: null), AND/OR/NOT, IS NULL, IN, coalesce, CASE,
+prefix/suffix/substring tests, substrings from a position counted from 1, upper and
+lower case of ASCII text, LIKE without escapes, year(), integer & | and >> (Spark's
+`grouping()`), exact widening casts to decimal or a wider integer or of a number to a
+double, integer casts to a narrower integer (an overflow fails in DuckDB, and the work
+goes back to Spark), decimal casts to another decimal (rounded half up in both), min,
+max, sum, count and avg of a decimal (as window functions, or under a GROUP BY), and
+window functions whose values do not depend on the order of tied rows (rank,
+dense_rank; min, max, sum and count over the whole partition or a RANGE frame).
+Anything else translates to None, and the work stays on Spark.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _COMPARE = {
     "BitwiseOr": "|",
 }
 _CALLS = {"StartsWith": "starts_with", "EndsWith": "ends_with", "Contains": "contains", "Year": "year"}
+_CASES = {"Upper": "upper", "Lower": "lower"}
 
 
 def sql(
@@ -82,6 +84,8 @@ def sql(
         return f"({args[0]} {_COMPARE[kind]} {args[1]})" if _exact(e) else None
     if kind in _CALLS:
         return f"{_CALLS[kind]}({', '.join(a for a in args if a is not None)})"
+    if kind in _CASES and e.dtype == "string":  # not a collated string
+        return _case(_CASES[kind], args[0])
     if kind == "Not":
         return f"(NOT {args[0]})"
     if kind == "UnaryMinus":  # exact; where it overflows an integer, DuckDB fails
@@ -157,6 +161,14 @@ def _sort_order(e: Tree, text: str) -> str | None:
     defaults differ); Catalyst prints a sort order as `child ASC NULLS FIRST`."""
     found = _SORT.search(e.text)
     return None if found is None else f"{text} {found.group(1)} NULLS {found.group(2)}"
+
+
+def _case(function: str, text: str) -> str:
+    """ASCII text in upper or lower case, alike in both engines. Other text Spark cases by
+    Java's or ICU's rules (`ß` is `SS`), DuckDB one code point at a time, so a value that is
+    not ASCII (more bytes than characters) fails DuckDB's read, and the work goes to Spark."""
+    check = f"strlen({text}) <> length({text})"
+    return f"(CASE WHEN {check} THEN error('{function}() of text that is not ASCII: left to Spark') ELSE {function}({text}) END)"
 
 
 def _shift(e: Tree) -> bool:

@@ -142,6 +142,18 @@ def test_semi_join_witnesses(views: SparkSession, answered: list[str]) -> None:
     assert "semi join witnesses" in answered
 
 
+def test_witnesses_whose_sql_repeats_a_column(views: SparkSession, answered: list[str]) -> None:
+    # TPC-DS Q24's and Q34's shapes: upper() and a decimal quotient spell their operand more
+    # than once in DuckDB's SQL (a placeholder per use).
+    df = views.sql(
+        "SELECT o.prio, count(*) AS n FROM ls_orders o WHERE EXISTS (SELECT 1 FROM ls_items i WHERE i.okey = o.okey"
+        " AND upper(i.flag) = 'A' AND cast(int(i.qty) AS decimal(12, 2)) / cast(int(o.total) AS decimal(12, 2)) > 0.15) GROUP BY o.prio"
+    )
+    kept = o.semi(orders(), o.where(items(), lambda i: i[3].upper() == "A"), lambda r, i: i[1] == r[0] and i[2] / r[1] > 0.15)
+    check(df, o.group(kept, lambda v: (v[2],), lambda vs: (len(vs),)))
+    assert "semi join witnesses" in answered
+
+
 def test_aggregate_groups_below_a_join(views: SparkSession, answered: list[str]) -> None:
     df = views.sql(
         "SELECT o.prio, g.q FROM ls_orders o JOIN"
