@@ -293,6 +293,23 @@ def test_wanted_groups_keyed_in_two_scans_are_joined_to_one_first(
     assert reads and all("coalesce(w.k0 " in q and "AND w.k1 " in q for q in reads)
 
 
+def test_wanted_groups_sharing_the_first_keys_are_joined_on_a_hash_of_all(
+    views: SparkSession, answered: list[str], queries: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TPC-DS Q47's shape (882 wanted groups of 18 brands): each key's value is cast to one
+    # type on both sides, so equal keys hash alike; the rows read are those of the exact test.
+    monkeypatch.setattr(local_sides, "_FANOUT", 1)
+    df = views.sql(
+        "SELECT i.okey, r.prio, sum(i.qty) AS q FROM ls_orders r JOIN ls_items i ON r.total = i.okey * 10"
+        " GROUP BY i.okey, r.prio ORDER BY q DESC, i.okey LIMIT 3"
+    )
+    joined = o.join(orders(), items(), lambda r, i: r[1] == i[1] * 10)
+    check(df, top(o.group(joined, lambda v: (v[4], v[2]), lambda vs: (sum(v[5] for v in vs),)), 3))
+    assert answered.count("aggregate groups") == 2
+    reads = [q for q in queries if " wanted_table w" in q]
+    assert reads and all("hash(CAST(w.k0 AS BIGINT), CAST(w.k1 AS VARCHAR)) = hash(" in q for q in reads)
+
+
 def test_groups_of_a_rollup_are_read_after_the_job(views: SparkSession, answered: list[str]) -> None:
     # ROLLUP's expand repeats each row per grouping set (a null key rolled up): DuckDB reads
     # it as a UNION ALL, matching the wanted groups null-safely, the grouping id among the keys.
