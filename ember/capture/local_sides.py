@@ -34,7 +34,7 @@ from ember.capture.annotate import GROUPS, SideTable, input_rows
 from ember.capture.decided import matched_keys, without_decided
 from ember.plan import ir
 from ember.plan.catalyst import Tree, find
-from ember.plan.duck_sql import numbered_parquet, quoted, sql, typed_null
+from ember.plan.duck_sql import duck_type, numbered_parquet, quoted, sql, typed_null
 from ember.plan.sources import Source
 from ember.store.index import SORTED, order_by
 
@@ -351,7 +351,7 @@ class _Query:
         elif not self.read(plan.child) or (self.keyed and wanted is None):
             return None
         joined = bool(table.keys) and wanted is not None  # the wanted keys are a FROM item `w`
-        stored = False
+        hashed = False
         if joined and wanted is not None and wanted.num_columns != len(table.keys):
             return None
         outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
@@ -366,32 +366,33 @@ class _Query:
                     # DuckDB push the join's key range into the scan (Q3's groups: 33 -> 20 ms).
                     nulls = wanted is None or wanted.column(i).null_count > 0
                     compared[i] = f"w.k{i} {'IS NOT DISTINCT FROM' if nulls else '='} ({outputs[k.id]})"
-                    if k.dtype in _HASHED:
-                        typed[i] = (_HASHED[k.dtype], str(outputs[k.id]))
+                    into = _hashed(k.dtype)
+                    if into is not None:
+                        typed[i] = (into, str(outputs[k.id]))
                 outputs[k.id] = f"w.k{i}"  # the key values exactly as the lineage holds them
             assert wanted is not None
             anchored = _anchored(compared, wanted, typed)
             self.conditions += anchored
-            stored = any(c.startswith("hash(") for c in anchored)
+            hashed = any(c.startswith("hash(") for c in anchored)
         if not table.keys and wanted is not None:
             self.conditions.append("FALSE")
         if any(v is None for v in outputs.values()):
             return None
         select = ", ".join(f'{outputs[a.id]} AS "{a.name}"' for a in plan.output)
         if joined:
-            self.scans.insert(0, f"{_STORED if stored else 'wanted'} w")
+            self.scans.insert(0, f"{_STORED if hashed else 'wanted'} w")
         order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
         return f"SELECT {select} FROM {self.joined()} WHERE {self.where}" + (f" ORDER BY {order}" if order else "")
 
 
 _FANOUT = 8  # wanted groups per value of the first keys from which all keys are hashed
 _STORED = "wanted_table"  # the wanted keys copied into a table (`_run`)
-# Types whose equal values hash alike once cast to one type (not floats: -0.0 = 0.0; not
-# timestamps, whose wanted values come in another time zone's type).
-_HASHED = {
-    "string": "VARCHAR", "boolean": "BOOLEAN", "tinyint": "BIGINT", "smallint": "BIGINT", "int": "BIGINT",
-    "bigint": "BIGINT", "date": "DATE",
-} | {f"decimal({p},{s})": f"DECIMAL({p}, {s})" for p in range(1, 39) for s in range(p + 1)}  # fmt: skip
+_UNHASHED = ("float", "double", "timestamp", "timestamp_ntz")  # -0.0 = 0.0; wanted timestamps come in another zone's type
+
+
+def _hashed(dtype: str | None) -> str | None:
+    """The type a key is cast to on both sides of a hashed join, so equal values hash alike."""
+    return None if dtype is None or dtype in _UNHASHED else duck_type(dtype)
 
 
 def _anchored(compared: dict[int, str], wanted: pa.Table, typed: Mapping[int, tuple[str, str]] | None = None) -> list[str]:
