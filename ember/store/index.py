@@ -15,7 +15,7 @@ down from the output, forward traces mark rows bottom up. No Spark job, no per-r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeAlias
 
 import duckdb
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ember import duck
 from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable, Slot
 from ember.plan.ir import Attr
-from ember.store.columns import IntColumn, Plain, encode, expand_ranges, sorted_unique
+from ember.store.columns import IntColumn, Plain, encode, sorted_unique
 from ember.store.parts import Parts
 
 
@@ -46,6 +46,9 @@ class Level:
 
     def columns(self) -> list[IntColumn]:
         return [c for _, c in self.rids] + [c for r in self.refs for c in (r.start, r.end)]
+
+
+_Found: TypeAlias = tuple[np.ndarray, np.ndarray | None]  # rids, and the output row each is traced for
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ class LineageIndex:
 
     def backward(self, oids: np.ndarray) -> dict[str, np.ndarray]:
         """Source key → sorted unique rids in the lineage of the given output rows."""
-        found = self._walk(oids, np.zeros(oids.size, dtype=np.int64))
+        found = self._walk(oids, None)
         return {k: sorted_unique([rids for rids, _ in parts]) for k, parts in found.items()}
 
     def backward_pairs(self, oids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -77,7 +80,7 @@ class LineageIndex:
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for key, parts in self._walk(oids, oids).items():
             rids = np.concatenate([r for r, _ in parts])
-            owners = np.concatenate([o for _, o in parts])
+            owners = np.concatenate([o for _, o in parts if o is not None])
             order = np.lexsort((rids, owners))
             rids, owners = rids[order], owners[order]
             keep = np.ones(rids.size, dtype=bool)
@@ -85,16 +88,23 @@ class LineageIndex:
             out[key] = (owners[keep], rids[keep])
         return out
 
-    def _walk(self, rows: np.ndarray, owners: np.ndarray) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-        """Walks levels top down; every row carries the output row (`owner`) it is traced for."""
-        found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-        _visit(self.output, rows, owners, found, pending)
+    def _walk(self, rows: np.ndarray, owners: np.ndarray | None) -> dict[str, list[_Found]]:
+        """Walks levels top down; every row carries the output row (`owner`) it is traced
+        for, unless `owners` is None (one trace of all `rows`: nothing to carry)."""
+        found: dict[str, list[_Found]] = {}
+        pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]] = {}
+        _visit(self.output, rows, rows + 1, owners, found, pending)
         for tid in range(len(self.tables) - 1, -1, -1):
             if tid in pending:
-                start, end, owner = (np.concatenate(x) for x in zip(*pending.pop(tid), strict=True))
+                parts = pending.pop(tid)
+                start, end = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+                if owners is None:
+                    start, end = merge(start, end)
+                    _visit(self.tables[tid], start, end, None, found, pending)
+                    continue
+                owner = np.concatenate([p[2] for p in parts if p[2] is not None])
                 start, end, owner = _merge_owned(start, end, owner, self.tables[tid].rows)
-                _visit(self.tables[tid], expand_ranges(start, end), np.repeat(owner, end - start), found, pending)
+                _visit(self.tables[tid], start, end, np.repeat(owner, end - start), found, pending)
         return found
 
     def forward(self, source: str, rids: np.ndarray) -> np.ndarray:
@@ -108,19 +118,21 @@ class LineageIndex:
 
 def _visit(
     level: Level,
-    rows: np.ndarray,
-    owners: np.ndarray,
-    found: dict[str, list[tuple[np.ndarray, np.ndarray]]],
-    pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+    first: np.ndarray,
+    after: np.ndarray,
+    owners: np.ndarray | None,
+    found: dict[str, list[_Found]],
+    pending: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]],
 ) -> None:
+    """Reads the level's rows `[first, after)`, range after range (`owners`: one per row)."""
     for key, col in level.rids:
-        vals = col.take(rows)
+        vals = col.take_ranges(first, after)
         keep = vals >= 0
-        found.setdefault(key, []).append((vals[keep], owners[keep]))
+        found.setdefault(key, []).append((vals[keep], None if owners is None else owners[keep]))
     for r in level.refs:
-        start, end = r.start.take(rows), r.end.take(rows)
+        start, end = r.start.take_ranges(first, after), r.end.take_ranges(first, after)
         keep = end > start
-        pending.setdefault(r.table, []).append((start[keep], end[keep], owners[keep]))
+        pending.setdefault(r.table, []).append((start[keep], end[keep], None if owners is None else owners[keep]))
 
 
 def _merge_owned(
@@ -216,19 +228,16 @@ def build_index(
     levels: list[Level] = []
     alias: dict[int, int] = {}
     first: dict[int, int] = {}  # `same` rows → the first table indexed with them
-    pinned = {  # tables that levels the executors build point at: those resolve refs themselves
-        s.table for t, d in zip(tables, data, strict=True) if d is not None and not isinstance(d, pa.Table)
-        for s in t.slots if isinstance(s, RefSlot)
-    }  # fmt: skip
     fetched = {t.id: d for t, d in zip(tables, data, strict=True) if isinstance(d, pa.Table)}
     flat = inline_rows(output, output_slots, tables, fetched, sort=True)
     spans = {tid: span for tid, (_, span) in flat.items()}
     for table, arrow in zip(tables, data, strict=True):
         if arrow is not None and not isinstance(arrow, pa.Table):
-            levels.append(arrow.level(table, groups, tables, levels, compress))
+            level = arrow.level(table, groups, tables, [levels[alias.get(i, i)] for i in range(len(levels))], compress)
+            levels.append(replace(level, refs=tuple(replace(r, table=alias.get(r.table, r.table)) for r in level.refs)))
             groups.append(arrow)
             continue
-        rows_of = (same or {}).get(table.id) if arrow is not None and table.id not in pinned else None
+        rows_of = (same or {}).get(table.id) if arrow is not None else None
         earlier = first.setdefault(rows_of, table.id) if rows_of is not None else table.id
         if earlier != table.id and _alike(table, tables[earlier], alias):
             alias[table.id] = earlier

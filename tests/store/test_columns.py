@@ -6,7 +6,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.store.columns import RUNS_WORTH_IT, Plain, Runs, encode, to_runs
+from ember.store.columns import (
+    FEW_RANGES,
+    RUNS_WORTH_IT,
+    Plain,
+    Runs,
+    encode,
+    sorted_unique,
+    to_runs,
+)
 
 
 @st.composite
@@ -36,6 +44,30 @@ def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject)
     truth = [i for i, v in enumerate(values.tolist()) if v in set(wanted.tolist())]
     assert runs.hits(wanted).tolist() == truth
     assert plain.hits(wanted).tolist() == truth
+
+
+@settings(max_examples=200)
+@given(columns(), st.data())
+def test_ranges_of_rows_are_taken_as_their_rows(values: np.ndarray, data: st.DataObject) -> None:
+    """Whole ranges (a trace's walk down a level), in any order and overlapping, read
+    what their rows read one by one; past `FEW_RANGES` a plain column indexes instead."""
+    bounds = st.integers(0, values.size)
+    pairs = data.draw(st.lists(st.tuples(bounds, bounds), max_size=FEW_RANGES + 6))
+    start = np.array([min(p) for p in pairs], dtype=np.int64)
+    end = np.array([max(p) for p in pairs], dtype=np.int64)
+    rows = [r for s, e in zip(start.tolist(), end.tolist(), strict=True) for r in range(s, e)]
+    truth = values[np.array(rows, dtype=np.int64)].tolist() if rows else []
+    assert to_runs(values).take_ranges(start, end).tolist() == truth
+    assert Plain(values).take_ranges(start, end).tolist() == truth
+
+
+@given(st.lists(st.lists(st.integers(0, 200), max_size=40), max_size=5), st.integers(0, 10**12))
+def test_sorted_unique_is_the_sorted_set(chunks: list[list[int]], shift: int) -> None:
+    """Dense values (marked in a bitmap) and sparse ones (sorted) alike, far from zero too."""
+    arrays = [np.array(c, dtype=np.int64) + shift for c in chunks]
+    sparse = [np.array(c, dtype=np.int64) * 1000 + shift for c in chunks]
+    assert sorted_unique(arrays).tolist() == sorted({v + shift for c in chunks for v in c})
+    assert sorted_unique(sparse).tolist() == sorted({v * 1000 + shift for c in chunks for v in c})
 
 
 def test_structure_becomes_few_runs() -> None:
