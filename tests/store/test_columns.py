@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ember.store import columns as encoded
 from ember.store.columns import (
     FEW_RANGES,
     RUNS_WORTH_IT,
@@ -46,18 +50,21 @@ def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject)
     assert plain.hits(wanted).tolist() == truth
 
 
+@pytest.mark.parametrize("short", [0, 1 << 40], ids=["cut at runs", "row by row"])
 @settings(max_examples=200)
 @given(columns(), st.data())
-def test_ranges_of_rows_are_taken_as_their_rows(values: np.ndarray, data: st.DataObject) -> None:
+def test_ranges_of_rows_are_taken_as_their_rows(short: int, values: np.ndarray, data: st.DataObject) -> None:
     """Whole ranges (a trace's walk down a level), in any order and overlapping, read
-    what their rows read one by one; past `FEW_RANGES` a plain column indexes instead."""
+    what their rows read one by one, however runs read them; past `FEW_RANGES` a plain
+    column indexes instead."""
     bounds = st.integers(0, values.size)
     pairs = data.draw(st.lists(st.tuples(bounds, bounds), max_size=FEW_RANGES + 6))
     start = np.array([min(p) for p in pairs], dtype=np.int64)
     end = np.array([max(p) for p in pairs], dtype=np.int64)
     rows = [r for s, e in zip(start.tolist(), end.tolist(), strict=True) for r in range(s, e)]
     truth = values[np.array(rows, dtype=np.int64)].tolist() if rows else []
-    assert to_runs(values).take_ranges(start, end).tolist() == truth
+    with mock.patch.object(encoded, "SHORT_RANGES", short):
+        assert to_runs(values).take_ranges(start, end).tolist() == truth
     assert Plain(values).take_ranges(start, end).tolist() == truth
 
 
