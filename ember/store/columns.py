@@ -25,9 +25,7 @@ SMALL_SET = 8
 FEW_RANGES = 64  # ranges a plain column copies slice by slice
 SHORT_RANGES = 16  # rows per range, on average, below which runs are read row by row
 RUNS_WORTH_IT = 4  # rows per run, on average, before runs beat a delta-packed array
-
-
-DENSE = 4  # values per slot of their range past which a bitmap beats a sort
+DENSE = 4  # slots of their range per value below which a bitmap beats a sort
 
 
 def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
