@@ -57,10 +57,8 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     found: list[str] = []
     read = local_sides.Reads.side_table
 
-    def counted(
-        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
-    ) -> pa.Table | None:
-        rows = read(self, table, wanted, capped)
+    def counted(self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None) -> pa.Table | None:
+        rows = read(self, table, wanted)
         if rows is not None:
             found.append(table.why + (", whole" if table.keys and wanted is None else ""))
         return rows
@@ -75,10 +73,8 @@ def on_spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     found: list[str] = []
     read = local_sides.Reads.side_table
 
-    def counted(
-        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
-    ) -> pa.Table | None:
-        rows = read(self, table, wanted, capped)
+    def counted(self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None) -> pa.Table | None:
+        rows = read(self, table, wanted)
         if rows is None:
             found.append(table.why)
         return rows
