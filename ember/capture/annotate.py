@@ -129,6 +129,7 @@ class Annotated:
     plan: ir.Node  # output: the original columns, then every slot's attributes
     slots: tuple[Slot, ...]
     tables: tuple[SideTable, ...]  # children before parents
+    inline_rids: int  # the rids `bounded` lets through the driver (0: none)
 
 
 def slot_attrs(slots: tuple[Slot, ...]) -> tuple[ir.Attr, ...]:
@@ -845,4 +846,4 @@ def annotate(
         reported=reported,
     )
     new, slots = rw.rewrite(plan)
-    return Annotated(new, slots, tuple(rw.tables))
+    return Annotated(new, slots, tuple(rw.tables), rw.inline_rids)

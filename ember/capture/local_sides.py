@@ -336,10 +336,12 @@ class _Query:
         value = inner.expr(ir.ColumnRef(plan.output[0]))
         return None if value is None else f"(SELECT {value} FROM {inner.joined()} WHERE {inner.where})"
 
-    def text(self, table: SideTable, wanted: pa.Table | None) -> str | None:
+    def text(self, table: SideTable, wanted: pa.Table | None, cap: int | None = None) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it.
         The table is read whole if `wanted` is None (a keyless one, a global aggregate's one
-        group, is read not at all if it is not None: no row holds its ref)."""
+        group, is read not at all if it is not None: no row holds its ref). Its rows come
+        sorted for the index, or with a `cap`, unsorted and at most one past the cap (a
+        LIMIT under a sort would not stop the read)."""
         plan = _as_read(table) if wanted is not None else table.plan  # only groups that reach the result
         if not isinstance(plan, ir.Project):
             return None
@@ -382,7 +384,10 @@ class _Query:
         if joined:
             self.scans.insert(0, f"{_STORED if hashed else 'wanted'} w")
         order = ", ".join(f"{quoted(name)} ASC NULLS FIRST" for name in order_by(table))
-        return f"SELECT {select} FROM {self.joined()} WHERE {self.where}" + (f" ORDER BY {order}" if order else "")
+        query = f"SELECT {select} FROM {self.joined()} WHERE {self.where}"
+        if cap is not None:
+            return f"{query} LIMIT {cap + 1}"
+        return query + (f" ORDER BY {order}" if order else "")
 
 
 _FANOUT = 8  # wanted groups per value of the first keys from which all keys are hashed
@@ -597,17 +602,20 @@ class Reads:
     one's rows (TPC-DS Q14 reads each channel's `cross_items` semi joins twice and its
     `avg_sales` three times)."""
 
-    def __init__(self, sources: dict[str, Source], inputs: Inputs | None = None):
+    def __init__(self, sources: dict[str, Source], inputs: Inputs | None = None, cap: int = 0):
         self.sources = sources
         self.inputs = inputs
+        self.cap = cap  # rows of a `capped` read past which it is left to Spark
         self._done: dict[str, list[tuple[pa.Table | None, int, pa.Table | None]]] = {}
         self.same: dict[int, int] = {}  # table id → the table whose read gave its rows (none if DuckDB could not)
 
-    def side_table(self, table: SideTable, wanted: pa.Table | None) -> pa.Table | None:
+    def side_table(self, table: SideTable, wanted: pa.Table | None, capped: bool = False) -> pa.Table | None:
         """The table's rows for the `wanted` keys (columns k0..kn; None: every row), read by
-        DuckDB, from the `inputs` already read where it can; None where Spark must compute it."""
+        DuckDB, from the `inputs` already read where it can; None where Spark must compute it.
+        `capped`: a table that may be too big to read here, read unsorted up to `cap` rows."""
         read = self.inputs.read() if self.inputs is not None else {}
-        query = _Query(self.sources, inputs={name: plan for name, (plan, _) in read.items()}).text(table, wanted)
+        limit = self.cap if capped else None
+        query = _Query(self.sources, inputs={name: plan for name, (plan, _) in read.items()}).text(table, wanted, limit)
         if query is None:
             return None
         keys = wanted if table.keys else None
@@ -619,6 +627,8 @@ class Reads:
                 self.same[table.id] = owner
                 return renamed(rows, table)
         rows = _run(query, keys, read)
+        if rows is not None and limit is not None:
+            rows = None if rows.num_rows > limit else rows.replace_schema_metadata(None)
         done.append((keys, table.id, rows))
         if rows is not None:
             self.same[table.id] = table.id

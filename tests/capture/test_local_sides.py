@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from ember.capture import annotate, local_sides
+from ember.capture import annotate, local_sides, sides
 from ember.capture.annotate import Workload
 from ember.plan import ir
 from ember.plan.jvm import Jvm
@@ -57,8 +57,10 @@ def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     found: list[str] = []
     read = local_sides.Reads.side_table
 
-    def counted(self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None) -> pa.Table | None:
-        rows = read(self, table, wanted)
+    def counted(
+        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
+    ) -> pa.Table | None:
+        rows = read(self, table, wanted, capped)
         if rows is not None:
             found.append(table.why + (", whole" if table.keys and wanted is None else ""))
         return rows
@@ -73,8 +75,10 @@ def on_spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     found: list[str] = []
     read = local_sides.Reads.side_table
 
-    def counted(self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None) -> pa.Table | None:
-        rows = read(self, table, wanted)
+    def counted(
+        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
+    ) -> pa.Table | None:
+        rows = read(self, table, wanted, capped)
         if rows is None:
             found.append(table.why)
         return rows
@@ -244,8 +248,10 @@ def queries(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     found: list[str] = []
     text = local_sides._Query.text
 
-    def kept(self: local_sides._Query, table: local_sides.SideTable, wanted: pa.Table | None) -> str | None:
-        made = text(self, table, wanted)
+    def kept(
+        self: local_sides._Query, table: local_sides.SideTable, wanted: pa.Table | None, cap: int | None = None
+    ) -> str | None:
+        made = text(self, table, wanted, cap)
         found.append(made or "")
         return made
 
@@ -579,6 +585,7 @@ def test_groups_named_by_a_table_the_executors_keep(
     # driver: the executors keep them, and name the inner groups (6 rows) on the cluster.
     # Those keys come to the driver so that DuckDB reads the inner groups for them.
     monkeypatch.setattr(annotate, "INLINE_RIDS", 8)
+    monkeypatch.setattr(sides, "LOCAL_ROWS", 0)  # nor does DuckDB read the outer groups first
     df = views.sql(
         "SELECT r.prio, sum(g.q) AS q FROM ls_orders r JOIN (SELECT okey, sum(qty) AS q FROM ls_items GROUP BY okey) g"
         " ON r.okey = g.okey GROUP BY r.prio HAVING sum(g.q) > 0"
@@ -728,12 +735,46 @@ def test_tables_read_after_the_job_with_the_same_rows_are_read_and_indexed_once(
 def test_tables_read_once_are_indexed_once_under_a_level_the_executors_build(
     views: SparkSession, duck_reads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # TPC-DS Q14's shape: each branch's HAVING compares with the same average, which DuckDB
-    # reads once; the groups over both branches may outgrow the driver (more rows than
-    # INLINE_RIDS), so the executors build their level. Its refs to the second average
+    # Each branch's HAVING compares with the same average, which DuckDB reads once; the
+    # groups over both branches may outgrow the driver (more rows than INLINE_RIDS), so the
+    # executors build their level. Its refs to the second average
     # point at the first one's level, traced once (Q14 at SF1 indexed the 2.9 M-row
     # average three times over, and a trace walked it thrice: 3.1 s).
     monkeypatch.setattr(annotate, "INLINE_RIDS", 8)  # the averages' 6 rows come back; 10 orders do not
+    monkeypatch.setattr(sides, "LOCAL_ROWS", 0)  # nor does DuckDB read the groups (`test_a_table_guessed_...`)
+    df, expected = _groups_over_two_havings(views)
+    check(df, expected)
+    duck_reads.clear()
+    lin = ember.capture(df, strategy="inject")
+    assert len(duck_reads) == 1
+    assert _remote(lin)
+    assert sum(lv.rows == 0 for lv in lin._index.tables) == 1
+
+
+@pytest.mark.parametrize(("cap", "remote"), [(1 << 20, False), (4, True)], ids=["under the cap", "over it"])
+def test_a_table_guessed_too_big_for_the_driver_is_read_by_duckdb_up_to_a_cap(
+    views: SparkSession, duck_reads: list[str], monkeypatch: pytest.MonkeyPatch, cap: int, remote: bool
+) -> None:
+    # The guess at a table's rows counts every scan below it (11 rows here, past
+    # INLINE_RIDS): TPC-DS Q14's rollup of 13 K groups counted 100 M rows, and Spark
+    # computed it again. DuckDB reads such a table, unsorted, up to the cap (here at most
+    # INLINE_RIDS: the wanted group's 5 joined rows); past it Spark computes it on the executors.
+    monkeypatch.setattr(annotate, "INLINE_RIDS", 8)
+    monkeypatch.setattr(sides, "LOCAL_ROWS", cap)
+    df = views.sql(
+        "SELECT o.prio, count(*) AS n FROM ls_orders o JOIN ls_items i ON o.okey = i.okey"
+        " GROUP BY o.prio HAVING count(*) > 1"
+    )
+    joined = o.join(orders(), items(), lambda r, i: r[0] == i[1])
+    check(df, [g for g in o.group(joined, lambda v: (v[2],), lambda vs: (len(vs),)) if g[0][1] > 1])
+    duck_reads.clear()
+    lin = ember.capture(df, strategy="inject")
+    assert _remote(lin) == remote
+    assert any(q.endswith(f"LIMIT {min(cap, 8) + 1}") for q in duck_reads)
+
+
+def _groups_over_two_havings(views: SparkSession) -> tuple[DataFrame, list[o.Row]]:
+    """TPC-DS Q14's shape: groups over a union whose branches each compare with the same average."""
     df = views.sql(
         "SELECT prio, count(*) AS n FROM ("
         " SELECT prio FROM ls_orders WHERE total > 3 * (SELECT avg(qty) FROM ls_items WHERE flag <> 'b')"
@@ -744,13 +785,12 @@ def test_tables_read_once_are_indexed_once_under_a_level_the_executors_build(
     whole = frozenset().union(*(lin for _, lin in scalar))
     mean = sum(v[2] for v, _ in scalar) / len(scalar)
     kept = [(v, lin | whole) for k in (3, 5) for v, lin in o.where(orders(), lambda r, k=k: r[1] > k * mean)]
-    check(df, o.group(kept, lambda v: (v[2],), lambda vs: (len(vs),)))
-    duck_reads.clear()
-    lin = ember.capture(df, strategy="inject")
-    assert len(duck_reads) == 1
-    levels = lin._index.tables
-    assert any(lv.columns() and all(isinstance(c, Parts) for c in lv.columns()) for lv in levels)
-    assert sum(lv.rows == 0 for lv in levels) == 1
+    return df, o.group(kept, lambda v: (v[2],), lambda vs: (len(vs),))
+
+
+def _remote(lin: ember.Lineage) -> bool:
+    """Whether the executors built a level."""
+    return any(lv.columns() and all(isinstance(c, Parts) for c in lv.columns()) for lv in lin._index.tables)
 
 
 def test_ranked_groups_read_twice_are_read_once(
