@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,41 +51,43 @@ def views(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Spar
     return spark
 
 
+Noted: TypeAlias = Callable[[local_sides.SideTable, pa.Table | None, pa.Table | None], str | None]
+
+
+def _noted(monkeypatch: pytest.MonkeyPatch, note: Noted) -> list[str]:
+    """What `note` says of each side table read (table, wanted keys, DuckDB's rows or None)."""
+    found: list[str] = []
+    read = local_sides.Reads.side_table
+
+    def counted(
+        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
+    ) -> pa.Table | None:
+        rows = read(self, table, wanted, capped)
+        said = note(table, wanted, rows)
+        if said is not None:
+            found.append(said)
+        return rows
+
+    monkeypatch.setattr(local_sides.Reads, "side_table", counted)
+    return found
+
+
 @pytest.fixture
-def answered(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def answered(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Why each side table DuckDB answered was made ("..., whole": a keyed table read whole,
     not for the groups the job's result names)."""
-    found: list[str] = []
-    read = local_sides.Reads.side_table
-
-    def counted(
-        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
-    ) -> pa.Table | None:
-        rows = read(self, table, wanted, capped)
-        if rows is not None:
-            found.append(table.why + (", whole" if table.keys and wanted is None else ""))
-        return rows
-
-    monkeypatch.setattr(local_sides.Reads, "side_table", counted)
-    yield found
+    return _noted(
+        monkeypatch,
+        lambda table, wanted, rows: None
+        if rows is None
+        else table.why + (", whole" if table.keys and wanted is None else ""),
+    )
 
 
 @pytest.fixture
-def on_spark(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def on_spark(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Why each side table DuckDB did not read (Spark computed it) was made."""
-    found: list[str] = []
-    read = local_sides.Reads.side_table
-
-    def counted(
-        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
-    ) -> pa.Table | None:
-        rows = read(self, table, wanted, capped)
-        if rows is None:
-            found.append(table.why)
-        return rows
-
-    monkeypatch.setattr(local_sides.Reads, "side_table", counted)
-    yield found
+    return _noted(monkeypatch, lambda table, wanted, rows: table.why if rows is None else None)
 
 
 @pytest.fixture
