@@ -126,9 +126,8 @@ def _visit(
 ) -> None:
     """Reads the level's rows `[first, after)`, range after range (`owners`: one per row)."""
     for key, col in level.rids:
-        vals = col.take_ranges(first, after)
-        keep = vals >= 0
-        found.setdefault(key, []).append((vals[keep], None if owners is None else owners[keep]))
+        vals, at = col.take_valid(first, after, owners is not None)
+        found.setdefault(key, []).append((vals, None if owners is None or at is None else owners[at]))
     for r in level.refs:
         start, end = r.start.take_ranges(first, after), r.end.take_ranges(first, after)
         keep = end > start

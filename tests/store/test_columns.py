@@ -56,25 +56,32 @@ def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject)
 def test_ranges_of_rows_are_taken_as_their_rows(short: int, values: np.ndarray, data: st.DataObject) -> None:
     """Whole ranges (a trace's walk down a level), in any order and overlapping, read
     what their rows read one by one, however runs read them; past `FEW_RANGES` a plain
-    column indexes instead."""
+    column indexes instead. Their rids alone (runs of -1 skipped unread) are the same
+    values, at the same places."""
     bounds = st.integers(0, values.size)
     pairs = data.draw(st.lists(st.tuples(bounds, bounds), max_size=FEW_RANGES + 6))
     start = np.array([min(p) for p in pairs], dtype=np.int64)
     end = np.array([max(p) for p in pairs], dtype=np.int64)
     rows = [r for s, e in zip(start.tolist(), end.tolist(), strict=True) for r in range(s, e)]
     truth = values[np.array(rows, dtype=np.int64)].tolist() if rows else []
+    valid = [(at, v) for at, v in enumerate(truth) if v >= 0]
     with mock.patch.object(encoded, "SHORT_RANGES", short):
-        assert to_runs(values).take_ranges(start, end).tolist() == truth
-    assert Plain(values).take_ranges(start, end).tolist() == truth
+        for column in (to_runs(values), Plain(values)):
+            assert column.take_ranges(start, end).tolist() == truth
+            vals, at = column.take_valid(start, end, positions=True)
+            assert at is not None
+            assert list(zip(at.tolist(), vals.tolist(), strict=True)) == valid
+            assert column.take_valid(start, end, positions=False)[0].tolist() == [v for _, v in valid]
 
 
 @given(st.lists(st.lists(st.integers(0, 200), max_size=40), max_size=5), st.integers(0, 10**12))
 def test_sorted_unique_is_the_sorted_set(chunks: list[list[int]], shift: int) -> None:
-    """Dense values (marked in a bitmap) and sparse ones (sorted) alike, far from zero too."""
-    arrays = [np.array(c, dtype=np.int64) + shift for c in chunks]
-    sparse = [np.array(c, dtype=np.int64) * 1000 + shift for c in chunks]
-    assert sorted_unique(arrays).tolist() == sorted({v + shift for c in chunks for v in c})
-    assert sorted_unique(sparse).tolist() == sorted({v * 1000 + shift for c in chunks for v in c})
+    """Dense values (marked in a bitmap) and sparse ones (sorted) alike, from zero and far
+    from it."""
+    for offset in (0, shift):
+        for spread in (lambda v: v % 7, lambda v: v, lambda v: v * 1000):  # tight, dense, sparse
+            arrays = [spread(np.array(c, dtype=np.int64)) + offset for c in chunks]
+            assert sorted_unique(arrays).tolist() == sorted({spread(v) + offset for c in chunks for v in c})
 
 
 def test_structure_becomes_few_runs() -> None:
