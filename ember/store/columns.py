@@ -174,8 +174,18 @@ class Runs:
         return run, np.maximum(start[of], self.start[run]), np.minimum(end[of], ends[run])
 
     def _values(self, run: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        at = np.repeat(run, hi - lo)
-        return self.base[at] + self.step[at] * (expand_ranges(lo, hi) - self.start[at])
+        """Piece `i`'s values are `first[i] + step * k` for its k-th row: one ramp over all
+        pieces shifted per piece, no gather per row. The shift may wrap around int64; the
+        sum wraps back, as the values themselves fit."""
+        n = hi - lo
+        step = self.step[run]
+        first = self.base[run] + step * (lo - self.start[run])
+        one = step.size > 0 and not bool(np.any(step != step[0]))  # one step (0 or 1, mostly): no second repeat
+        if one and step[0] == 0:
+            return np.repeat(first, n)
+        shift = np.repeat(first - step * (np.cumsum(n) - n), n)
+        ramp = np.arange(shift.size, dtype=np.int64)
+        return shift + (int(step[0]) * ramp if one else np.repeat(step, n) * ramp)
 
     def hits(self, values: np.ndarray) -> np.ndarray:
         ends = np.append(self.start[1:], self.length)

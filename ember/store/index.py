@@ -150,10 +150,12 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of ranges `[start, end)` as sorted, disjoint ranges."""
     if start.size == 0:
         return start, end
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], np.maximum.accumulate(end[order])
-    breaks = s[1:] > e[:-1]
-    return s[np.concatenate(([True], breaks))], e[np.concatenate((breaks, [True]))]
+    if not bool(np.all(start[1:] >= start[:-1])):  # a level's refs in row order mostly come sorted
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+    e = np.maximum.accumulate(end)
+    breaks = start[1:] > e[:-1]
+    return start[np.concatenate(([True], breaks))], e[np.concatenate((breaks, [True]))]
 
 
 def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]) -> np.ndarray:
