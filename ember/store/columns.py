@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -108,7 +109,15 @@ class Plain:
         return self.values[expand_ranges(start, end)]
 
     def take_valid(self, start: np.ndarray, end: np.ndarray, positions: bool) -> tuple[np.ndarray, np.ndarray | None]:
-        return nonnegative(self.take_ranges(start, end), positions)
+        values = self.take_ranges(start, end)
+        if self._all_rids:
+            return values, np.arange(values.size, dtype=np.int64) if positions else None
+        return nonnegative(values, positions)
+
+    @cached_property
+    def _all_rids(self) -> bool:
+        """No -1 in the column (most of them: Q14's 1.4 M-row levels), told once, not per trace."""
+        return self.values.size == 0 or int(self.values.min()) >= 0
 
     def hits(self, values: np.ndarray) -> np.ndarray:
         return np.flatnonzero(isin_sorted(self.values, values)).astype(np.int64)
