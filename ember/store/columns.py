@@ -36,13 +36,14 @@ def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
     TPC-DS Q14's 11 M date_dim rids over 1,096 rows) are marked in a bitmap instead, which
     is linear; chunk by chunk, as concatenating them first costs as much again."""
     chunks = [c for c in chunks if c.size]
+    bounds = None
     if len(chunks) > 1:
-        lo, hi = min(int(c.min()) for c in chunks), max(int(c.max()) for c in chunks)
-        if (hi - lo) // DENSE < sum(c.size for c in chunks):
-            return _marked(chunks, lo, hi)
+        bounds = min(int(c.min()) for c in chunks), max(int(c.max()) for c in chunks)
+        if (bounds[1] - bounds[0]) // DENSE < sum(c.size for c in chunks):
+            return _marked(chunks, *bounds)
     values = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
     if values.size > 1 and not bool(np.all(values[1:] >= values[:-1])):
-        lo, hi = int(values.min()), int(values.max())
+        lo, hi = bounds or (int(values.min()), int(values.max()))
         if (hi - lo) // DENSE < values.size:
             return _marked([values], lo, hi)
         values = np.sort(values)
