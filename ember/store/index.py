@@ -248,7 +248,8 @@ def build_index(
         if arrow is None:
             ordered = flat[table.id][0]
         else:
-            ordered = arrow if arrow.schema.metadata == SORTED else _sorted(con, arrow, order_by(table))
+            in_order = arrow.schema.metadata == SORTED or _in_order(arrow, order_by(table))
+            ordered = arrow if in_order else _sorted(con, arrow, order_by(table))
         levels.append(_level(con, ordered, table.slots, groups, tables, levels, table.why, compress, spans, alias))
         groups.append(_groups(con, ordered, [k.name for k in table.keys]))
     out = _level(con, output, output_slots, groups, tables, levels, "output", compress, spans, alias)
@@ -383,6 +384,39 @@ def _sorted(con: duckdb.DuckDBPyConnection, arrow: pa.Table, keys: list[str]) ->
     result = con.sql(f"SELECT * FROM t ORDER BY {order}").to_arrow_table()
     con.unregister("t")
     return result
+
+
+def _in_order(arrow: pa.Table, columns: list[str]) -> bool:
+    """Whether the rows already come in `_sorted`'s order: turning key slots into rids
+    drops DuckDB's mark, not the order, where a rid before them orders each group
+    (TPC-DS Q70's 1.6 M rollup rows and 541 K witnesses: 0.3 s of sorting). A linear
+    check, column by column over the pairs of rows still tied; NULLS FIRST."""
+    n = arrow.num_rows
+    cols = [arrow.column(c) for c in columns]
+    if n < 2:
+        return True
+    if not all(_plain(c.type) for c in cols):
+        return False
+    tied = np.ones(n - 1, dtype=bool)
+    for c in cols:
+        before, after = c.slice(0, n - 1), c.slice(1)
+        greater = pc.greater(before, after)
+        equal = pc.equal(before, after)
+        if c.null_count:
+            null_before = pc.is_null(before).to_numpy(zero_copy_only=False)
+            null_after = pc.is_null(after).to_numpy(zero_copy_only=False)
+            greater = pc.or_(pc.fill_null(greater, False), pa.array(null_after & ~null_before))
+            equal = pc.or_(pc.fill_null(equal, False), pa.array(null_before & null_after))
+        if bool(np.any(tied & _bools(greater))):
+            return False
+        tied &= _bools(equal)
+        if not tied.any():
+            break
+    return True
+
+
+def _bools(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str]) -> pa.Table:
