@@ -358,6 +358,23 @@ def test_wanted_groups_keep_a_null_key(views: SparkSession, answered: list[str])
     assert answered.count("aggregate groups") == 2
 
 
+def test_wanted_groups_named_by_text_are_sorted_by_their_number(
+    views: SparkSession, answered: list[str], queries: list[str]
+) -> None:
+    # Keyed by two names, one of them null for items of orders the join leaves out: the
+    # read returns each wanted group's number in key order and the rids, no ORDER BY, and
+    # the rows are sorted as packed integers (`local_sides.Packing`), the names looked up.
+    df = views.sql(
+        "SELECT i.flag, o.prio, count(*) AS n FROM ls_items i LEFT JOIN ls_orders o"
+        " ON i.okey = o.okey AND o.total > 25 GROUP BY i.flag, o.prio HAVING count(*) >= 1 AND i.flag <> 'z'"
+    )
+    joined = o.join(items(), orders(), lambda i, r: i[1] == r[0] and r[1] > 25, kind="left", rw=3)
+    check(df, o.group(joined, lambda v: (v[3], v[6]), lambda vs: (len(vs),)))
+    reads = [q for q in queries if "wanted w" in q]
+    assert answered.count("aggregate groups") == 2
+    assert reads and all("__ember_group" in q and "ORDER BY" not in q for q in reads)
+
+
 def test_groups_of_a_distinct_count_are_read_whole_beside_the_job(views: SparkSession, answered: list[str]) -> None:
     # Every group reaches the result, so none needs to be named by the job first.
     df = views.sql("SELECT flag, count(DISTINCT okey) AS n FROM ls_items WHERE qty > 1 GROUP BY flag")
