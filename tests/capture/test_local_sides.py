@@ -11,9 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeAlias
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
@@ -373,6 +376,24 @@ def test_wanted_groups_named_by_text_are_sorted_by_their_number(
     reads = [q for q in queries if "wanted w" in q]
     assert answered.count("aggregate groups") == 2
     assert reads and all("__ember_group" in q and "ORDER BY" not in q for q in reads)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.integers(-3, 3)), st.one_of(st.none(), st.dates())),
+        unique=True,
+        max_size=12,
+    )
+)
+def test_wanted_keys_are_numbered_as_duckdb_sorts_them(keys: list[tuple[object, ...]]) -> None:
+    wanted = pa.table({f"k{i}": [k[i] for k in keys] for i in range(3)}, schema=pa.schema([("k0", pa.string()), ("k1", pa.int32()), ("k2", pa.date32())]))
+    numbered = local_sides._in_key_order(wanted)
+    con = duckdb.connect()
+    con.register("w", numbered)
+    by_duckdb = con.sql("SELECT * FROM w ORDER BY k0 NULLS FIRST, k1 NULLS FIRST, k2 NULLS FIRST").to_arrow_table()
+    assert numbered.equals(by_duckdb.cast(numbered.schema))
+    assert numbered["__ember_group"].to_pylist() == list(range(len(keys)))  # a key's number is its row
 
 
 def test_groups_of_a_distinct_count_are_read_whole_beside_the_job(views: SparkSession, answered: list[str]) -> None:
