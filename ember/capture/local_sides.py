@@ -405,7 +405,7 @@ _GROUP = "__ember_group"  # a wanted key's number in key order (`Packing`)
 class Packing:
     """A read whose rows are sorted for the index after DuckDB returns them, as packed
     integers (`store.packing`: DuckDB's sort was half of TPC-DS Q99's 0.27 s read of 287 K
-    rows, of TPC-H Q13's 0.36 s of 1.5 M). Its columns must all be integers, but keys
+    rows, a third of TPC-H Q13's 0.36 s of 1.5 M). Its columns must all be integers, but keys
     that are the wanted ones (names, dates) come back as their number among the wanted
     keys in key order, one integer, and are looked up after the sort."""
 
