@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import duckdb
 import numpy as np
@@ -10,8 +11,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ember.capture.annotate import RefSlot, SideTable
+from ember.plan.ir import Attr
 from ember.store.columns import Plain, encode, expand_ranges, to_runs
-from ember.store.index import Level, LineageIndex, Ranges, _groups, _in_order, merge
+from ember.store.index import Level, LineageIndex, Ranges, _groups, _in_order, _resolve, merge
 
 PACKINGS = {"plain": Plain, "runs": to_runs, "auto": encode}
 
@@ -121,3 +124,35 @@ def test_rows_are_in_order_exactly_when_sorting_keeps_them(rows: list[tuple[int 
     assert _in_order(table, ["k"]) == all(key(a)[:1] <= key(b)[:1] for a, b in itertools.pairwise(rows))
     floating = table.set_column(0, "k", table.column("k").cast(pa.float64()))
     assert not _in_order(floating, ["k", "s"]) or len(rows) < 2  # floats are left to DuckDB's sort
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.none() | st.sampled_from(["a", "b", "é"]), st.integers(0, 2), st.booleans()), max_size=20),
+    st.lists(st.none() | st.sampled_from(["a", "b", "c"]), unique=True, max_size=4),
+    st.sampled_from(["one key", "two keys", "other type"]),
+)
+def test_refs_resolve_to_the_range_of_the_group_with_equal_keys(
+    rows: list[tuple[str | None, int, bool]], keys: list[str | None], shape: str
+) -> None:
+    """`_resolve` against a dict lookup (nulls equal, absent or not present → empty range),
+    on both paths: Arrow's lookup for one key of one type, DuckDB's join otherwise."""
+    one = shape != "two keys"
+    probe_type = pa.large_string() if shape == "other type" else pa.string()
+    arrow = pa.table({
+        "k": pa.array([r[0] for r in rows], probe_type),
+        "n": pa.array([r[1] for r in rows], pa.int64()),
+        "p": pa.array([1 if r[2] else None for r in rows], pa.int8()),
+    })  # fmt: skip
+    group_keys = [(k, i % 3) for i, k in enumerate(keys)]
+    ranges = [(3 * i, 3 * i + 1 + i % 2) for i in range(len(keys))]
+    columns = {"g0": pa.array([k for k, _ in group_keys], pa.string())}
+    if not one:
+        columns["g1"] = pa.array([n for _, n in group_keys], pa.int64())
+    groups = pa.table({**columns, "__s": [s for s, _ in ranges], "__e": [e for _, e in ranges]})
+    attrs = [Attr(1, "k", "string"), Attr(2, "n", "bigint")][: 1 if one else 2]
+    slot = RefSlot(0, tuple(attrs), Attr(3, "p", "tinyint"))
+    start, end = _resolve(duckdb.connect(), arrow, slot, groups, cast(SideTable, None), 3 * len(keys) + 2)
+    where = {key if not one else key[:1]: r for key, r in zip(group_keys, ranges, strict=True)}
+    expected = [where.get((k, n) if not one else (k,), (0, 0)) if present else (0, 0) for k, n, present in rows]
+    assert list(zip(start.tolist(), end.tolist(), strict=True)) == expected
