@@ -223,25 +223,28 @@ class Runs:
 def encode(values: np.ndarray) -> IntColumn:
     """Runs when the column has arithmetic structure, else the plain array."""
     values = np.ascontiguousarray(values, dtype=np.int64)
-    if values.size > 2:
-        # Each change of step starts a run, and absorbing one-row runs at most halves them:
-        # past this many changes runs cannot win, told without building them (TPC-H Q13's
-        # 1.5 M scattered order rids: 45 ms a column to build runs that lost).
-        d = np.diff(values)
-        if np.count_nonzero(d[1:] != d[:-1]) * RUNS_WORTH_IT > 2 * values.size:
-            return Plain(values)
-    runs = to_runs(values)
+    steps = np.diff(values)
+    # Each change of step starts a run, and absorbing one-row runs at most halves them:
+    # past this many changes runs cannot win, told without building them (TPC-H Q13's
+    # 1.5 M scattered order rids: 45 ms a column to build runs that lost).
+    changed = steps[1:] != steps[:-1]
+    if values.size > 2 and np.count_nonzero(changed) * RUNS_WORTH_IT > 2 * values.size:
+        return Plain(values)
+    runs = to_runs(values, steps, changed)
     if runs.start.size * RUNS_WORTH_IT <= values.size:
         return runs
     return Plain(values)
 
 
-def to_runs(v: np.ndarray) -> Runs:
+def to_runs(v: np.ndarray, d: np.ndarray | None = None, changed: np.ndarray | None = None) -> Runs:
+    """Arithmetic runs of `v`; `d` and `changed` are its steps and where the step changes,
+    if the caller has them (`encode`)."""
     n = int(v.size)
     if n <= 1:
         return Runs(np.zeros(n, np.int64), v.copy(), np.zeros(n, np.int64), n)
-    d = np.diff(v)
-    seg = np.concatenate(([0], np.flatnonzero(d[1:] != d[:-1]) + 1))
+    d = np.diff(v) if d is None else d
+    changed = d[1:] != d[:-1] if changed is None else changed
+    seg = np.concatenate(([0], np.flatnonzero(changed) + 1))
     # Segment k of equal steps covers rows seg[k]..seg[k+1]; the row two segments share goes
     # to the earlier one.
     start = seg + (np.arange(seg.size) > 0)

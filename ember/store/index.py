@@ -479,7 +479,8 @@ def _level(
     for slot in slots:
         if isinstance(slot, RidSlot):
             col = arrow.column(slot.attr.name)
-            rids.append((slot.source, pack(col.fill_null(-1).to_numpy().astype(np.int64, copy=False))))
+            col = col.fill_null(-1) if col.null_count else col
+            rids.append((slot.source, pack(col.to_numpy().astype(np.int64, copy=False))))
         elif isinstance(slot, ListSlot):
             start, end = spans[slot.table]
             refs.append(Ranges(slot.table, pack(start), pack(end)))
