@@ -445,8 +445,11 @@ def _groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str]) 
     changed = np.zeros(max(n - 1, 0), dtype=bool)
     for c in cols if n else ():
         before, after = c.slice(0, n - 1), c.slice(1)
-        nulls = pc.not_equal(pc.is_null(before), pc.is_null(after))
-        changed |= pc.or_(pc.fill_null(pc.not_equal(before, after), False), nulls).to_numpy(zero_copy_only=False)
+        if c.null_count:
+            nulls = pc.not_equal(pc.is_null(before), pc.is_null(after))
+            changed |= _bools(pc.or_(pc.fill_null(pc.not_equal(before, after), False), nulls))
+        else:
+            changed |= _bools(pc.not_equal(before, after))
     starts = np.flatnonzero(np.concatenate(([n > 0], changed))).astype(np.int64)
     ends = np.append(starts[1:], n).astype(np.int64) if n else starts
     return ordered.select(keys).take(starts).append_column("__s", pa.array(starts)).append_column("__e", pa.array(ends))
