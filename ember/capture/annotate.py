@@ -44,6 +44,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ember.capture.rollup import rollup
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.ir import walk
@@ -122,6 +123,9 @@ class SideTable:
     # Its rows are reported by the job's own tasks (a partition map's wrapped function): `plan`
     # only describes them.
     reported: bool = False
+    # A rollup's group table (`capture.rollup`): (grouping id, how many leading keys its
+    # set groups by) for each grouping set; a ref's last key is the grouping id.
+    prefixes: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,9 @@ class _Rewriter:
     # input is cached and listed by a side-table job).
     reported: bool = True
     subquery: bool = False  # rewriting a scalar subquery's plan (its table is a job of its own)
+    # Whether a rollup's groups may be indexed from its expand's input: every table comes
+    # back through the driver, where `store.index` resolves refs to a set's leading keys.
+    compact: bool = False
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -217,10 +224,11 @@ class _Rewriter:
         whole: bool = False,
         aggregated: ir.Node | None = None,
         reported: bool = False,
+        prefixes: tuple[tuple[int, int], ...] = (),
     ) -> int:
         t = SideTable(
             len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed,
-            aggregated, reported,
+            aggregated, reported, prefixes,
         )  # fmt: skip
         self.tables.append(t)
         return t.id
@@ -487,12 +495,14 @@ class _Rewriter:
         self.keeps_every_row = inline and self.every_row
         nested, self.nested = self.nested, inline
         read_after, self.read_after = self.read_after, after
+        # A rollup whose groups are a side table is indexed from its expand's input (`capture.rollup`).
+        shape = rollup(node) if self.compact and not inline else None
         try:
-            child, slots = self.rewrite(node.child)
+            child, slots = self.rewrite(node.child if shape is None else shape.expand.child)
         finally:
             self.nested, self.read_after = nested, read_after
         if not slots:
-            return replace(node, child=child), ()
+            return replace(node, child=child if shape is None else node.child), ()
         for k in node.keys:
             if isinstance(k, ir.Expr) and not k.deterministic:
                 raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
@@ -504,14 +514,18 @@ class _Rewriter:
             collected = ir.Named(ir.Collected(attrs), rows)
             return replace(node, child=child, columns=(*node.columns, collected)), (ListSlot(tid, rows),)
         side_child = child if after else self.shared(child)  # DuckDB reads its own input
-        side_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
+        grouped = node.keys if shape is None else tuple(ir.ColumnRef(a) for a in shape.keys)
+        side_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in grouped)
         side = ir.Project(
             side_child,
-            columns=tuple(ir.Named(k, a) for k, a in zip(node.keys, side_keys, strict=True))
-            + _columns(slot_attrs(slots)),
+            columns=tuple(ir.Named(k, a) for k, a in zip(grouped, side_keys, strict=True)) + _columns(slot_attrs(slots)),
         )
-        job_child = self.job_input(node.child, side_child)
-        tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole, aggregated=job_child)
+        if shape is None:
+            job_child = self.job_input(node.child, side_child)
+        else:
+            job_child = replace(shape.expand, child=self.job_input(shape.expand.child, side_child))
+        prefixes = () if shape is None else shape.prefixes
+        tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole, aggregated=job_child, prefixes=prefixes)
         out_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (
@@ -845,5 +859,6 @@ def annotate(
         inline_rids=INLINE_RIDS if inline_rids is None else inline_rids,
         reported=reported,
     )
+    rw.compact = rw.bounded(plan)
     new, slots = rw.rewrite(plan)
     return Annotated(new, slots, tuple(rw.tables), rw.inline_rids)

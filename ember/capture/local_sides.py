@@ -340,6 +340,24 @@ class _Query:
         value = inner.expr(ir.ColumnRef(plan.output[0]))
         return None if value is None else f"(SELECT {value} FROM {inner.joined()} WHERE {inner.where})"
 
+    def rolled_up(self, table: SideTable, sets: dict[int, list[int]], outputs: dict[int, str | None]) -> bool:
+        """Restricts a rollup's group table (`capture.rollup`) to the rows of the wanted
+        groups: for each number of leading keys a wanted grouping set groups by, the rows
+        equal on them to a wanted group of such a set (nothing restricted where the grand
+        total, grouping by none, is wanted). False where a key does not translate."""
+        if 0 in sets:
+            return True
+        gid = f"w.k{len(table.keys)}"
+        tests = []
+        for length, ids in sorted(sets.items()):
+            keys = [outputs.get(k.id) for k in table.keys[:length]]
+            if any(k is None for k in keys):
+                return False
+            match = " AND ".join(f"w.k{i} IS NOT DISTINCT FROM ({k})" for i, k in enumerate(keys))
+            tests.append(f"EXISTS (SELECT 1 FROM wanted w WHERE {gid} IN ({', '.join(map(str, ids))}) AND {match})")
+        self.conditions.append(f"({' OR '.join(tests)})" if tests else "FALSE")
+        return True
+
     def text(self, table: SideTable, wanted: pa.Table | None, cap: int | None = None) -> str | None:
         """The whole query: every output column of the table, named as Spark would name it.
         The table is read whole if `wanted` is None (a keyless one, a global aggregate's one
@@ -356,11 +374,16 @@ class _Query:
             self.inputs = {**self.inputs, name: (*self.inputs[name], _kept(plan.child))}
         if not self.read(plan.child) or (self.keyed and wanted is None):
             return None
-        joined = bool(table.keys) and wanted is not None  # the wanted keys are a FROM item `w`
+        outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
+        if table.prefixes and wanted is not None:
+            sets = _wanted_sets(table, wanted)
+            if sets is None or not self.rolled_up(table, sets, outputs):
+                return None
+        # the wanted keys are a FROM item `w`
+        joined = bool(table.keys) and wanted is not None and not table.prefixes
         hashed = False
         if joined and wanted is not None and wanted.num_columns != len(table.keys):
             return None
-        outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
         if joined and not self.keyed:  # restricted to the wanted groups, null-safely as refs match
             compared: dict[int, str] = {}
             typed: dict[int, tuple[str, str]] = {}  # a key's type, where its values hash alike, and its SQL
@@ -421,6 +444,18 @@ class Packing:
         group = ordered.column(_GROUP)
         keys = {name: wanted.column(f"k{i}").take(group) for i, name in enumerate(self.keys)}
         return pa.table([keys[n] if n in keys else ordered.column(n) for n in self.names], names=list(self.names))
+
+
+def _wanted_sets(table: SideTable, wanted: pa.Table) -> dict[int, list[int]] | None:
+    """A rollup group table's wanted grouping sets: how many leading keys → the grouping
+    ids grouping by that many (the wanted keys' last column); None for an id it has not."""
+    length = dict(table.prefixes)
+    sets: dict[int, list[int]] = {}
+    for gid in pc.unique(wanted.column(wanted.num_columns - 1)).to_pylist():
+        if gid not in length:
+            return None
+        sets.setdefault(length[gid], []).append(gid)
+    return sets
 
 
 def _packing(table: SideTable, numbered: bool) -> Packing | None:
@@ -610,7 +645,9 @@ def _as_read(table: SideTable) -> ir.Node:
     """The plan DuckDB reads for the table's wanted rows: a group table's without the
     conditions its keys decide."""
     plan = table.plan
-    return without_decided(plan, table.keys) if table.why == GROUPS and isinstance(plan, ir.Project) else plan
+    if table.why != GROUPS or not isinstance(plan, ir.Project) or table.prefixes:
+        return plan  # a rollup's coarser groups are not decided by all of its keys
+    return without_decided(plan, table.keys)
 
 
 def readable(plan: ir.Node, sources: dict[str, Source]) -> bool:

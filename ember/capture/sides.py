@@ -263,8 +263,9 @@ def _job(
     side = builder.dataframe(table.plan)
     if isinstance(keys, pa.Table) and keys.num_rows == 0:
         return side.limit(0).toArrow  # nothing points at it: an empty plan, no scan
-    keyed = any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
-    if not keyed and (isinstance(keys, DataFrame) or (keys is not None and keys.num_rows <= MAX_KEYS)):
+    # A rollup's wanted groups match on a set's leading keys only: its rows are not cut here.
+    cut = not table.prefixes and not any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
+    if cut and (isinstance(keys, DataFrame) or (keys is not None and keys.num_rows <= MAX_KEYS)):
         side = _restricted(builder, side, table, keys)
     if bounded:
         return side.toArrow

@@ -192,6 +192,15 @@ def map_columns(index: LineageIndex, fn: Callable[[IntColumn], IntColumn]) -> Li
 # --- building -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Sets:
+    """A rollup table's groups (`SideTable.prefixes`): for each number of leading keys a
+    grouping set groups by, the groups of the rows equal on them (`_groups`)."""
+
+    groups: dict[int, pa.Table]  # leading keys → their groups
+    length: dict[int, int]  # grouping id → how many leading keys its set groups by
+
+
 class Remote(Protocol):
     """A side table whose rows stay where the executors wrote them (`store.spark_index`):
     its level is built there, and refs from levels built here ask it for the groups they name."""
@@ -199,13 +208,14 @@ class Remote(Protocol):
     rows: int
 
     def level(
-        self, table: SideTable, below: list[pa.Table | Remote], tables: tuple[SideTable, ...], levels: list[Level], compress: bool
+        self, table: SideTable, below: list[Groups], tables: tuple[SideTable, ...], levels: list[Level], compress: bool
     ) -> Level: ...
 
     def groups_of(self, table: SideTable, wanted: pa.Table) -> pa.Table: ...
 
 
 SideRows: TypeAlias = pa.Table | Remote | None
+Groups: TypeAlias = pa.Table | Remote | Sets  # a table's groups, as refs to it are resolved
 
 
 def build_index(
@@ -227,7 +237,7 @@ def build_index(
     traced once).
     """
     con = duck.connect()
-    groups: list[pa.Table | Remote] = []
+    groups: list[Groups] = []
     levels: list[Level] = []
     alias: dict[int, int] = {}
     first: dict[int, int] = {}  # `same` rows → the first table indexed with them
@@ -253,7 +263,7 @@ def build_index(
             in_order = arrow.schema.metadata == SORTED or _in_order(arrow, order_by(table))
             ordered = arrow if in_order else sorted_rows(con, arrow, order_by(table))
         levels.append(_level(con, ordered, table.slots, groups, tables, levels, table.why, compress, spans, alias))
-        groups.append(_groups(con, ordered, [k.name for k in table.keys]))
+        groups.append(_grouped(con, ordered, table))
     out = _level(con, output, output_slots, groups, tables, levels, "output", compress, spans, alias)
     con.close()
     return LineageIndex(out, tuple(levels))
@@ -278,6 +288,7 @@ def _shape(table: SideTable, alias: dict[int, int]) -> tuple[object, ...] | None
     return (
         pos(table.keys),
         pos(_tie(table)),
+        table.prefixes,
         *((s.source, s.key_column, pos(s.attrs)) if isinstance(s, RidSlot) else
           (alias.get(s.table, s.table), pos(s.attrs)) for s in table.slots),
     )  # fmt: skip
@@ -455,6 +466,15 @@ def _groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str]) 
     return ordered.select(keys).take(starts).append_column("__s", pa.array(starts)).append_column("__e", pa.array(ends))
 
 
+def _grouped(con: duckdb.DuckDBPyConnection, ordered: pa.Table, table: SideTable) -> pa.Table | Sets:
+    """The groups of a sorted side table, or of each of a rollup's grouping sets."""
+    names = [k.name for k in table.keys]
+    if not table.prefixes:
+        return _groups(con, ordered, names)
+    length = dict(table.prefixes)
+    return Sets({n: _groups(con, ordered, names[:n]) for n in set(length.values()) if n}, length)
+
+
 def _plain(t: pa.DataType) -> bool:
     return any(
         test(t)
@@ -467,7 +487,7 @@ def _level(
     con: duckdb.DuckDBPyConnection,
     arrow: pa.Table,
     slots: tuple[Slot, ...],
-    groups: list[pa.Table | Remote],
+    groups: list[Groups],
     tables: tuple[SideTable, ...],
     levels: list[Level],
     why: str,
@@ -498,7 +518,7 @@ def _resolve(
     con: duckdb.DuckDBPyConnection,
     arrow: pa.Table,
     slot: RefSlot,
-    target: pa.Table | Remote,
+    target: Groups,
     table: SideTable,
     target_rows: int,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -510,9 +530,11 @@ def _resolve(
         end[present] = target_rows
         return start, end
     keys = arrow.select([k.name for k in slot.keys])
-    groups = target if isinstance(target, pa.Table) else target.groups_of(table, keys.filter(pa.array(present)))
-    g = groups.rename_columns([*(f"__g{i}" for i in range(keys.num_columns)), "__s", "__e"])
-    rn, s, e = _looked_up(keys, present, g) or _joined(con, keys, present, g)
+    if isinstance(target, Sets):
+        rn, s, e = _in_sets(con, keys, present, target, target_rows)
+    else:
+        groups = target if isinstance(target, pa.Table) else target.groups_of(table, keys.filter(pa.array(present)))
+        rn, s, e = _hits(con, keys, present, groups)
     if slot.lo is not None and slot.hi is not None:
         # A window frame. The group is the partition (sorted by row number); `lo` counts the
         # rows from the frame's start to the partition's end, `hi` those up to the frame's end.
@@ -522,6 +544,28 @@ def _resolve(
     start[rn] = s
     end[rn] = e
     return start, end
+
+
+def _hits(con: duckdb.DuckDBPyConnection, keys: pa.Table, present: np.ndarray, groups: pa.Table) -> _Hits:
+    """The `present` rows whose keys name a group, with the group's row range."""
+    g = groups.rename_columns([*(f"__g{i}" for i in range(keys.num_columns)), "__s", "__e"])
+    return _looked_up(keys, present, g) or _joined(con, keys, present, g)
+
+
+def _in_sets(con: duckdb.DuckDBPyConnection, keys: pa.Table, present: np.ndarray, sets: Sets, rows: int) -> _Hits:
+    """Refs to a rollup's groups (keys, then the grouping id): each to the rows equal on
+    its set's leading keys; the rolled-up keys, null, are not compared."""
+    ids = pc.fill_null(keys.column(keys.num_columns - 1), -1).to_numpy()
+    found: list[_Hits] = []
+    for gid, length in sets.length.items():
+        mine = present & (ids == gid)
+        if length == 0:  # the grand total: every row
+            rn = np.flatnonzero(mine)
+            found.append((rn, np.zeros(rn.size, np.int64), np.full(rn.size, rows, np.int64)))
+        else:
+            found.append(_hits(con, keys.select(list(range(length))), mine, sets.groups[length]))
+    rn, start, end = (np.concatenate([hit[i] for hit in found]).astype(np.int64, copy=False) for i in range(3))
+    return rn, start, end
 
 
 def _looked_up(keys: pa.Table, present: np.ndarray, groups: pa.Table) -> _Hits | None:

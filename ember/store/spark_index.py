@@ -43,7 +43,7 @@ from ember.capture.spark_build import parquet_rid
 from ember.plan.sources import Source
 from ember.store.columns import IntColumn, Plain, encode
 from ember.store.files import filesystem, open_column, write_column
-from ember.store.index import Level, Ranges, Remote, order_by
+from ember.store.index import Groups, Level, Ranges, order_by
 from ember.store.parts import Parts, tiled
 
 PART_ROWS = 1 << 20  # rows per part: what one task holds in memory to encode a stretch
@@ -181,7 +181,7 @@ class Staged:
         return groups.join(keys, cond, "left_semi").toArrow().rename_columns([*names, "__s", "__e"])
 
     def level(
-        self, table: SideTable, below: list[pa.Table | Remote], tables: tuple[SideTable, ...], levels: list[Level], compress: bool
+        self, table: SideTable, below: list[Groups], tables: tuple[SideTable, ...], levels: list[Level], compress: bool
     ) -> Level:
         """The table's level, built by the executors as parts in the scratch folder."""
         needed = {a.name for a in (*table.keys, *(a for s in table.slots for a in s.attrs))}
@@ -206,7 +206,7 @@ class Staged:
         return Level(self.rows, rids, refs, table.why)
 
     def _resolved(
-        self, df: DataFrame, i: int, slot: RefSlot, target: pa.Table | Remote, table: SideTable, rows: int
+        self, df: DataFrame, i: int, slot: RefSlot, target: Groups, table: SideTable, rows: int
     ) -> tuple[DataFrame, Column, Column]:
         """`df` with what `slot` needs joined in, and its `[start, end)` range (as `index._resolve`)."""
         present = F.col(slot.present.name).isNotNull()
@@ -215,7 +215,7 @@ class Staged:
         if isinstance(target, Staged):
             groups = target.groups(table)
         else:
-            assert isinstance(target, pa.Table)
+            assert isinstance(target, pa.Table)  # a rollup's `Sets` only where no table is remote (`annotate`)
             groups = self.spark.createDataFrame(target.rename_columns([f"g{j}" for j in range(len(slot.keys))] + ["__s", "__e"]))
         g = groups.select(
             *[F.col(f"g{j}").alias(f"__ember_g{i}_{j}") for j in range(len(slot.keys))],
