@@ -340,14 +340,28 @@ class _Query:
         value = inner.expr(ir.ColumnRef(plan.output[0]))
         return None if value is None else f"(SELECT {value} FROM {inner.joined()} WHERE {inner.where})"
 
-    def rolled_up(self, table: SideTable, sets: dict[int, list[int]], outputs: dict[int, str | None]) -> bool:
+    def rolled_up(
+        self, table: SideTable, wanted: pa.Table, sets: dict[int, list[int]], outputs: dict[int, str | None]
+    ) -> bool:
         """Restricts a rollup's group table (`capture.rollup`) to the rows of the wanted
         groups: for each number of leading keys a wanted grouping set groups by, the rows
         equal on them to a wanted group of such a set (nothing restricted where the grand
-        total, grouping by none, is wanted). False where a key does not translate."""
+        total, grouping by none, is wanted). Where all wanted groups are of one set (the
+        finest, under a LIMIT: TPC-DS Q22), joined with them, which lets DuckDB start from
+        the wanted keys; else one EXISTS per set. False where a key does not translate."""
         if 0 in sets:
             return True
         gid = f"w.k{len(table.keys)}"
+        if len(sets) == 1:  # a row is in one wanted group at most: joined, as other group tables
+            ((length, ids),) = sets.items()
+            compared = {}
+            for i, k in enumerate(table.keys[:length]):
+                if outputs.get(k.id) is None:
+                    return False
+                compared[i] = f"w.k{i} {'IS NOT DISTINCT FROM' if wanted.column(i).null_count else '='} ({outputs[k.id]})"
+            self.conditions += [f"{gid} IN ({', '.join(map(str, ids))})", *_anchored(compared, wanted)]
+            self.scans.insert(0, "wanted w")
+            return True
         tests = []
         for length, ids in sorted(sets.items()):
             keys = [outputs.get(k.id) for k in table.keys[:length]]
@@ -377,7 +391,7 @@ class _Query:
         outputs = {c.attr.id: self.expr(c.expr) for c in plan.columns}
         if table.prefixes and wanted is not None:
             sets = _wanted_sets(table, wanted)
-            if sets is None or not self.rolled_up(table, sets, outputs):
+            if sets is None or not self.rolled_up(table, wanted, sets, outputs):
                 return None
         # the wanted keys are a FROM item `w`
         joined = bool(table.keys) and wanted is not None and not table.prefixes
