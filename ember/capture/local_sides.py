@@ -347,8 +347,9 @@ class _Query:
         groups: for each number of leading keys a wanted grouping set groups by, the rows
         equal on them to a wanted group of such a set (nothing restricted where the grand
         total, grouping by none, is wanted). Where all wanted groups are of one set (the
-        finest, under a LIMIT: TPC-DS Q22), joined with them, which lets DuckDB start from
-        the wanted keys; else one EXISTS per set. False where a key does not translate."""
+        finest, under a LIMIT), joined with them, which lets DuckDB start from the wanted
+        keys; else one EXISTS per set, behind one on the leading keys all wanted groups
+        share. False where a key does not translate."""
         if 0 in sets:
             return True
         gid = f"w.k{len(table.keys)}"
@@ -362,14 +363,20 @@ class _Query:
             self.conditions += [f"{gid} IN ({', '.join(map(str, ids))})", *_anchored(compared, wanted)]
             self.scans.insert(0, "wanted w")
             return True
-        tests = []
-        for length, ids in sorted(sets.items()):
-            keys = [outputs.get(k.id) for k in table.keys[:length]]
-            if any(k is None for k in keys):
-                return False
-            match = " AND ".join(f"w.k{i} IS NOT DISTINCT FROM ({k})" for i, k in enumerate(keys))
-            tests.append(f"EXISTS (SELECT 1 FROM wanted w WHERE {gid} IN ({', '.join(map(str, ids))}) AND {match})")
-        self.conditions.append(f"({' OR '.join(tests)})" if tests else "FALSE")
+        if not sets:
+            self.conditions.append("FALSE")
+            return True
+        keys = [outputs.get(k.id) for k in table.keys[: max(sets)]]
+        if any(k is None for k in keys):
+            return False
+
+        def matched(length: int) -> str:
+            return " AND ".join(f"w.k{i} IS NOT DISTINCT FROM ({k})" for i, k in enumerate(keys[:length]))
+
+        tests = [f"EXISTS (SELECT 1 FROM wanted w WHERE {gid} IN ({', '.join(map(str, ids))}) AND {matched(n)})"
+                 for n, ids in sorted(sets.items())]  # fmt: skip
+        # Every wanted group's leading keys, a test DuckDB joins before the others (Q22: 0.3 -> 0.17 s).
+        self.conditions += [f"EXISTS (SELECT 1 FROM wanted w WHERE {matched(min(sets))})", f"({' OR '.join(tests)})"]
         return True
 
     def text(self, table: SideTable, wanted: pa.Table | None, cap: int | None = None) -> str | None:
