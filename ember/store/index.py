@@ -194,10 +194,12 @@ def map_columns(index: LineageIndex, fn: Callable[[IntColumn], IntColumn]) -> Li
 
 @dataclass(frozen=True)
 class Sets:
-    """A rollup table's groups (`SideTable.prefixes`): for each number of leading keys a
-    grouping set groups by, the groups of the rows equal on them (`_groups`)."""
+    """A rollup table's sorted rows (`SideTable.prefixes`): each grouping set's groups are
+    the runs of rows equal on its leading keys, found for the keys refs hold only
+    (`_in_sets`); TPC-DS Q67's finest set is ~a run per row, 541 K of them."""
 
-    groups: dict[int, pa.Table]  # leading keys → their groups
+    keys: pa.Table  # the sorted rows' keys
+    starts: dict[int, np.ndarray]  # leading keys → where their runs start
     length: dict[int, int]  # grouping id → how many leading keys its set groups by
 
 
@@ -438,31 +440,39 @@ def _bools(values: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 
 def _groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str]) -> pa.Table:
-    """Key values → [start, end) row range of each group in a sorted side table: where a
-    key changes from the row before (nulls equal, as refs match). Floating keys (DuckDB
-    groups NaNs as one) and nested ones are grouped by DuckDB. Grouping the rows again cost
-    29 ms on TPC-H Q13's 1.5 M rows, finding the changes 2 ms."""
-    return _leading_groups(con, ordered, keys, {len(keys)})[len(keys)]
+    """Key values → [start, end) row range of each group in a sorted side table: its runs of
+    equal keys (`_run_starts`). Grouping the rows again cost 29 ms on TPC-H Q13's 1.5 M
+    rows, finding the changes 2 ms."""
+    if not keys:  # a global aggregate's one group, of every row
+        return pa.table({"__s": [0], "__e": [ordered.num_rows]})
+    starts = _run_starts(con, ordered, keys, {len(keys)})[len(keys)]
+    firsts = ordered.select(keys).take(starts)
+    return firsts.append_column("__s", pa.array(starts)).append_column("__e", pa.array(_ends(starts, ordered.num_rows)))
 
 
-def _leading_groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str], lengths: set[int]) -> dict[int, pa.Table]:
-    """`_groups` by the first n keys, for each n of `lengths`, each key compared once
-    (TPC-DS Q67's rollup of eight keys)."""
+def _ends(starts: np.ndarray, rows: int) -> np.ndarray:
+    return np.append(starts[1:], rows).astype(np.int64) if starts.size else starts
+
+
+def _run_starts(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: list[str], lengths: set[int]) -> dict[int, np.ndarray]:
+    """Where the sorted rows' first n keys change (nulls equal, as refs match), for each n of
+    `lengths`, each key compared once. Floating keys (DuckDB groups NaNs as one) and nested
+    ones are grouped by DuckDB."""
     n = ordered.num_rows
-    found = {0: pa.table({"__s": [0], "__e": [n]})} if 0 in lengths else {}
     cols = [ordered.column(k) for k in keys]
     if not all(_plain(c.type) for c in cols):
         t = ordered.select(keys).append_column("__rn", pa.array(np.arange(n, dtype=np.int64)))
         con.register("t", t)
-        for length in lengths - {0}:
+        found = {}
+        for length in lengths:
             names = ", ".join(_quote(k) for k in keys[:length])
-            sql = f"SELECT {names}, min(__rn) AS __s, max(__rn) + 1 AS __e FROM t GROUP BY ALL"
-            found[length] = con.sql(sql).to_arrow_table()
+            runs = con.sql(f"SELECT min(__rn) AS __s FROM t GROUP BY {names} ORDER BY __s").fetchnumpy()["__s"]
+            found[length] = np.asarray(runs, dtype=np.int64)
         con.unregister("t")
         return found
     changed = np.zeros(max(n - 1, 0), dtype=bool)
-    last = max(lengths, default=0)
-    for length, c in enumerate(cols[:last], 1):
+    found = {}
+    for length, c in enumerate(cols[: max(lengths, default=0)], 1):
         if n:
             before, after = c.slice(0, n - 1), c.slice(1)
             if c.null_count:
@@ -471,20 +481,17 @@ def _leading_groups(con: duckdb.DuckDBPyConnection, ordered: pa.Table, keys: lis
             else:
                 changed |= _bools(pc.not_equal(before, after))
         if length in lengths:
-            starts = np.flatnonzero(np.concatenate(([n > 0], changed))).astype(np.int64)
-            ends = np.append(starts[1:], n).astype(np.int64) if n else starts
-            firsts = ordered.select(keys[:length]).take(starts)
-            found[length] = firsts.append_column("__s", pa.array(starts)).append_column("__e", pa.array(ends))
+            found[length] = np.flatnonzero(np.concatenate(([n > 0], changed))).astype(np.int64)
     return found
 
 
 def _grouped(con: duckdb.DuckDBPyConnection, ordered: pa.Table, table: SideTable) -> pa.Table | Sets:
-    """The groups of a sorted side table, or of each of a rollup's grouping sets."""
+    """The groups of a sorted side table, or the runs of each of a rollup's grouping sets."""
     names = [k.name for k in table.keys]
     if not table.prefixes:
         return _groups(con, ordered, names)
     length = dict(table.prefixes)
-    return Sets(_leading_groups(con, ordered, names, set(length.values()) - {0}), length)
+    return Sets(ordered.select(names), _run_starts(con, ordered, names, set(length.values()) - {0}), length)
 
 
 def _plain(t: pa.DataType) -> bool:
@@ -565,19 +572,45 @@ def _hits(con: duckdb.DuckDBPyConnection, keys: pa.Table, present: np.ndarray, g
 
 
 def _in_sets(con: duckdb.DuckDBPyConnection, keys: pa.Table, present: np.ndarray, sets: Sets, rows: int) -> _Hits:
-    """Refs to a rollup's groups (keys, then the grouping id): each to the rows equal on
-    its set's leading keys; the rolled-up keys, null, are not compared."""
+    """Refs to a rollup's groups (keys, then the grouping id), each to the run of rows equal
+    on its set's leading keys; the rolled-up keys, null, are not compared. Refs go down the
+    sets from the coarsest, each step comparing the next keys with those of the runs inside
+    the runs already found only, so no run is taken that no ref is in."""
     ids = pc.fill_null(keys.column(keys.num_columns - 1), -1).to_numpy()
-    found: list[_Hits] = []
+    depth = np.full(keys.num_rows, -1, dtype=np.int64)
     for gid, length in sets.length.items():
-        mine = present & (ids == gid)
-        if length == 0:  # the grand total: every row
-            rn = np.flatnonzero(mine)
-            found.append((rn, np.zeros(rn.size, np.int64), np.full(rn.size, rows, np.int64)))
-        else:
-            found.append(_hits(con, keys.select(list(range(length))), mine, sets.groups[length]))
-    rn, start, end = (np.concatenate([hit[i] for hit in found]).astype(np.int64, copy=False) for i in range(3))
-    return rn, start, end
+        depth[present & (ids == gid)] = length
+    start = np.zeros(keys.num_rows, dtype=np.int64)
+    end = np.full(keys.num_rows, rows, dtype=np.int64)
+    found = depth >= 0
+    done = 0
+    for length in sorted(sets.starts):
+        going = np.flatnonzero(found & (depth >= length))
+        if not going.size:
+            break
+        runs = _runs_within(sets.starts[length], start[going], end[going], rows)
+        compared = list(range(done, length))
+        inner = sets.keys.select(compared).take(runs[0])
+        for name, column in zip(("__p", "__s", "__e"), (runs[1], runs[0], runs[2]), strict=True):
+            inner = inner.append_column(name, pa.array(column))
+        probe = keys.select(compared).take(going).append_column("__p", pa.array(start[going]))
+        rn, s, e = _hits(con, probe, np.ones(going.size, dtype=bool), inner)
+        found[going] = False
+        found[going[rn]] = True
+        start[going[rn]], end[going[rn]] = s, e
+        done = length
+    rn = np.flatnonzero(found)
+    return rn, start[rn], end[rn]
+
+
+def _runs_within(starts: np.ndarray, outer_start: np.ndarray, outer_end: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs (start, the outer run holding it, end) that lie in the given outer runs."""
+    outer, at = np.unique(outer_start, return_index=True)
+    lo, hi = np.searchsorted(starts, outer), np.searchsorted(starts, outer_end[at])
+    count = hi - lo
+    picked = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
+    ends = _ends(starts, rows)
+    return starts[picked], np.repeat(outer, count), ends[picked]
 
 
 def _looked_up(keys: pa.Table, present: np.ndarray, groups: pa.Table) -> _Hits | None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ember.capture.annotate import RefSlot, SideTable
 from ember.plan.ir import Attr
 from ember.store.columns import Plain, encode, expand_ranges, to_runs
-from ember.store.index import Level, LineageIndex, Ranges, _groups, _in_order, _resolve, merge
+from ember.store.index import Level, LineageIndex, Ranges, Sets, _groups, _in_order, _in_sets, _resolve, _run_starts, merge
 
 PACKINGS = {"plain": Plain, "runs": to_runs, "auto": encode}
 
@@ -101,6 +101,55 @@ def test_groups_of_a_sorted_table_are_its_runs_of_equal_keys(rows: list[tuple[in
         expected.setdefault(key, [i, i])[1] = i + 1
     assert len(found) == len(expected)
     assert {(g["k"], g["s"]): [g["__s"], g["__e"]] for g in found} == expected
+
+
+_ROLLUP = {0: 3, 1: 2, 3: 1, 7: 0}  # grouping id → leading keys, as ROLLUP(a, b, c) numbers them
+_Key = tuple[int | None, str | None, float | None]
+
+
+def _rollup_key() -> st.SearchStrategy[_Key]:
+    return st.tuples(st.none() | st.integers(0, 2), st.none() | st.sampled_from(["a", "é"]),
+                     st.none() | st.sampled_from([0.5, float("nan")]))  # fmt: skip
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal as a ref matches: nulls equal, NaNs equal."""
+    return a == b or a is b is None or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_rollup_key(), max_size=24),
+       st.lists(st.tuples(_rollup_key(), st.sampled_from([0, 1, 3, 7, 5]), st.booleans()), max_size=10),
+       st.sampled_from([1, 3]))  # fmt: skip
+def test_a_ref_to_a_rollup_group_finds_the_rows_equal_on_its_leading_keys(
+    rows: list[_Key], refs: list[tuple[_Key, int, bool]], floating_keys: int
+) -> None:
+    """`_in_sets` against a scan: each present ref of a known grouping id → the run of rows
+    equal on its set's leading keys (nulls and NaNs equal), or no hit where there is none;
+    a float key takes DuckDB's runs."""
+    keys = 2 + (floating_keys == 3)
+    rows = sorted(rows, key=lambda r: tuple((v is not None, v != v, v if v is not None and v == v else 0) for v in r[:keys]))
+    table = pa.table({"a": pa.array([r[0] for r in rows], pa.int64()), "b": pa.array([r[1] for r in rows], pa.string()),
+                      "c": pa.array([r[2] for r in rows], pa.float64())}).select(list(range(keys)))  # fmt: skip
+    prefixes = {gid: min(n, keys) for gid, n in _ROLLUP.items() if gid != 0 or keys == 3}
+    con = duckdb.connect()
+    sets = Sets(table, _run_starts(con, table, table.column_names, set(prefixes.values()) - {0}), prefixes)
+    probe = pa.table({"a": pa.array([k[0] for k, _, _ in refs], pa.int64()), "b": pa.array([k[1] for k, _, _ in refs], pa.string()),
+                      "c": pa.array([k[2] for k, _, _ in refs], pa.float64())}).select(list(range(keys)))  # fmt: skip
+    probe = probe.append_column("g", pa.array([g for _, g, _ in refs], pa.int32()))
+    present = np.array([p for _, _, p in refs], dtype=bool)
+    rn, start, end = _in_sets(con, probe, present, sets, len(rows))
+    expected = {}
+    for i, (key, gid, there) in enumerate(refs):
+        if not there or gid not in prefixes:
+            continue
+        at = [j for j, r in enumerate(rows) if all(_same(key[c], r[c]) for c in range(prefixes[gid]))]
+        if prefixes[gid] == 0:  # the grand total: every row, none if there are none
+            expected[i] = (0, len(rows))
+        elif at:
+            assert at == list(range(at[0], at[-1] + 1))  # the oracle's own check: equal rows are contiguous
+            expected[i] = (at[0], at[-1] + 1)
+    assert dict(zip(rn.tolist(), zip(start.tolist(), end.tolist(), strict=True), strict=True)) == expected
 
 
 @settings(max_examples=300, deadline=None)
