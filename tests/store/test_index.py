@@ -14,7 +14,18 @@ from hypothesis import strategies as st
 from ember.capture.annotate import RefSlot, SideTable
 from ember.plan.ir import Attr
 from ember.store.columns import Plain, encode, expand_ranges, to_runs
-from ember.store.index import Level, LineageIndex, Ranges, Sets, _groups, _in_order, _in_sets, _resolve, _run_starts, merge
+from ember.store.index import (
+    Level,
+    LineageIndex,
+    Ranges,
+    Sets,
+    _groups,
+    _in_order,
+    _in_sets,
+    _resolve,
+    _run_starts,
+    merge,
+)
 
 PACKINGS = {"plain": Plain, "runs": to_runs, "auto": encode}
 
