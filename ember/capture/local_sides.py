@@ -352,23 +352,19 @@ class _Query:
         share. False where a key does not translate."""
         if 0 in sets:
             return True
-        gid = f"w.k{len(table.keys)}"
-        if len(sets) == 1:  # a row is in one wanted group at most: joined, as other group tables
-            ((length, ids),) = sets.items()
-            compared = {}
-            for i, k in enumerate(table.keys[:length]):
-                if outputs.get(k.id) is None:
-                    return False
-                compared[i] = _key_test(i, str(outputs[k.id]), wanted)
-            self.conditions += [f"{gid} IN ({', '.join(map(str, ids))})", *_anchored(compared, wanted)]
-            self.scans.insert(0, "wanted w")
-            return True
         if not sets:
             self.conditions.append("FALSE")
             return True
         keys = [outputs.get(k.id) for k in table.keys[: max(sets)]]
         if any(k is None for k in keys):
             return False
+        gid = f"w.k{len(table.keys)}"
+        if len(sets) == 1:  # a row is in one wanted group at most: joined, as other group tables
+            ((_, ids),) = sets.items()
+            compared = {i: _key_test(i, str(k), wanted) for i, k in enumerate(keys)}
+            self.conditions += [f"{gid} IN ({', '.join(map(str, ids))})", *_anchored(compared, wanted)]
+            self.scans.insert(0, "wanted w")
+            return True
 
         def matched(length: int) -> str:
             return " AND ".join(_key_test(i, str(k), wanted) for i, k in enumerate(keys[:length]))
