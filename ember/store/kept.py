@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ember import duck
 from ember.errors import StaleSourceError, StoreError
-from ember.fetch.rows import RID, read_rows
+from ember.fetch.rows import RID, numbered_rows, read_rows
+from ember.plan.duck_sql import quoted_text
 from ember.plan.sources import Source, local_path
 
 KEEP_SHARE = 0.1  # keep a copy when the lineage reaches at most this share of a source's rows
@@ -77,12 +77,6 @@ class KeptRows:
         return self._schema
 
     def _local(self, rids: np.ndarray) -> pa.Table:
-        """DuckDB prunes row groups by their rid range and decodes other columns only for
-        rows that match."""
-        con = duck.connect()
-        try:
-            file = self.path.replace("'", "''")
-            listed = ",".join(map(str, rids.tolist())) or "NULL"
-            return con.sql(f"SELECT * FROM read_parquet('{file}') WHERE {RID} IN ({listed}) ORDER BY {RID}").to_arrow_table()
-        finally:
-            con.close()
+        """DuckDB skips row groups outside the rids' range and decodes other columns only
+        for rows that match."""
+        return numbered_rows(f"read_parquet({quoted_text(self.path)})", RID, rids)
