@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
@@ -27,9 +28,10 @@ from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
 from ember.store.columns import sorted_unique
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
-from ember.store.kept import KEEP_SHARE, rows_to_keep
+from ember.store.kept import KEEP_SHARE, held_copies, rows_to_keep
 
 EXPORT_FORMAT = "ember-lineage-json"
+_HOLDING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-rows")
 
 
 class Lineage:
@@ -45,9 +47,11 @@ class Lineage:
         written: tuple[SourceFile, ...] = (),
         groupings: tuple[Grouping, ...] = (),
         columns: Sequence[tuple[str, list[tuple[str, str]]]] = (),
+        hold_rows: float = 0.0,
     ):
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._state = index  # a Future while a deferred capture is still building it
+        self._settling = threading.Lock()
         self._named = {s.name: s for s in sources if s.kind != "none"}
         self._groupings = groupings  # what the workload asked to compute at capture
         self.mode = mode
@@ -55,6 +59,7 @@ class Lineage:
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
         self.columns = list(columns)  # per output column: the (source, column) pairs it is computed from
         self.store: str | None = None  # where it was saved or loaded from
+        self._holding = _HOLDING.submit(self._hold, hold_rows) if hold_rows > 0 else None
 
     @property
     def sources(self) -> list[str]:
@@ -63,8 +68,11 @@ class Lineage:
 
     @property
     def ready(self) -> bool:
-        """False while a deferred capture is still building the index (traces wait for it)."""
-        return not isinstance(self._state, Future) or self._state.done()
+        """False while work after capture goes on: a deferred capture building the index
+        (traces wait for it), or the copy of the rows it reaches being made (fetches read
+        the source meanwhile)."""
+        built = not isinstance(self._state, Future) or self._state.done()
+        return built and (self._holding is None or self._holding.done())
 
     @property
     def _index(self) -> LineageIndex:
@@ -78,11 +86,23 @@ class Lineage:
         return self._named
 
     def _settle(self) -> None:
-        if isinstance(self._state, Future):
-            index, sources, groupings = self._state.result()
-            self._named = {s.name: s for s in sources if s.kind != "none"}
-            self._groupings = groupings
-            self._state = index
+        with self._settling:
+            if isinstance(self._state, Future):
+                index, sources, groupings = self._state.result()
+                self._named = {s.name: s for s in sources if s.kind != "none"}
+                self._groupings = groupings
+                self._state = index
+
+    def _hold(self, share: float) -> None:
+        """Copies the rows the whole output reaches in local Parquet sources, where they are at
+        most a `share` of them, so a trace's rows are not decoded from scattered pages."""
+        index = self._index
+        if index.built_remotely or not any(s.kind == "parquet" for s in self._named.values()):
+            return
+        reached = index.backward(np.arange(self._output.num_rows, dtype=np.int64))
+        held = held_copies(self._named.values(), reached, share)
+        with self._settling:
+            self._named = {**self._named, **held}
 
     @property
     def index_bytes(self) -> int:

@@ -30,6 +30,7 @@ from ember.query import grouped
 from ember.query.grouped import Grouping
 from ember.query.trace import OID
 from ember.store.index import LineageIndex, SideRows, build_index
+from ember.store.kept import KEEP_SHARE
 from ember.store.spark_index import Staged
 
 WRITTEN_FILE = "part-00000.parquet"
@@ -50,6 +51,7 @@ def capture(
     staging: str | None = None,
     strategy: str = "auto",
     workload: Workload | None = None,
+    keep_rows: float = KEEP_SHARE,
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
@@ -80,9 +82,17 @@ def capture(
 
     `workload` (`ember.Workload`) declares which sources traces will name and which
     source rows matter; everything else is left out of the capture.
+
+    Where the whole output reaches at most a `keep_rows` share of a local Parquet
+    source's rows (and at most 100,000 of them), the lineage copies those rows into
+    memory in a background thread once the job has returned, so a trace's rows are not
+    decoded from the source's pages (`lin.ready` turns true when the copy is made;
+    fetches read the source until then; 0 copies nothing).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
+    if not 0 <= keep_rows <= 1:
+        raise ValueError(f"keep_rows is a share of a source's rows, from 0 to 1, not {keep_rows!r}")
     if write_to is not None:
         _check_target(write_to, format)
     jvm = Jvm.of(df, "ember.capture")
@@ -125,12 +135,21 @@ def capture(
             user, index = run_annotated(jvm, annotated, names, numbered, staging)
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
-            user, index, numbered.values(), "inject", outline(plan), groupings=groups, columns=column_lineage(plan)
+            user,
+            index,
+            numbered.values(),
+            "inject",
+            outline(plan),
+            groupings=groups,
+            columns=column_lineage(plan),
+            hold_rows=keep_rows,
         )
     else:
         user = df.toArrow() if user is None else user
         job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound)
-        lineage = Lineage(user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan))
+        lineage = Lineage(
+            user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan), hold_rows=keep_rows
+        )
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage

@@ -1,15 +1,20 @@
-"""Copies of the source rows a lineage reaches, kept in its store for fast row fetches.
+"""Copies of the source rows a lineage reaches, for fast row fetches.
 
 A trace's rows are read from the source by rid, and Parquet decodes whole pages: rows
 scattered over a large file (tpchgen writes one data page per 114k-row column chunk)
-cost a decode of most of the file, ~230 ms for `lineitem` at SF1 however few rows are
-asked for. When the rows a lineage reaches are a small share of a Parquet source, the
-store keeps a copy of just those rows, sorted by rid in small row groups, so a fetch
-reads the few row groups (of a file a fraction of the size) that hold the rids.
-The copy is only read while the source is unchanged, as the source itself would be.
+cost a decode of most of the file, ~150 ms for `lineitem` at SF1 however few rows are
+asked for. When the rows a lineage reaches are a small share of a Parquet source, a
+live lineage holds a copy of just those rows in memory, made in the background after
+capture (`HeldRows`), and a store keeps one on disk, sorted by rid in small row groups,
+so a fetch reads the few row groups (of a file a fraction of the size) that hold the
+rids (`KeptRows`). A copy is only read while the source is unchanged, as the source
+itself would be.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import duckdb
 import numpy as np
@@ -19,12 +24,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ember.errors import StaleSourceError, StoreError
-from ember.fetch.rows import RID, numbered_rows, read_rows
+from ember.fetch.rows import RID, check_unchanged, numbered_rows, read_rows
 from ember.plan.duck_sql import quoted_text
 from ember.plan.sources import Source, local_path
 
 KEEP_SHARE = 0.1  # keep a copy when the lineage reaches at most this share of a source's rows
 ROW_GROUP = 1 << 14  # rows per row group of a copy: small, so scattered rids skip most of it
+HOLD_ROWS = 100_000  # most rows of one source a live lineage holds in memory (~20 MB of `lineitem`)
 
 
 def rows_to_keep(source: Source, rids: np.ndarray, share: float) -> pa.Table | None:
@@ -35,12 +41,51 @@ def rows_to_keep(source: Source, rids: np.ndarray, share: float) -> pa.Table | N
     """
     if source.kind != "parquet" or not rids.size or rids.size > share * source.rows:
         return None
+    if isinstance(source.kept, HeldRows):
+        return source.kept.table
     try:
         for f in source.files:
             local_path(f.uri)
         return read_rows(source, rids)
     except (ValueError, StaleSourceError):
         return None
+
+
+def held_copies(sources: Iterable[Source], reached: Mapping[str, np.ndarray], share: float) -> dict[str, Source]:
+    """The sources (by name) whose reached rows are worth holding, each with its copy.
+
+    A copy that cannot be made now (a file gone or rewritten since capture) is skipped:
+    fetches then read the source, and say what changed.
+    """
+    held = {}
+    for s in sources:
+        rids = reached.get(s.key, np.empty(0, np.int64))
+        if rids.size > HOLD_ROWS:
+            continue
+        try:
+            table = rows_to_keep(s, rids, share)
+            if table is not None:
+                check_unchanged(s)  # not rewritten while it was read
+        except (OSError, pa.ArrowException, duckdb.Error, StaleSourceError):
+            continue
+        if table is not None:
+            held[s.name] = replace(s, kept=HeldRows(table))
+    return held
+
+
+class HeldRows:
+    """A live lineage's copy of one source's reached rows, in memory, sorted by rid."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self._rids = table.column(RID).to_numpy()
+
+    def read(self, rids: np.ndarray) -> pa.Table | None:
+        """The rows with these sorted unique rids, or None when the copy lacks one of them."""
+        at = np.searchsorted(self._rids, rids)
+        if not rids.size or at[-1] >= self._rids.size or not np.array_equal(self._rids[at], rids):
+            return None
+        return self.table.take(pa.array(at, type=pa.int64()))
 
 
 class KeptRows:

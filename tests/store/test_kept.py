@@ -1,9 +1,11 @@
-"""Row copies in a store: fetched rows equal the source's, and the copy is really what serves them."""
+"""Row copies, held by a live lineage or kept in a store: fetched rows equal the source's, and
+the copy is really what serves them."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 import ember
 from ember.fetch import rows as fetch_rows
 from ember.fetch.rows import read_rows
+from ember.store import kept
+from ember.store.kept import held_copies
 
 N = 2000
 
@@ -42,6 +46,14 @@ def oracle_rows(source: Path, rids: np.ndarray) -> pa.Table:
 def saved(lin: ember.Lineage, path: Path, **options: float) -> tuple[ember.Lineage, dict]:
     lin.save(str(path), **options)
     return ember.load(str(path)), json.loads((path / "manifest.json").read_text())
+
+
+def settled(lin: ember.Lineage) -> ember.Lineage:
+    deadline = time.monotonic() + 60
+    while not lin.ready:
+        assert time.monotonic() < deadline, "the copy of the reached rows was never made"
+        time.sleep(0.01)
+    return lin
 
 
 def no_source_reads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,3 +120,59 @@ def test_a_changed_source_is_refused_even_with_a_copy(spark: SparkSession, tmp_p
     pq.write_table(pa.table({"id": np.arange(101)}), path)
     with pytest.raises(ember.StaleSourceError):
         ember.load(str(tmp_path / "s")).backward(oids=[0]).rows("small")
+
+
+def test_a_live_lineage_holds_a_small_share_once_ready(
+    events: DataFrame, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lin = settled(ember.capture(events.filter("id % 50 = 7").groupBy("shop").sum("amount").orderBy("shop")))
+    assert lin._sources["events"].kept.table.num_rows == N // 50
+    no_source_reads(monkeypatch)
+    for oid in range(lin.output().num_rows):
+        trace = lin.backward(oids=[oid])
+        ids = trace.ids("events")
+        assert ids.size and trace.rows("events").equals(oracle_rows(source, ids))
+        assert trace.rows("events", offset=1, limit=2).equals(oracle_rows(source, ids[1:3]))
+
+
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_keep_rows_0_or_a_large_share_holds_nothing(events: DataFrame, source: Path, strategy: str) -> None:
+    for lin in (
+        ember.capture(events.filter("id = 5"), strategy=strategy, keep_rows=0),
+        ember.capture(events.filter("id % 2 = 0").groupBy("shop").count(), strategy=strategy),
+    ):
+        assert settled(lin)._sources["events"].kept is None
+        ids = lin.backward(oids=[0]).ids("events")
+        assert lin.backward(oids=[0]).rows("events").equals(oracle_rows(source, ids))
+    assert settled(ember.capture(events.filter("id = 5"), strategy=strategy))._sources["events"].kept is not None
+
+
+def test_a_copy_is_not_made_of_a_changed_source_nor_past_its_row_bound(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "small.parquet"
+    pq.write_table(pa.table({"id": np.arange(100)}), path)
+    lin = settled(ember.capture(spark.read.parquet(str(path)).filter("id < 5"), keep_rows=0))
+    (src,) = lin._sources.values()
+    reached = {src.key: np.arange(5)}
+    assert held_copies([src], reached, 0.1)["small"].kept.table.num_rows == 5
+    monkeypatch.setattr(kept, "HOLD_ROWS", 4)
+    assert held_copies([src], reached, 0.1) == {}
+    monkeypatch.undo()
+    pq.write_table(pa.table({"id": np.arange(101)}), path)
+    assert held_copies([src], reached, 0.1) == {}
+
+
+def test_a_source_changed_after_its_copy_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "small.parquet"
+    pq.write_table(pa.table({"id": np.arange(100)}), path)
+    lin = settled(ember.capture(spark.read.parquet(str(path)).filter("id = 3")))
+    assert lin._sources["small"].kept is not None
+    pq.write_table(pa.table({"id": np.arange(101)}), path)
+    with pytest.raises(ember.StaleSourceError):
+        lin.backward(oids=[0]).rows("small")
+
+
+def test_keep_rows_is_a_share(events: DataFrame) -> None:
+    with pytest.raises(ValueError, match="keep_rows"):
+        ember.capture(events, keep_rows=2)
