@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 
 import ember
-from bench.common import parser, per_query, timed, tpch_session, write_markdown
+from bench.common import parser, per_query, settled, timed, tpch_session, write_markdown
 from ember import tpch
 from ember.infer.pushdown import infer as push_down
 from ember.infer.pushdown import lift_limits
@@ -63,6 +63,7 @@ def measure(spark: SparkSession, n: int, runs: int, traces: int) -> dict[str, ob
     iterative = ember.infer(df, exact=False)
     naive = ember.infer(df, exact=False, iterative=False)
     rerun, eager = timed(lambda: ember.capture(fresh(), strategy="inject"))
+    settled(eager)
     assert isinstance(eager, ember.Lineage)
     rows = exact.output().num_rows
     oids = sorted({0, rows // 2, rows - 1})[:traces] if rows else []

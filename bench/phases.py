@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from rich.console import Console
 
 import ember
-from bench.common import parser, timed, tpch_session
+from bench.common import parser, settled, timed, tpch_session
 from ember import tpcds, tpch
 
 spent: defaultdict[str, float] = defaultdict(float)
@@ -89,11 +89,13 @@ def measure(query: Callable[[], DataFrame], n: int, runs: int, lists: bool = Fal
         took, _ = timed(lambda: query().toArrow())
         spent.clear()
         calls.clear()
-        captured, _ = timed(lambda: ember.capture(query(), strategy="inject"))
+        captured, lin = timed(lambda: ember.capture(query(), strategy="inject"))
+        settled(lin)
         stage, built = dict(spent), calls["build"]
         if lists:
             with all_listed():
-                took_listed, _ = timed(lambda: ember.capture(query(), strategy="inject"))
+                took_listed, lin = timed(lambda: ember.capture(query(), strategy="inject"))
+            settled(lin)
         if round_:
             plain.append(took)
             inject.append(captured)

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 
 import ember
-from bench.common import parser, per_query, timed, tpch_session, write_markdown
+from bench.common import parser, per_query, settled, timed, tpch_session, write_markdown
 from ember import tpch
 from ember.capture.capture import DRIVER_RIDS
 from ember.store.parts import Parts
@@ -75,6 +75,7 @@ def measure(spark: SparkSession, n: int, runs: int) -> dict[str, float]:
     for i in range(runs + 1):
         for name, fn in modes.items():
             t, last[name] = timed(fn)
+            settled(last[name])
             if i:
                 times[name].append(t)
     local, remote = last["driver"], last["remote"]

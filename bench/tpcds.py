@@ -25,17 +25,20 @@ from pathlib import Path
 from rich.console import Console
 
 import ember
-from bench.common import parser, per_query, timed, write_markdown
+from bench.common import parser, per_query, settled, timed, write_markdown
 from ember import tpcds, tpch
 
 
 def measure(run: Callable[[], object], capture: Callable[[], ember.Lineage], runs: int) -> dict[str, object]:
     times: dict[str, list[float]] = {"plain": [], "inject": []}
     lin = capture()  # the warm-up, kept for the traces
+    settled(lin)
     run()
     for _ in range(runs):
         times["plain"].append(timed(run)[0])
-        times["inject"].append(timed(capture)[0])
+        took, again = timed(capture)
+        settled(again)
+        times["inject"].append(took)
     outputs = lin.output().num_rows
     whole = lin.backward(oids=range(outputs))
     plain = statistics.median(times["plain"])

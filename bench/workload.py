@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
-from bench.common import parser, timed, tpch_session
+from bench.common import parser, settled, timed, tpch_session
 from ember import tpch
 
 MONTHLY = "SELECT date_trunc('month', l_shipdate) AS month, count(*) AS n, sum(l_extendedprice) AS revenue FROM lineitem GROUP BY month"
@@ -68,11 +68,11 @@ def measure(spark: object, case: Case, runs: int, traces: int) -> dict[str, floa
     plain_s, with_s = [], []
     plain = optimized = None
     for _ in range(runs):
-        t, plain = timed(lambda: _settled(ember.capture(tpch.query(spark, case.query), strategy="inject")))
+        t, plain = timed(lambda: ember.capture(tpch.query(spark, case.query), strategy="inject"))
+        settled(plain)
         plain_s.append(t)
-        t, optimized = timed(
-            lambda: _settled(ember.capture(tpch.query(spark, case.query), strategy="inject", workload=case.workload))
-        )
+        t, optimized = timed(lambda: ember.capture(tpch.query(spark, case.query), strategy="inject", workload=case.workload))
+        settled(optimized)
         with_s.append(t)
     assert isinstance(plain, ember.Lineage) and isinstance(optimized, ember.Lineage)
     oids = range(min(traces, optimized.output().num_rows))
@@ -86,11 +86,6 @@ def measure(spark: object, case: Case, runs: int, traces: int) -> dict[str, floa
         "fast": 1000 * statistics.median(fast),
         "slow": 1000 * statistics.median(slow),
     }
-
-
-def _settled(lin: ember.Lineage) -> ember.Lineage:
-    lin.backward(oids=[0])  # waits for a deferred index
-    return lin
 
 
 def report(rows: dict[str, dict[str, float]], scale: float, runs: int, traces: int) -> str:
