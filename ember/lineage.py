@@ -6,7 +6,7 @@ import functools
 import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict
 from typing import Any
 
@@ -236,6 +236,8 @@ class Lineage:
         reaches would read it whole on the driver. Those levels' parts are linked into
         the store where it shares their disk, else copied.
         """
+        if self._holding is not None and keep_rows > 0:
+            wait([self._holding])  # its copies are the store's: not read twice at once
         sources = tuple(self._sources.values())
         keep_rows = 0 if self._index.built_remotely else keep_rows
         reached = self._index.backward(np.arange(self._output.num_rows, dtype=np.int64)) if keep_rows > 0 else {}

@@ -176,3 +176,18 @@ def test_a_source_changed_after_its_copy_is_refused(spark: SparkSession, tmp_pat
 def test_keep_rows_is_a_share(events: DataFrame) -> None:
     with pytest.raises(ValueError, match="keep_rows"):
         ember.capture(events, keep_rows=2)
+
+
+def test_save_writes_the_copy_the_lineage_holds(
+    events: DataFrame, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lin = settled(ember.capture(events.filter("id % 50 = 7")))
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("read the rows again instead of writing the held copy")
+
+    monkeypatch.setattr(kept, "read_rows", refuse)
+    loaded, manifest = saved(lin, tmp_path / "s")
+    assert manifest["sources"][0]["kept"]["rows"] == N // 50
+    ids = loaded.backward(oids=range(loaded.output().num_rows)).ids("events")
+    assert loaded.backward(oids=range(loaded.output().num_rows)).rows("events").equals(oracle_rows(source, ids))
