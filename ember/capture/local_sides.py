@@ -584,14 +584,25 @@ class Inputs:
     def start(self, pool: Executor) -> None:
         """Reads each input once, beside the job; inputs whose queries are the same up to
         names share one read (TPC-DS Q47 aggregates one join in three side tables, for the
-        query's three reads of its monthly sales)."""
+        query's three reads of its monthly sales), and an input whose plan holds another's
+        is computed from that one's rows once they are read (Q36 aggregates its `results`
+        join three ways: one scan of `store_sales`, not four). Smaller plans are read
+        first, so a read waits only for reads submitted before it."""
         first: dict[str, str] = {}
-        for name, table in self._tables.items():
-            query = self._query(table)
-            if query is not None:
-                self.same[name] = first.setdefault(_numbered(query), name)
-                if self.same[name] == name:
-                    self._rows[name] = pool.submit(self._read, query)
+        held: dict[str, tuple[ir.Node, ...]] = {}
+        for name, table in sorted(self._tables.items(), key=lambda item: len(ir.walk(_held(item[1])))):
+            own = self._query(table)
+            if own is None:
+                continue
+            self.same[name] = first.setdefault(_numbered(own), name)
+            if self.same[name] == name:
+                via = self._query(table, held)
+                used = set(_INPUT.findall(via or "")) & set(held)
+                bases = {b: (self._rows[self.same[b]], _stored_names(self._tables[b])) for b in sorted(used)}
+                self._rows[name] = (
+                    pool.submit(self._read_from, via, bases, own) if via is not None and bases else pool.submit(self._read, own)
+                )
+            held[name] = (_held(table),)
 
     def read(self) -> dict[str, tuple[tuple[ir.Node, ...], pa.Table]]:
         """Name → (the plans whose rows it holds: what is kept of the input as the job reads
@@ -600,14 +611,15 @@ class Inputs:
         for name, owner in self.same.items():
             rows, plan = self._rows[owner].result(), self._tables[name].aggregated
             if rows is not None and plan is not None:
-                found[name] = ((_kept(plan),), rows.rename_columns(_stored_names(self._tables[name])))
+                found[name] = ((_held(self._tables[name]),), rows.rename_columns(_stored_names(self._tables[name])))
         return found
 
-    def _query(self, table: SideTable) -> str | None:
+    def _query(self, table: SideTable, held: Mapping[str, tuple[ir.Node, ...]] | None = None) -> str | None:
         """The query reading the rows of the group table's plan below its keys (its slots'
-        rids with the aggregate's input columns; `_kept`), a column `c<id>` per attribute."""
+        rids with the aggregate's input columns; `_kept`), a column `c<id>` per attribute;
+        from the `held` inputs' rows where its plan meets theirs."""
         assert isinstance(table.plan, ir.Project)
-        query, kept = _Query(self.sources), _kept(table.plan.child)
+        query, kept = _Query(self.sources, inputs=dict(held or {})), _kept(table.plan.child)
         if not query.read(kept):
             return None
         columns = {a.id: query.expr(ir.ColumnRef(a)) for a in kept.output}
@@ -617,16 +629,36 @@ class Inputs:
         return f"SELECT {select} FROM {query.joined()} WHERE {query.where} LIMIT {SHARED_ROWS + 1}"
 
     @staticmethod
-    def _read(query: str) -> pa.Table | None:
+    def _read(query: str, registered: Mapping[str, pa.Table] | None = None) -> pa.Table | None:
         """The rows, None if too many."""
         con = duck.connect()
         try:
+            for name, rows in (registered or {}).items():
+                con.register(name, rows)
             rows = con.sql(query).to_arrow_table()
         except duckdb.Error:
             return None
         finally:
             con.close()
         return rows if rows.num_rows <= SHARED_ROWS else None
+
+    @staticmethod
+    def _read_from(via: str, bases: Mapping[str, tuple[Future[pa.Table | None], list[str]]], own: str) -> pa.Table | None:
+        """The rows, from the `bases`' once read (each under its own column names), or by
+        the input's `own` query where one of them could not be read."""
+        registered = {}
+        for name, (rows, names) in bases.items():
+            got = rows.result()
+            if got is None:
+                return Inputs._read(own)
+            registered[name] = got.rename_columns(names)
+        return Inputs._read(via, registered)
+
+
+def _held(table: SideTable) -> ir.Node:
+    """The plan whose rows an input read holds (what other reads may read from it)."""
+    assert table.aggregated is not None
+    return _kept(table.aggregated)
 
 
 def _stored_names(table: SideTable) -> list[str]:

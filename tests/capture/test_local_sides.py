@@ -117,13 +117,15 @@ def all_read_by_duckdb(df: DataFrame, on_spark: list[str]) -> bool:
 
 @pytest.fixture
 def inputs_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The rows of each aggregate input read once for two side tables (-1: too many)."""
+    """The rows of each aggregate input read once for two side tables (-1: too many), from
+    the sources (not those computed from another input's rows)."""
     found: list[int] = []
     read = local_sides.Inputs._read
 
-    def counted(query: str) -> pa.Table | None:
-        rows = read(query)
-        found.append(-1 if rows is None else rows.num_rows)
+    def counted(query: str, registered: dict[str, pa.Table] | None = None) -> pa.Table | None:
+        rows = read(query, registered)
+        if not registered:
+            found.append(-1 if rows is None else rows.num_rows)
         return rows
 
     monkeypatch.setattr(local_sides.Inputs, "_read", staticmethod(counted))
@@ -881,6 +883,44 @@ def test_a_rollup_ranked_per_level_keeps_its_input_once(
     inputs_read.clear()
     ember.capture(df, strategy="inject")
     assert inputs_read == [len(joined)]
+
+
+def test_aggregates_over_one_aggregate_read_its_input_once(
+    views: SparkSession, answered: list[str], inputs_read: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TPC-DS Q36's shape: one aggregate over a join, and the union of it with its totals
+    # per flag and overall, ranked within each level. Every table after the job reads the
+    # join's rows; they are read from the sources once, beside the job, and the aggregates
+    # over them are computed from those rows in memory.
+    df = views.sql(
+        "WITH r AS (SELECT i.flag, o.prio, sum(i.qty) AS q FROM ls_items i JOIN ls_orders o ON i.okey = o.okey"
+        " GROUP BY i.flag, o.prio), u AS (SELECT q, flag, prio, 0 AS lvl FROM r UNION SELECT sum(q), flag, NULL, 1"
+        " FROM r GROUP BY flag UNION SELECT sum(q), NULL, NULL, 2 FROM r) SELECT q, flag, prio, lvl,"
+        " rank() OVER (PARTITION BY lvl, CASE WHEN lvl = 0 THEN flag END ORDER BY q) AS rk FROM u"
+        " ORDER BY lvl DESC, flag NULLS FIRST, rk LIMIT 5"
+    )
+    joined = o.join(items(), orders(), lambda i, r: i[1] == r[0])
+    groups = o.group(joined, lambda v: (v[3], v[6]), lambda vs: (sum(v[2] for v in vs),))
+    every = frozenset().union(*(lin for _, lin in joined))
+    flags = o.group(joined, lambda v: (v[3],), lambda vs: (sum(v[2] for v in vs),))
+    finest = sorted(((v[2], v[0], v[1], 0), frozenset().union(*(lin for w, lin in joined if w[3] == v[0]))) for v, _ in groups)
+    ranked = [(t[0], t[1], t[2], t[3], 1 + sum(1 for u, _ in finest if u[1] == t[1] and u[0] < t[0])) for t, _ in finest]
+    rows = [((sum(v[1] for v, _ in flags), None, None, 2, 1), every)]
+    rows += [((v[1], v[0], None, 1, 1 + sum(1 for w, _ in flags if w[1] < v[1])), every) for v, _ in flags]
+    rows += [(r, lin) for r, (_, lin) in zip(ranked, finest, strict=True)]
+    check(df, sorted(rows, key=lambda r: (-r[0][3], r[0][1] is not None, r[0][1] or "", r[0][4]))[:5])
+    computed: list[int] = []
+    read_from = local_sides.Inputs._read_from
+
+    def spied(via: str, bases: object, own: str) -> pa.Table | None:
+        rows = read_from(via, bases, own)  # type: ignore[arg-type]
+        computed.append(-1 if rows is None else rows.num_rows)
+        return rows
+
+    monkeypatch.setattr(local_sides.Inputs, "_read_from", staticmethod(spied))
+    inputs_read.clear()
+    ember.capture(df, strategy="inject")
+    assert inputs_read == [len(joined)] and computed and -1 not in computed
 
 
 def test_wanted_keys_are_the_same_in_any_order() -> None:
