@@ -609,8 +609,8 @@ class Inputs:
         it, its rows), for each input read."""
         found: dict[str, tuple[tuple[ir.Node, ...], pa.Table]] = {}
         for name, owner in self.same.items():
-            rows, plan = self._rows[owner].result(), self._tables[name].aggregated
-            if rows is not None and plan is not None:
+            rows = self._rows[owner].result()
+            if rows is not None:
                 found[name] = ((_held(self._tables[name]),), rows.rename_columns(_stored_names(self._tables[name])))
         return found
 
