@@ -207,10 +207,9 @@ def fetch(
                     data[t.id] = _reported(builder, t, wanted[t.id].distinct())
                     _note(wanted, data[t.id], t.slots)
             wave = [t for t in wave if not t.reported]
-            runs = [
-                pool.submit(builder.jvm.threaded(_job(builder, t, wanted[t.id].distinct(), small, scratch, reads)))
-                for t in wave
-            ]
+            keys = {t.id: wanted[t.id].distinct() for t in wave}
+            reads.batch([(t, k) for t in wave if (small or t.bounded) and isinstance(k := keys[t.id], pa.Table) and k.num_rows])
+            runs = [pool.submit(builder.jvm.threaded(_job(builder, t, keys[t.id], small, scratch, reads))) for t in wave]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)
