@@ -801,7 +801,9 @@ class Reads:
             first, keys = tables[0]
             if all(_same_keys(keys, other) for _, other in tables[1:]):
                 continue  # one read already (`_done`)
-            union = pa.concat_tables([w for _, w in tables], promote_options="permissive")
+            if any(w.schema != keys.schema for _, w in tables) or any(pa.types.is_nested(f.type) for f in keys.schema):
+                continue  # keys Arrow could not put in one table, or group
+            union = pa.concat_tables([w for _, w in tables])
             batch = _Batch(first, union.group_by(union.column_names, use_threads=False).aggregate([]))
             self._batches.update({t.id: batch for t, _ in tables})
 
