@@ -579,8 +579,9 @@ class _Rewriter:
             extra += [ir.Named(ir.FrameCount("lo", f), bounds[f][0]), ir.Named(ir.FrameCount("hi", f), bounds[f][1])]
         window: ir.Node = replace(node, child=child, columns=node.columns + tuple(extra))
         # Frame positions, and a partition whose rows a second run could choose otherwise (a
-        # sample, a limit among ties), must mean the same rows in the job and in the side table.
-        if partial or not ir.repeatable(node.child):
+        # sample, a limit among ties), must mean the same rows in the job and in the side
+        # table; an untied window's positions do (`capture.untie`).
+        if (partial and not node.untied) or not ir.repeatable(node.child):
             window = ir.Shared(window, key=next(self.ids))
         side_keys = tuple(self.fresh("key", p.dtype) for p in node.partition)
         side = ir.Project(

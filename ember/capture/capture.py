@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,6 +19,7 @@ from ember.capture.annotate import Annotated, Workload, annotate
 from ember.capture.keys import rekey, unique_keys
 from ember.capture.numbering import number_source, shaped
 from ember.capture.spark_build import Builder
+from ember.capture.untie import Tied, held, untied
 from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
 from ember.lineage import Lineage
@@ -128,11 +131,11 @@ def capture(
     inline = all(t.inline or t.local for t in annotated.tables)
     if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-        try:
-            user, index = run_annotated(jvm, annotated, names, numbered, staging)
-        except sides.Unreported:  # a partition map's task ended before its function did
-            annotated = _annotated(plan, workload, sources, bound, reported=False)
-            user, index = run_annotated(jvm, annotated, names, numbered, staging)
+        _, (user, index) = _guessed(
+            annotated,
+            lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
+            lambda a: run_annotated(jvm, a, names, numbered, staging),
+        )
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
             user,
@@ -273,18 +276,58 @@ def _deferred(
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
     annotated = _annotated(plan, workload, sources, bound)
-    result, side_data, same = _run(jvm, annotated, numbered, staging)
+    annotated, (result, side_data, same) = _guessed(
+        annotated,
+        lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
+        lambda a: _run(jvm, a, numbered, staging),
+    )
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = _indexed(result, annotated, side_data, same)
     return index, list(numbered.values()), _groupings(workload, numbered, index, user.num_rows)
 
 
 def _annotated(
-    plan: ir.Node, workload: Workload, sources: dict[str, Source], bound: int | None, reported: bool = True
+    plan: ir.Node,
+    workload: Workload,
+    sources: dict[str, Source],
+    bound: int | None,
+    reported: bool = True,
+    guess: bool = True,
 ) -> Annotated:
-    """The capture rewrite with join keys checked and DuckDB's reach known."""
+    """The capture rewrite with join keys checked and DuckDB's reach known; with `guess`,
+    windows guessed untied where DuckDB checks the guess wherever it matters
+    (`capture.untie`)."""
     local = functools.partial(local_sides.readable, sources=sources)
-    return annotate(plan, workload, inline_rids=bound, keyed=unique_keys(plan), local=local, reported=reported)
+    rewrite = functools.partial(
+        annotate, workload=workload, inline_rids=bound, keyed=unique_keys(plan), local=local, reported=reported
+    )
+    guessed = untied(plan) if guess else plan
+    if guessed is not plan:
+        annotated = rewrite(guessed)
+        if held(annotated, lambda t: local_sides.same_rows(t, sources) is not None):
+            return annotated
+    return rewrite(plan)
+
+
+T = TypeVar("T")
+
+
+def _guessed(
+    annotated: Annotated, again: Callable[[bool, bool], Annotated], run: Callable[[Annotated], T]
+) -> tuple[Annotated, T]:
+    """`run` over the capture rewrite (and the rewrite it ran), run again over one made
+    (`again(reported, guess)`) without the guess that failed: that a partition map's function reports every rid its
+    task read (its task ended first: `sides.Unreported`), or that a window's rows do not
+    tie (`untie.Tied`)."""
+    reported = guess = True
+    while True:
+        try:
+            return annotated, run(annotated)
+        except sides.Unreported:
+            reported = False
+        except Tied:
+            guess = False
+        annotated = again(reported, guess)
 
 
 def driver_rids(jvm: Jvm) -> int | None:

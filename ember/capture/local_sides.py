@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from ember import duck
 from ember.capture.annotate import GROUPS, SideTable, input_rows
 from ember.capture.decided import matched_keys, without_decided
+from ember.capture.untie import Tied
 from ember.plan import ir
 from ember.plan.catalyst import Tree, find
 from ember.plan.duck_sql import duck_type, numbered_parquet, quoted, sql, typed_null
@@ -45,7 +46,7 @@ _MARK = "\x00"  # around an attribute id in a translated template
 SHARED_ROWS = 1 << 20  # past this many rows an aggregate input is not kept for two tables (`Inputs`)
 
 
-def _template(e: ir.Expr, grouped: bool) -> str | None:
+def _template(e: ir.Expr, grouped: bool, untied: bool = False) -> str | None:
     """`e` in SQL with its attributes and scalar subqueries as placeholders (`<id>`, `q<i>`:
     `e.subqueries[i]`), filled in by each query that reads it."""
     if e.tree is None:
@@ -65,7 +66,7 @@ def _template(e: ir.Expr, grouped: bool) -> str | None:
 
     if any(_MARK in str(literal.value) for literal in find(e.tree, {"Literal"})):
         return None  # the mark would be read as a placeholder's
-    return sql(e.tree, placeholder, grouped=grouped, subquery=subquery)
+    return sql(e.tree, placeholder, grouped=grouped, subquery=subquery, untied=untied)
 
 
 @dataclass
@@ -203,16 +204,56 @@ class _Query:
         inner = self.nested()
         if not inner.read(node.child) or inner.keyed:
             return False
-        values = {c.attr.id: inner.expr(c.expr) for c in node.columns}
-        if any(v is None for v in values.values()):
+        values = {
+            c.attr.id: inner.counted(node, c.expr) if isinstance(c.expr, ir.FrameCount) else inner.expr(c.expr, untied=node.untied)
+            for c in node.columns
+        }
+        check = inner.tie_check(node) if node.untied else ""
+        if any(v is None for v in values.values()) or check is None:
             return False
         passed = {a.id: inner.columns[a.id] for a in node.child.output if inner.columns.get(a.id) is not None}
         alias = f"v{next(self.aliases)}"
         select = ", ".join(f"{text} AS c{i}" for i, text in {**passed, **values}.items())
-        self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}) {alias}")
+        self.scans.append(f"(SELECT {select} FROM {inner.joined()} WHERE {inner.where}{check}) {alias}")
         self.columns.update({a.id: None for a in node.child.output})
         self.columns.update({i: f"{alias}.c{i}" for i in {**passed, **values}})
         return True
+
+    def over(self, node: ir.Window) -> tuple[list[str], list[str]] | None:
+        """The window's PARTITION BY and ORDER BY terms, or None."""
+        partition, order = [self.expr(p) for p in node.partition], [self.expr(o) for o in node.order]
+        if any(t is None for t in partition + order):
+            return None
+        return [t for t in partition if t is not None], [t for t in order if t is not None]
+
+    def counted(self, node: ir.Window, count: ir.FrameCount) -> str | None:
+        """An ember-made frame count (`spark_build._frame_count`) of an untied window, whose
+        positions are the job's; a RANGE frame's offset is left to Spark."""
+        over = self.over(node) if node.untied else None
+        if over is None:
+            return None
+        body = " ".join(([f"PARTITION BY {', '.join(over[0])}"] if over[0] else []) + [f"ORDER BY {', '.join(over[1])}"])
+        if count.bound == "pos":
+            return f"row_number() OVER ({body})"
+        frame = count.frame
+        assert frame is not None
+        lower, upper = _frame_bound(frame, frame.lower, "PRECEDING"), _frame_bound(frame, frame.upper, "FOLLOWING")
+        if lower is None or upper is None:
+            return None
+        rows = "ROWS" if frame.kind == "rows" else "RANGE"
+        if count.bound == "hi":  # rows from the partition's start to the frame's end
+            return f"count(*) OVER ({body} {rows} BETWEEN UNBOUNDED PRECEDING AND {upper})"
+        return f"count(*) OVER ({body} {rows} BETWEEN {lower} AND UNBOUNDED FOLLOWING)"
+
+    def tie_check(self, node: ir.Window) -> str | None:
+        """A QUALIFY that fails the read where two rows of a partition tie in the order
+        (`untie.Tied`), checked on every row the window computes, before any filter above
+        could drop a row whose place moved its neighbours' frames."""
+        over = self.over(node)
+        if over is None:
+            return None
+        peers = ", ".join(over[0] + [_DIRECTION.sub("", o) for o in over[1]])
+        return f" QUALIFY (CASE WHEN count(*) OVER (PARTITION BY {peers}) > 1 THEN error('{TIED}') ELSE TRUE END)"
 
     def united(self, node: ir.Union) -> bool:
         """A union as a derived table: each input's rows, UNION ALL, by position (Spark has
@@ -320,9 +361,10 @@ class _Query:
         self.conditions.append(f"({text})")
         return True
 
-    def expr(self, e: ir.AnyExpr, grouped: bool = False) -> str | None:
+    def expr(self, e: ir.AnyExpr, grouped: bool = False, untied: bool = False) -> str | None:
         """`e` in SQL, or None. A column, or a column renamed, is what it reads. `grouped`:
-        an aggregate's column, whose aggregate functions are computed per group."""
+        an aggregate's column, whose aggregate functions are computed per group; `untied`:
+        a window column whose partitions have no ties (`duck_sql.sql`)."""
         if isinstance(e, ir.ColumnRef):
             return self.columns.get(e.attr.id)
         if isinstance(e, ir.Constant):  # a ref's `present` flag, or a union input's absent slot
@@ -331,7 +373,7 @@ class _Query:
             return None
         if e.column is not None:
             return self.columns[e.column]
-        template = _template(e, grouped)
+        template = _template(e, grouped, untied)
         if template is None:
             return None
         parts = template.split(_MARK)
@@ -730,6 +772,21 @@ _QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")  # literals and nam
 _DERIVED = re.compile(r"\bc(\d+)\b")  # a derived table's column, named by its attribute's id
 _INPUT = re.compile(r"\binput\d+\b")  # rows read beside the job (`Inputs.name`)
 _STORED_SCAN = re.compile(r"input\d+ m\d+")  # a FROM item of such rows (`_Query.stored`)
+_DIRECTION = re.compile(r" (ASC|DESC) NULLS (FIRST|LAST)$")  # an ORDER BY term's, after its value
+TIED = "ember: rows tie in the order of a window guessed untied"
+
+
+def _frame_bound(frame: ir.Frame, bound: str, beyond: str) -> str | None:
+    """A frame bound in SQL (`beyond`: PRECEDING for the lower one, FOLLOWING for the
+    upper), or None for a RANGE frame's offset (compared by value)."""
+    if bound == "unbounded":
+        return f"UNBOUNDED {beyond}"
+    if bound == "current":
+        return "CURRENT ROW"
+    if frame.kind != "rows" or not bound.lstrip("-").isdigit():
+        return None
+    offset = int(bound)
+    return "CURRENT ROW" if offset == 0 else f"{abs(offset)} {'PRECEDING' if offset < 0 else 'FOLLOWING'}"
 
 
 def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:
@@ -903,7 +960,9 @@ def _run(
         if packing is not None:
             rows = packing.sorted(con, rows, wanted)
         return rows.replace_schema_metadata(SORTED)  # sorted here, by DuckDB in parallel, or packed
-    except duckdb.Error:  # e.g. an overflow in translated arithmetic: Spark's semantics decide
+    except duckdb.Error as e:  # e.g. an overflow in translated arithmetic: Spark's semantics decide
+        if TIED in str(e):
+            raise Tied(str(e)) from e
         return None
     finally:
         con.close()

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from ember.capture import local_sides
 from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot
 from ember.capture.spark_build import Builder
+from ember.capture.untie import Tied, computes_again
 from ember.plan import ir
 from ember.plan.sources import Source
 from ember.store.columns import expand_ranges
@@ -150,7 +151,16 @@ def _either(table: SideTable, sources: dict[str, Source], job: Callable[[], pa.T
     """The table read by DuckDB where it can (a scalar subquery's groups: TPC-DS Q44), else
     computed by its Spark job."""
     local = local_sides.side_table(table, None, sources)
+    if local is None:
+        _unchecked(table)
     return job() if local is None else local
+
+
+def _unchecked(table: SideTable) -> None:
+    """Refuses to leave to Spark a table that computes a window guessed untied: Spark
+    would not check the guess (`capture.untie`)."""
+    if computes_again(table.plan):
+        raise Tied(f"the {table.why} table of a window guessed untied was left to Spark")
 
 
 def fetch(
@@ -258,6 +268,7 @@ def _job(
         local = reads.side_table(table, keys, capped=not bounded)
         if local is not None:
             return lambda: local
+    _unchecked(table)
     builder.keys = keys
     side = builder.dataframe(table.plan)
     if isinstance(keys, pa.Table) and keys.num_rows == 0:

@@ -55,22 +55,25 @@ def sql(
     window: str | None = None,
     grouped: bool = False,
     subquery: Callable[[Tree], str | None] | None = None,
+    untied: bool = False,
 ) -> str | None:
     """`e` (a Catalyst expression) as DuckDB SQL with the same meaning, or None. Columns are
     spelled by their names, or by `named` (given the attribute). With `window` (an OVER
     clause's body), min, max, sum and count are window functions over it; `grouped` (an
     aggregate's own column, read under a GROUP BY), they are plain aggregates. An
-    uncorrelated scalar subquery is spelled by `subquery` (given it), if there is one."""
+    uncorrelated scalar subquery is spelled by `subquery` (given it), if there is one.
+    `untied`: no two rows of a window's partition tie in its order (`capture.untie`), so
+    row numbers and ROWS frames are the same in both engines."""
     kind = e.kind
     if kind == "AggregateExpression":
         return _aggregate(e, named, window, grouped)
     if kind == "WindowExpression":
-        return _window(e, named)
+        return _window(e, named, untied)
     if kind == "MakeDecimal":
-        return _unscaled_sum(e, named, window, grouped)
+        return _unscaled_sum(e, named, window, grouped, untied)
     if kind == "ScalarSubquery":
         return None if subquery is None or e.outer else subquery(e)
-    found = [sql(c, named, window, grouped, subquery) for c in e.children]
+    found = [sql(c, named, window, grouped, subquery, untied) for c in e.children]
     args = [a for a in found if a is not None]
     if len(args) < len(found):
         return None
@@ -129,10 +132,12 @@ _BOUNDS = {"UnboundedPreceding": "UNBOUNDED PRECEDING", "UnboundedFollowing": "U
 _FLOATING = ("float", "double")
 
 
-def _window(e: Tree, named: Callable[[Tree], str] | None) -> str | None:
+def _window(e: Tree, named: Callable[[Tree], str] | None, untied: bool = False) -> str | None:
     """A window function whose values do not depend on how either engine orders rows that
     tie (a rank; min, max, sum or count over the whole partition or a RANGE frame, which
-    takes peers together). Floating keys are not compared alike (Spark folds -0.0 and NaNs)."""
+    takes peers together), or, where no rows tie (`untied`), a row number or an aggregate
+    over a ROWS frame of exact values (a double's running sum would add in another order).
+    Floating keys are not compared alike (Spark folds -0.0 and NaNs)."""
     fn, spec = e.children
     *keys, frame = spec.children
     if any((k.children[0] if k.kind == "SortOrder" else k).dtype in _FLOATING for k in keys):
@@ -144,13 +149,24 @@ def _window(e: Tree, named: Callable[[Tree], str] | None) -> str | None:
     order = [text for k, text in zip(keys, over, strict=True) if k.kind == "SortOrder" and text is not None]
     body = [f"PARTITION BY {', '.join(partition)}"] if partition else []
     body += [f"ORDER BY {', '.join(order)}"] if order else []
-    if fn.kind in _RANKS:
-        return f"CAST({_RANKS[fn.kind]}() OVER ({' '.join(body)}) AS INTEGER)"
-    bounds = [_BOUNDS.get(b.kind) for b in frame.children[:2]]
+    if fn.kind in _RANKS or (untied and fn.kind == "RowNumber"):
+        return f"CAST({_RANKS.get(fn.kind, 'row_number')}() OVER ({' '.join(body)}) AS INTEGER)"
     rows = (frame.frame or "").startswith("RowFrame")
-    if None in bounds or (rows and bounds != ["UNBOUNDED PRECEDING", "UNBOUNDED FOLLOWING"]):
+    bounds = [_bound(b, rows) for b in frame.children[:2]]
+    whole = bounds == ["UNBOUNDED PRECEDING", "UNBOUNDED FOLLOWING"]
+    if None in bounds or (rows and not whole and (not untied or e.dtype in _FLOATING)):
         return None
     return _aggregate(fn, named, " ".join([*body, f"{'ROWS' if rows else 'RANGE'} BETWEEN {bounds[0]} AND {bounds[1]}"]), False)
+
+
+def _bound(b: Tree, rows: bool) -> str | None:
+    """A frame bound: unbounded, the current row, or an offset of rows (a RANGE frame's is
+    of values: left to Spark)."""
+    if b.kind in _BOUNDS:
+        return _BOUNDS[b.kind]
+    if rows and b.kind == "Literal" and isinstance(b.value, int) and not isinstance(b.value, bool):
+        return "CURRENT ROW" if b.value == 0 else f"{abs(b.value)} {'PRECEDING' if b.value < 0 else 'FOLLOWING'}"
+    return None
 
 
 _SORT = re.compile(r" (ASC|DESC) NULLS (FIRST|LAST)$")
@@ -301,7 +317,9 @@ def _average(dtype: str | None, of: str | None, arg: str, over: str) -> str | No
     return _divide(dtype, (f"CAST(sum({arg}){over} AS {_decimal(wide)})", wide), (f"count({arg}){over}", "decimal(20,0)"))
 
 
-def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool) -> str | None:
+def _unscaled_sum(
+    e: Tree, named: Callable[[Tree], str] | None, window: str | None, grouped: bool, untied: bool
+) -> str | None:
     """Spark sums a decimal of at most 8 digits as longs, `MakeDecimal(sum(UnscaledValue(x)))`:
     the value of DuckDB's own decimal sum, cast to Spark's type (past it, Spark's is null
     and DuckDB's cast fails: the caller leaves the work to Spark)."""
@@ -314,7 +332,7 @@ def _unscaled_sum(e: Tree, named: Callable[[Tree], str] | None, window: str | No
         return None
     decimal_sum = replace(aggregate, children=(replace(summed, children=summed.children[0].children), *aggregate.children[1:]))
     if over.kind == "WindowExpression":
-        found = _window(replace(over, children=(decimal_sum, *over.children[1:])), named)
+        found = _window(replace(over, children=(decimal_sum, *over.children[1:])), named, untied)
     else:
         found = _aggregate(decimal_sum, named, window, grouped)
     return None if found is None else f"CAST({found} AS {target})"

@@ -315,6 +315,9 @@ class Window(Unary):
     order: tuple[Expr, ...] = ()
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
     python: bool = False  # its window functions run in Python (pandas UDFs): Spark runs no SQL one beside them
+    # A capture's guess that no two rows of a partition tie in the order (`capture.untie`):
+    # every read that computes the window again checks it, and a tie undoes the guess.
+    untied: bool = False
 
     @property
     def output(self) -> tuple[Attr, ...]:
@@ -323,8 +326,10 @@ class Window(Unary):
     @property
     def tie_free(self) -> bool:
         """Whether a second run gives the same values: no function tells tied rows apart,
-        nor does a frame position of ember's."""
-        return all(f.tie_free for f in self.frames) and not any(isinstance(c.expr, FrameCount) for c in self.columns)
+        nor does a frame position of ember's, or no rows tie (`untied`)."""
+        return self.untied or (
+            all(f.tie_free for f in self.frames) and not any(isinstance(c.expr, FrameCount) for c in self.columns)
+        )
 
     def expressions(self) -> tuple[Expr, ...]:
         own = tuple(c.expr for c in self.columns if isinstance(c.expr, Expr))

@@ -545,11 +545,11 @@ def _resolve(
     present = arrow.column(slot.present.name).is_valid().to_numpy(zero_copy_only=False)
     start = np.zeros(n, dtype=np.int64)
     end = np.zeros(n, dtype=np.int64)
-    if not slot.keys:
-        end[present] = target_rows
-        return start, end
     keys = arrow.select([k.name for k in slot.keys])
-    if isinstance(target, Sets):
+    if not slot.keys:  # the whole table is one group (a scalar subquery's, an unpartitioned window's)
+        rn = np.flatnonzero(present)
+        s, e = np.zeros(len(rn), np.int64), np.full(len(rn), target_rows, np.int64)
+    elif isinstance(target, Sets):
         rn, s, e = _in_sets(con, keys, present, target, target_rows)
     else:
         groups = target if isinstance(target, pa.Table) else target.groups_of(table, keys.filter(pa.array(present)))

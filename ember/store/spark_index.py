@@ -210,8 +210,20 @@ class Staged:
     ) -> tuple[DataFrame, Column, Column]:
         """`df` with what `slot` needs joined in, and its `[start, end)` range (as `index._resolve`)."""
         present = F.col(slot.present.name).isNotNull()
-        if not slot.keys:
-            return df, F.lit(0).cast("long"), F.when(present, F.lit(rows)).otherwise(F.lit(0)).cast("long")
+        if not slot.keys:  # the whole table is one group (a scalar subquery's, an unpartitioned window's)
+            s, e, hit = F.lit(0).cast("long"), F.lit(rows).cast("long"), present
+        else:
+            df, s, e = self._joined(df, i, slot, target, table)
+            hit = present & s.isNotNull()
+        if slot.lo is not None and slot.hi is not None:  # a window frame, as `index._resolve` reads it
+            first = e - F.col(slot.lo.name)
+            s, e = first, F.greatest(first, s + F.col(slot.hi.name))
+        return df, F.when(hit, s).otherwise(F.lit(0)).cast("long"), F.when(hit, e).otherwise(F.lit(0)).cast("long")
+
+    def _joined(
+        self, df: DataFrame, i: int, slot: RefSlot, target: Groups, table: SideTable
+    ) -> tuple[DataFrame, Column, Column]:
+        """`df` with the range of the group each row's keys name joined in (null: none)."""
         if isinstance(target, Staged):
             groups = target.groups(table)
         else:
@@ -223,13 +235,7 @@ class Staged:
             F.col("__e").alias(f"__ember_e{i}"),
         )
         cond = _all([F.col(k.name).eqNullSafe(F.col(f"__ember_g{i}_{j}")) for j, k in enumerate(slot.keys)])
-        df = df.join(g, cond, "left")
-        s, e = F.col(f"__ember_s{i}"), F.col(f"__ember_e{i}")
-        if slot.lo is not None and slot.hi is not None:  # a window frame, as `index._resolve` reads it
-            first = e - F.col(slot.lo.name)
-            s, e = first, F.greatest(first, s + F.col(slot.hi.name))
-        hit = present & F.col(f"__ember_s{i}").isNotNull()
-        return df, F.when(hit, s).otherwise(F.lit(0)).cast("long"), F.when(hit, e).otherwise(F.lit(0)).cast("long")
+        return df.join(g, cond, "left"), F.col(f"__ember_s{i}"), F.col(f"__ember_e{i}")
 
 
 def _all(conds: list[Column]) -> Column:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from ember.capture import annotate, local_sides, sides
+from ember.capture import annotate, local_sides, sides, untie
 from ember.capture.annotate import Workload
 from ember.plan import ir
 from ember.plan.jvm import Jvm
@@ -569,6 +569,59 @@ def test_window_partitions_over_groups_whose_values_do_not_translate(
     groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (sum(v[2] for v in vs) / len(vs),))
     check(df, o.window(groups, lambda v: (v[0],), lambda v: v[1], lambda i, n: (0, n), lambda rows, i: max(r[2] for r in rows)))
     assert set(answered) == {"aggregate groups", "window partitions"}
+
+
+@pytest.fixture
+def tied(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each time a capture's guess that a window's rows do not tie failed (`untie.Tied`)."""
+    found: list[str] = []
+    made = untie.Tied.__init__
+
+    def noted(self: untie.Tied, *args: object) -> None:
+        found.append(str(args[0]))
+        made(self, *args)
+
+    monkeypatch.setattr(untie.Tied, "__init__", noted)
+    return found
+
+
+def test_running_totals_over_an_untied_order_are_computed_again_by_duckdb(
+    views: SparkSession, on_spark: list[str], tied: list[str]
+) -> None:
+    # TPC-DS Q51's shape: a running sum over groups (a flag's orders, one group each), a
+    # running max of two of those sums above it, and a filter over that. No two rows of a
+    # partition tie in its order, so neither window is cached for its side table: DuckDB
+    # computes both again, row numbers and frames alike, for the partitions the result names.
+    df = views.sql(
+        "SELECT * FROM (SELECT flag, okey, q, max(q) OVER (PARTITION BY flag ORDER BY okey"
+        " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS m FROM (SELECT flag, okey, sum(sum(qty)) OVER"
+        " (PARTITION BY flag ORDER BY okey ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS q"
+        " FROM ls_items GROUP BY flag, okey)) WHERE m > 5"
+    )
+    groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (sum(v[2] for v in vs),))
+    running = o.window(groups, lambda v: (v[0],), lambda v: v[1], lambda i, n: (0, i + 1), lambda rows, i: sum(r[2] for r in rows))
+    picked = o.select(running, lambda v: (v[0], v[1], v[3]))
+    maxed = o.window(picked, lambda v: (v[0],), lambda v: v[1], lambda i, n: (i - 1, i + 1), lambda rows, i: max(r[2] for r in rows))
+    check(df, o.where(maxed, lambda v: v[3] > 5))
+    assert all_read_by_duckdb(df, on_spark)
+    assert tied == []
+
+
+def test_a_window_whose_rows_tie_is_cached_after_all(views: SparkSession, tied: list[str]) -> None:
+    # The items of orders 1 and 5 tie in `okey`: the guess fails in DuckDB's read (of the
+    # one partition, beside the job), and the capture runs again with the window cached, so
+    # its positions are the job's. Which of two tied rows Spark counted first is its own
+    # choice: the oracle is the frame's definition (the row, every row ordered before it,
+    # and as many of its peers as the count says), whatever that choice.
+    df = views.sql("SELECT ikey, count(*) OVER (ORDER BY okey ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM ls_items")
+    rows = [r for part in ITEMS for r in part]
+    lin = ember.capture(df, strategy="inject")
+    assert len(tied) == 1
+    for oid, out in enumerate(lin.output().to_pylist()):
+        me = next(r for r in rows if r[0] == out["ikey"])
+        framed = {rows[int(rid)] for rid in lin.backward(oids=[oid]).ids(lin.sources[0])}
+        assert me in framed and len(framed) == out["n"]
+        assert {r for r in rows if r[1] < me[1]} <= framed <= {r for r in rows if r[1] <= me[1]}
 
 
 def test_groups_kept_by_a_rank_are_read_after_the_job(views: SparkSession, on_spark: list[str]) -> None:

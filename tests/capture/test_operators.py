@@ -274,6 +274,8 @@ def test_window_functions(views: SparkSession) -> None:
           o.window(w, part, order, lambda i, n: (0, i + 1), lambda rows, i: sum(r[2] for r in rows)))
     check(views.sql("SELECT *, sum(v) OVER (PARTITION BY g ORDER BY o ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s FROM w"),
           o.window(w, part, order, lambda i, n: (i - 1, i + 2), lambda rows, i: sum(r[2] for r in rows)))
+    check(views.sql("SELECT *, sum(v) OVER (ORDER BY g, o ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM w"),
+          o.window(w, lambda v: (), lambda v: v[:2], lambda i, n: (i - 1, i + 1), lambda rows, i: sum(r[2] for r in rows)))
     check(views.sql("SELECT *, lag(v) OVER (PARTITION BY g ORDER BY o) AS l FROM w"),
           o.window(w, part, order, lambda i, n: (i - 1, i), lambda rows, i: rows[0][2] if rows else None))
     check(views.sql("SELECT *, sum(v) OVER (PARTITION BY g) AS s FROM w"),

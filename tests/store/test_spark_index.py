@@ -83,17 +83,18 @@ def test_nested_aggregates_and_a_semi_join(views: SparkSession, on_executors: No
     assert len(remote_levels(lin)) >= 2
 
 
-def test_a_window_and_a_scalar_subquery(views: SparkSession, on_executors: None) -> None:
+@pytest.mark.parametrize("partitioned", [True, False])  # unpartitioned: one group, the frame still cut from it
+def test_a_window_and_a_scalar_subquery(views: SparkSession, on_executors: None, partitioned: bool) -> None:
     df = views.sql(
-        "SELECT k, sum(v) OVER (PARTITION BY g ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s "
-        "FROM si_g WHERE v > (SELECT avg(v) FROM si_g)"
+        f"SELECT k, sum(v) OVER ({'PARTITION BY g ' if partitioned else ''}ORDER BY k"
+        " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS s FROM si_g WHERE v > (SELECT avg(v) FROM si_g)"
     )
     lin = ember.capture(df, strategy="inject")
     rows = g_rows()
     mean = sum(v[2] for v, _ in rows) / len(rows)
     everything = frozenset().union(*(lineage for _, lineage in rows))  # the scalar's lineage
     kept = [(v, lineage | everything) for v, lineage in rows if v[2] > mean]
-    framed = o.window(kept, lambda v: (v[0],), lambda v: v[1], lambda i, n: (i - 1, i + 1),
+    framed = o.window(kept, lambda v: (v[0],) if partitioned else (), lambda v: v[1], lambda i, n: (i - 1, i + 1),
                       lambda vs, i: sum(x[2] for x in vs))
     expected = o.select(framed, lambda v: (v[1], v[3]))
     o.assert_same_lineage(lin, expected)
