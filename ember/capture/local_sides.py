@@ -851,7 +851,7 @@ class Reads:
         for table, wanted in wave:
             if not table.keys or table.prefixes or any(_hashed(k.dtype) is None for k in table.keys):
                 continue
-            query = _Query(self.sources, inputs={name: plans for name, (plans, _) in read.items()}).text(table, wanted)
+            query = _reader(self.sources, read).text(table, wanted)
             if query is not None:
                 shared.setdefault(self._position(query, table), []).append((table, wanted))
         for tables in shared.values():
@@ -882,7 +882,7 @@ class Reads:
     def _read(self, table: SideTable, wanted: pa.Table | None, capped: bool) -> pa.Table | None:
         read = self.inputs.read() if self.inputs is not None else {}
         limit = self.cap if capped else None
-        reader = _Query(self.sources, inputs={name: plans for name, (plans, _) in read.items()})
+        reader = _reader(self.sources, read)
         query = reader.text(table, wanted, limit)
         if query is None:
             return None
@@ -942,6 +942,11 @@ def side_table(
 ) -> pa.Table | None:
     """One table read alone (`Reads.side_table`)."""
     return Reads(sources, inputs).side_table(table, wanted)
+
+
+def _reader(sources: dict[str, Source], read: Mapping[str, tuple[tuple[ir.Node, ...], pa.Table]]) -> _Query:
+    """A query over the sources and the inputs `read` beside the job."""
+    return _Query(sources, inputs={name: plans for name, (plans, _) in read.items()})
 
 
 def _run(
