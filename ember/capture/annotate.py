@@ -580,8 +580,8 @@ class _Rewriter:
         window: ir.Node = replace(node, child=child, columns=node.columns + tuple(extra))
         # Frame positions, and a partition whose rows a second run could choose otherwise (a
         # sample, a limit among ties), must mean the same rows in the job and in the side
-        # table; an untied window's positions do (`capture.untie`).
-        if (partial and not node.untied) or not ir.repeatable(node.child):
+        # table; a RANGE frame's do, and an untied window's (`capture.untie`).
+        if (any(not f.ordered_alike for f in partial) and not node.untied) or not ir.repeatable(node.child):
             window = ir.Shared(window, key=next(self.ids))
         side_keys = tuple(self.fresh("key", p.dtype) for p in node.partition)
         side = ir.Project(

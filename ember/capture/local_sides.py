@@ -227,9 +227,11 @@ class _Query:
         return [t for t in partition if t is not None], [t for t in order if t is not None]
 
     def counted(self, node: ir.Window, count: ir.FrameCount) -> str | None:
-        """An ember-made frame count (`spark_build._frame_count`) of an untied window, whose
-        positions are the job's; a RANGE frame's offset is left to Spark."""
-        over = self.over(node) if node.untied else None
+        """An ember-made frame count (`spark_build._frame_count`) of a window whose frames
+        hold the same rows in both engines (RANGE frames, `ir.Frame.ordered_alike`, or an
+        untied window's); a RANGE frame's offset is left to Spark."""
+        alike = node.untied or all(f.ordered_alike for f in node.frames)
+        over = self.over(node) if alike else None
         if over is None:
             return None
         body = " ".join(([f"PARTITION BY {', '.join(over[0])}"] if over[0] else []) + [f"ORDER BY {', '.join(over[1])}"])

@@ -30,9 +30,8 @@ class Tied(Exception):
 
 
 def untied(plan: ir.Node) -> ir.Node:
-    """The plan with every window whose positions would force a cache marked `untied`: its
-    order is on columns both engines order alike (no floats: Spark folds -0.0 and NaNs),
-    its functions in SQL, and no frame bound is a value offset."""
+    """The plan with every window whose positions would force a cache marked `untied`: its order is on columns both engines order alike (no floats: Spark folds
+    -0.0 and NaNs), its functions in SQL, and no frame bound is a value offset."""
     children = tuple(untied(c) for c in plan.children)
     node = ir.with_children(plan, children) if any(c is not o for c, o in zip(children, plan.children, strict=True)) else plan
     if isinstance(node, ir.Window) and _guessable(node):
@@ -41,8 +40,10 @@ def untied(plan: ir.Node) -> ir.Node:
 
 
 def _guessable(window: ir.Window) -> bool:
+    """A ROWS frame's rows depend on how ties break (a RANGE frame's do not, nor does a
+    row number's partition: neither is cached for its positions)."""
     return (
-        not window.tie_free
+        any(not f.ordered_alike for f in window.frames)
         and bool(window.order)
         and not window.python
         and not any(ir.dtype_of(e) in _FLOATING for e in window.partition + window.order)

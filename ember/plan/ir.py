@@ -79,6 +79,14 @@ class Frame:
     def partition_wide(self) -> bool:
         return self.whole or (self.lower == "unbounded" and self.upper == "unbounded")
 
+    @property
+    def ordered_alike(self) -> bool:
+        """Whether the frame's rows are the same whichever order tied rows come in: the
+        whole partition, or a RANGE frame, which takes peers together (its row counts are
+        then the same in any engine, and a partition sorted by either's row numbers holds
+        each frame's rows in one run)."""
+        return self.partition_wide or self.kind == "range"
+
 
 @dataclass(frozen=True)
 class FrameCount:

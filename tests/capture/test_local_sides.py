@@ -585,8 +585,9 @@ def tied(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("frame", [" ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW", ""])  # "": RANGE, the default
 def test_running_totals_over_an_untied_order_are_computed_again_by_duckdb(
-    views: SparkSession, on_spark: list[str], tied: list[str]
+    views: SparkSession, on_spark: list[str], tied: list[str], frame: str
 ) -> None:
     # TPC-DS Q51's shape: a running sum over groups (a flag's orders, one group each), a
     # running max of two of those sums above it, and a filter over that. No two rows of a
@@ -595,8 +596,7 @@ def test_running_totals_over_an_untied_order_are_computed_again_by_duckdb(
     df = views.sql(
         "SELECT * FROM (SELECT flag, okey, q, max(q) OVER (PARTITION BY flag ORDER BY okey"
         " ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS m FROM (SELECT flag, okey, sum(sum(qty)) OVER"
-        " (PARTITION BY flag ORDER BY okey ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS q"
-        " FROM ls_items GROUP BY flag, okey)) WHERE m > 5"
+        f" (PARTITION BY flag ORDER BY okey{frame}) AS q FROM ls_items GROUP BY flag, okey)) WHERE m > 5"
     )
     groups = o.group(items(), lambda v: (v[3], v[1]), lambda vs: (sum(v[2] for v in vs),))
     running = o.window(groups, lambda v: (v[0],), lambda v: v[1], lambda i, n: (0, i + 1), lambda rows, i: sum(r[2] for r in rows))
@@ -607,21 +607,27 @@ def test_running_totals_over_an_untied_order_are_computed_again_by_duckdb(
     assert tied == []
 
 
-def test_a_window_whose_rows_tie_is_cached_after_all(views: SparkSession, tied: list[str]) -> None:
-    # The items of orders 1 and 5 tie in `okey`: the guess fails in DuckDB's read (of the
-    # one partition, beside the job), and the capture runs again with the window cached, so
-    # its positions are the job's. Which of two tied rows Spark counted first is its own
-    # choice: the oracle is the frame's definition (the row, every row ordered before it,
-    # and as many of its peers as the count says), whatever that choice.
-    df = views.sql("SELECT ikey, count(*) OVER (ORDER BY okey ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS n FROM ls_items")
-    rows = [r for part in ITEMS for r in part]
+@pytest.mark.parametrize("rows", [True, False])
+def test_a_running_count_over_tied_rows(views: SparkSession, tied: list[str], rows: bool) -> None:
+    # The items of orders 1 and 5 tie in `okey`. A ROWS frame's rows depend on how ties
+    # break: the guess that none tie fails in DuckDB's read (of the one partition, beside
+    # the job), and the capture runs again with the window cached, so its positions are
+    # the job's; which of two tied rows Spark counted first is its own choice, so the
+    # oracle is the frame's definition (the row, every row ordered before it, and as many
+    # of its peers as the count says). A RANGE frame takes peers together: nothing is
+    # guessed, DuckDB numbers the rows in its own order, and the frame is exactly the rows
+    # ordered up to the row's peers.
+    frame = " ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW" if rows else ""
+    df = views.sql(f"SELECT ikey, count(*) OVER (ORDER BY okey{frame}) AS n FROM ls_items")
+    items = [r for part in ITEMS for r in part]
     lin = ember.capture(df, strategy="inject")
-    assert len(tied) == 1
+    assert len(tied) == (1 if rows else 0)
     for oid, out in enumerate(lin.output().to_pylist()):
-        me = next(r for r in rows if r[0] == out["ikey"])
-        framed = {rows[int(rid)] for rid in lin.backward(oids=[oid]).ids(lin.sources[0])}
+        me = next(r for r in items if r[0] == out["ikey"])
+        framed = {items[int(rid)] for rid in lin.backward(oids=[oid]).ids(lin.sources[0])}
         assert me in framed and len(framed) == out["n"]
-        assert {r for r in rows if r[1] < me[1]} <= framed <= {r for r in rows if r[1] <= me[1]}
+        assert {r for r in items if r[1] < me[1]} <= framed <= {r for r in items if r[1] <= me[1]}
+        assert rows or framed == {r for r in items if r[1] <= me[1]}
 
 
 def test_groups_kept_by_a_rank_are_read_after_the_job(views: SparkSession, on_spark: list[str]) -> None:

@@ -26,7 +26,9 @@ def windows(spark: SparkSession, query: str) -> list[ir.Window]:
     ("column", "guessed"),
     [
         ("sum(v) OVER (PARTITION BY g ORDER BY o ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)", True),
-        ("row_number() OVER (PARTITION BY g ORDER BY o)", True),
+        ("sum(v) OVER (PARTITION BY g ORDER BY o ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING)", True),
+        ("row_number() OVER (PARTITION BY g ORDER BY o)", False),  # the whole partition: no positions
+        ("sum(v) OVER (PARTITION BY g ORDER BY o)", False),  # a RANGE frame: peers together, its rows alike anyway
         ("rank() OVER (PARTITION BY g ORDER BY o)", False),  # the same whichever order ties come in
         ("sum(v) OVER (PARTITION BY g)", False),  # the whole partition
         ("sum(v) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)", False),  # a float order
@@ -44,6 +46,6 @@ def test_a_plan_with_nothing_to_guess_is_the_same_plan(views: SparkSession) -> N
 
 
 def test_a_cached_window_is_not_computed_again(views: SparkSession) -> None:
-    (window,) = windows(views, "SELECT g, row_number() OVER (PARTITION BY g ORDER BY o) AS r FROM ut")
+    (window,) = windows(views, "SELECT g, sum(v) OVER (PARTITION BY g ORDER BY o ROWS 1 PRECEDING) AS r FROM ut")
     assert computes_again(ir.Project(window, columns=()))
     assert not computes_again(ir.Project(ir.Shared(window, key=1), columns=()))
