@@ -316,9 +316,9 @@ def _guessed(
     annotated: Annotated, again: Callable[[bool, bool], Annotated], run: Callable[[Annotated], T]
 ) -> tuple[Annotated, T]:
     """`run` over the capture rewrite (and the rewrite it ran), run again over one made
-    (`again(reported, guess)`) without the guess that failed: that a partition map's function reports every rid its
-    task read (its task ended first: `sides.Unreported`), or that a window's rows do not
-    tie (`untie.Tied`)."""
+    (`again(reported, guess)`) without the guess that failed: that a partition map's
+    function reports every rid its task read (its task ended first: `sides.Unreported`),
+    or that a window's rows do not tie (`untie.Tied`)."""
     reported = guess = True
     while True:
         try:

@@ -1,9 +1,8 @@
 """The guess that a window's order has no ties, so its rows need not be cached.
 
-A ROWS frame's rows, and the position of each row in its partition, depend on how the
-engine orders rows that tie in the window's ORDER BY, so a side table that computed
-the window again could see other positions than the job did: annotate caches such a
-window where both read it (`ir.Shared`). Caching a large window costs the job dearly
+A ROWS frame's rows depend on how the engine orders rows that tie in the window's
+ORDER BY, so a side table that computed the window again could see other frames than
+the job did: annotate caches such a window where both read it (`ir.Shared`). Caching a large window costs the job dearly
 (TPC-DS Q51's three running sums over daily sales: +52 % on the job alone), while a
 running total is most often ordered by a key its partition never repeats (a date per
 item), and then the positions are the same in every engine. So the capture guesses
@@ -30,8 +29,10 @@ class Tied(Exception):
 
 
 def untied(plan: ir.Node) -> ir.Node:
-    """The plan with every window whose positions would force a cache marked `untied`: its order is on columns both engines order alike (no floats: Spark folds
-    -0.0 and NaNs), its functions in SQL, and no frame bound is a value offset."""
+    """The plan with every window whose positions would force a cache marked `untied`,
+    where its order is on columns both engines order alike (no floats: Spark folds -0.0
+    and NaNs) and no frame bound is a value offset (whether DuckDB can compute it is
+    `held`'s question)."""
     children = tuple(untied(c) for c in plan.children)
     node = ir.with_children(plan, children) if any(c is not o for c, o in zip(children, plan.children, strict=True)) else plan
     if isinstance(node, ir.Window) and _guessable(node):
@@ -41,7 +42,7 @@ def untied(plan: ir.Node) -> ir.Node:
 
 def _guessable(window: ir.Window) -> bool:
     """A ROWS frame's rows depend on how ties break (a RANGE frame's do not, nor does a
-    row number's partition: neither is cached for its positions)."""
+    whole partition's: neither window is cached for its positions)."""
     return (
         any(not f.ordered_alike for f in window.frames)
         and bool(window.order)
