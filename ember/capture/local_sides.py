@@ -37,7 +37,7 @@ from ember.capture.decided import matched_keys, without_decided
 from ember.capture.untie import Tied
 from ember.plan import ir
 from ember.plan.catalyst import Tree, find
-from ember.plan.duck_sql import duck_type, numbered_parquet, quoted, sql, typed_null
+from ember.plan.duck_sql import duck_type, numbered_parquet, quoted, rows_offset, sql, typed_null
 from ember.plan.sources import Source
 from ember.store.index import SORTED, order_by, sorted_rows
 
@@ -787,8 +787,7 @@ def _frame_bound(frame: ir.Frame, bound: str, beyond: str) -> str | None:
         return "CURRENT ROW"
     if frame.kind != "rows" or not bound.lstrip("-").isdigit():
         return None
-    offset = int(bound)
-    return "CURRENT ROW" if offset == 0 else f"{abs(offset)} {'PRECEDING' if offset < 0 else 'FOLLOWING'}"
+    return rows_offset(int(bound))
 
 
 def same_rows(table: SideTable, sources: dict[str, Source]) -> str | None:

@@ -165,8 +165,13 @@ def _bound(b: Tree, rows: bool) -> str | None:
     if b.kind in _BOUNDS:
         return _BOUNDS[b.kind]
     if rows and b.kind == "Literal" and isinstance(b.value, int) and not isinstance(b.value, bool):
-        return "CURRENT ROW" if b.value == 0 else f"{abs(b.value)} {'PRECEDING' if b.value < 0 else 'FOLLOWING'}"
+        return rows_offset(b.value)
     return None
+
+
+def rows_offset(offset: int) -> str:
+    """A ROWS frame bound `offset` rows from the current one (negative: before it)."""
+    return "CURRENT ROW" if offset == 0 else f"{abs(offset)} {'PRECEDING' if offset < 0 else 'FOLLOWING'}"
 
 
 _SORT = re.compile(r" (ASC|DESC) NULLS (FIRST|LAST)$")
