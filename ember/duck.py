@@ -8,8 +8,10 @@ import decimal
 import threading
 
 import duckdb
-from duckdb.func import SPECIAL
-from duckdb.sqltypes import INTEGER, VARCHAR
+import numpy as np
+import pyarrow as pa
+from duckdb.func import ARROW, SPECIAL
+from duckdb.sqltypes import DOUBLE, INTEGER, VARCHAR
 
 _lock = threading.Lock()
 _db: list[duckdb.DuckDBPyConnection] = []
@@ -26,6 +28,10 @@ def connect() -> duckdb.DuckDBPyConnection:
             db.create_function(
                 "spark_divide", spark_divide, [VARCHAR, VARCHAR, INTEGER, INTEGER], VARCHAR, null_handling=SPECIAL, side_effects=False
             )
+            db.create_function(
+                "spark_cast_double", spark_cast_double, [DOUBLE, INTEGER, INTEGER], VARCHAR, type=ARROW, side_effects=False
+            )
+            db.execute(_UNSCALED)
             _db.append(db)
         return _db[0].cursor()
 
@@ -43,3 +49,42 @@ def spark_divide(a: str | None, b: str | None, precision: int, scale: int) -> st
     if abs(quotient) >= decimal.Decimal(10) ** (precision - scale):
         raise ArithmeticError(f"{a} / {b} overflows decimal({precision},{scale})")
     return format(quotient, "f")
+
+
+# A double cast to a decimal(p, s), as its unscaled integer. Spark rounds half up from the
+# double's text (`Decimal(d)`: Java's `Double.toString`, which Java 17 does not always make
+# shortest), DuckDB would round the double itself; both lie within half an ulp of it, so
+# rounding d * 10^s here agrees wherever that is not this close to a half. The rest go to
+# Spark's own code (`spark_cast_double`); a non-finite value or one past the type's digits
+# (null, or a failure under ANSI rules, in Spark) fails, and the work goes to Spark.
+_UNSCALED = """
+CREATE MACRO spark_unscaled(d, p, s) AS (
+  CASE
+    WHEN NOT isfinite(d) THEN error('a double that is not a number cast to a decimal: left to Spark')
+    WHEN abs(d * power(10, s) - floor(d * power(10, s)) - 0.5) <= abs(d * power(10, s)) * 1e-15
+      THEN CAST(spark_cast_double(d, p, s) AS HUGEINT)
+    WHEN abs(round(d * power(10, s))) >= power(10, p) THEN error('a double past its decimal type: left to Spark')
+    ELSE CAST(round(d * power(10, s)) AS HUGEINT)
+  END)
+"""
+
+
+def spark_cast_double(d: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.Array:
+    """Doubles cast to a decimal by Spark's own code in this process's JVM (`Doubles.java`; in
+    local mode Spark's executors are that JVM), as the unscaled integers' text. Fails
+    without an active Spark session, or where Spark's cast gives no value (not a number,
+    or past the type's digits)."""
+    from pyspark.sql import SparkSession
+
+    from ember.plan import javac
+    from ember.plan.jvm import Jvm
+
+    spark = SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)  # DuckDB's threads have none active
+    if spark is None:
+        raise RuntimeError("no Spark session to cast a double to a decimal as Spark does")
+    (p,), (s,) = set(precision.to_pylist()), set(scale.to_pylist())
+    bits = np.asarray(d.to_numpy(zero_copy_only=False), np.float64).view(np.int64)
+    cast = javac.helper(Jvm(spark), "Doubles").unscaled(",".join(map(str, bits.tolist())), p, s).split(",")
+    if "" in cast:
+        raise ArithmeticError(f"a double Spark casts to no decimal({p},{s}): left to Spark")
+    return pa.array(cast, pa.string())

@@ -11,8 +11,11 @@ prefix/suffix/substring tests, substrings from a position counted from 1, upper 
 lower case of ASCII text, LIKE without escapes, year(), integer & | and >> (Spark's
 `grouping()`), exact widening casts to decimal or a wider integer or of a number to a
 double, integer casts to a narrower integer (an overflow fails in DuckDB, and the work
-goes back to Spark), decimal casts to another decimal (rounded half up in both), min,
-max, sum, count and avg of a decimal (as window functions, or under a GROUP BY), and
+goes back to Spark), decimal casts to another decimal (rounded half up in both), a
+double's cast to a decimal (rounded as Spark rounds: `duck.spark_unscaled`), a
+decimal's unscaled integer, min, max, sum, count and avg of a decimal or an integer (as
+window functions, or under a GROUP BY; Spark averages a decimal of few digits as a
+double over its unscaled integers, exact below 2^53), and
 window functions whose values do not depend on the order of tied rows (rank,
 dense_rank; min, max, sum and count over the whole partition or a RANGE frame).
 Anything else translates to None, and the work stays on Spark.
@@ -116,6 +119,11 @@ def sql(
     if kind == "Cast" and e.dtype is not None and _casts(e.children[0].dtype, e.dtype):
         into = _SQL_TYPES.get(e.dtype) or _decimal(e.dtype)
         return None if into is None else f"CAST({args[0]} AS {into})"
+    if kind == "Cast" and e.children[0].dtype == "double":
+        return _double_to_decimal(args[0], _precision(e.dtype))
+    if kind == "UnscaledValue":
+        of = _precision(e.children[0].dtype)
+        return None if of is None or of[0] > 18 else _unscaled(args[0], of, "BIGINT")
     if kind == "Divide" and len(args) == 2:
         return _divide(e.dtype, (args[0], e.children[0].dtype), (args[1], e.children[1].dtype))
     if kind == "ShiftRight" and _shift(e):  # arithmetic in both engines
@@ -251,6 +259,14 @@ def _power(k: int) -> str:
     return f"CAST('0.{'0' * (-k - 1)}1' AS DECIMAL({-k}, {-k}))"
 
 
+def _double_to_decimal(d: str, into: tuple[int, int] | None) -> str | None:
+    """A double cast to a decimal, rounded as Spark rounds it (`duck.spark_unscaled`): Spark
+    averages a decimal of at most 11 digits so (`_integer_average`)."""
+    if into is None:
+        return None
+    return f"CAST(CAST(spark_unscaled({d}, {into[0]}, {into[1]}) AS DECIMAL({into[0]}, 0)) * {_power(-into[1])} AS DECIMAL({into[0]}, {into[1]}))"
+
+
 def _casts(source: str | None, target: str) -> bool:
     """Whether a cast means the same in both engines: one that widens or narrows an integer
     (`_widens`, `_narrows`), or a decimal's to another decimal type, which both round half
@@ -304,17 +320,31 @@ def _aggregate(e: Tree, named: Callable[[Tree], str] | None, window: str | None,
     if len(args) != 1 or args[0] is None:  # count(a, b) counts rows where none is null: not DuckDB's
         return None
     distinct, over = "DISTINCT " if e.distinct else "", "" if window is None else f" OVER ({window})"
+    if name == "avg" and function.children[0].dtype in _DIGITS:
+        return _integer_average(distinct, args[0], over) if e.dtype == "double" else None
     if name == "avg":
         return _average(e.dtype, function.children[0].dtype, f"{distinct}{args[0]}", over)
     return f"{name}({distinct}{args[0]}){over}"
+
+
+def _integer_average(distinct: str, arg: str, over: str) -> str:
+    """Spark's average of integers: their sum as a double, in the order rows come, over the
+    count. Every partial sum is exact, whatever the order, while the values' magnitudes add
+    up to at most 2^53 (bounded by the largest times the count); past it the read fails and
+    the work goes to Spark. Spark averages a decimal of at most 11 digits as its unscaled
+    integers (`avg(UnscaledValue(x)) / 10^scale`, cast back by `_double_to_decimal`)."""
+    count = f"count({distinct}{arg}){over}"
+    past = f"CAST(max(abs({arg})){over} AS HUGEINT) * {count} > {2**53}"
+    quotient = f"CAST(sum({distinct}{arg}){over} AS DOUBLE) / CAST(NULLIF({count}, 0) AS DOUBLE)"
+    return f"(CASE WHEN {past} THEN error('an average Spark sums inexactly as a double: left to Spark') ELSE {quotient} END)"
 
 
 def _average(dtype: str | None, of: str | None, arg: str, over: str) -> str | None:
     """Spark's average of a decimal: its sum, in a decimal 10 digits wider (past it, Spark's
     is null or fails, and DuckDB's cast fails), divided by the count as Spark divides
     decimals (`duck.spark_divide`), into the average's type. (A decimal of at most 11
-    digits Spark averages as a double, over its unscaled longs: no such tree reaches here
-    whole. Other averages are doubles, summed in another order.)"""
+    digits Spark averages as a double, over its unscaled longs: `_integer_average`. An
+    average of doubles adds them in another order in each engine.)"""
     into, source = _precision(dtype), _precision(of)
     if into is None or source is None:
         return None
