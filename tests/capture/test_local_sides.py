@@ -6,6 +6,7 @@ them all to Spark; one case checks that what does not translate still goes to Sp
 
 from __future__ import annotations
 
+import decimal
 import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -646,11 +647,40 @@ def test_groups_kept_by_a_rank_are_read_after_the_job(views: SparkSession, on_sp
     assert all_read_by_duckdb(df, on_spark)
 
 
+def test_ranks_over_short_decimal_averages_at_a_rounding_half(
+    views: SparkSession, tmp_path: Path, on_spark: list[str]
+) -> None:
+    # TPC-DS Q44's shape: items ranked by an average of a decimal(7,2), over those whose
+    # average passes a bound. Spark averages such a decimal as a double and rounds it half up
+    # from its text: item 1's 32 rows average exactly 0.0628125 (its double, and the double
+    # times 10^6, lie just below), so it is 0.062813 and passes; DuckDB reads the ranks.
+    cents = [(1, 6)] * 31 + [(1, 15), (3, 100), (3, 102), (4, 1), (4, 2)]
+    rows = [(i, item, decimal.Decimal(c).scaleb(-2)) for i, (item, c) in enumerate(cents)]
+    pq.write_table(
+        pa.table({"ikey": [r[0] for r in rows], "item": [r[1] for r in rows], "v": pa.array([r[2] for r in rows], pa.decimal128(7, 2))}),
+        tmp_path / "cents.parquet",
+    )
+    views.read.parquet(str(tmp_path / "cents.parquet")).createOrReplaceTempView("ls_cents")
+    df = views.sql(
+        "SELECT c.ikey FROM ls_cents c WHERE c.item IN (SELECT item FROM (SELECT item, rank() OVER (ORDER BY avg(v) DESC) AS r"
+        " FROM ls_cents GROUP BY item HAVING avg(v) >= 0.062813) WHERE r <= 2)"
+    )
+    scanned = o.scan("ls_cents", rows)
+    exact = decimal.Decimal("0.000001")
+    groups = o.group(scanned, lambda v: (v[1],), lambda vs: ((sum(v[2] for v in vs) / len(vs)).quantize(exact, decimal.ROUND_HALF_UP),))
+    ranked = o.window(o.where(groups, lambda g: g[1] >= decimal.Decimal("0.062813")), lambda g: (), lambda g: -g[1], lambda i, n: (0, n), lambda gs, i: i + 1)
+    kept = o.semi(scanned, o.where(ranked, lambda g: g[2] <= 2), lambda r, g: g[0] == r[1])
+    assert {v[1] for v, _ in kept} == {1, 3}
+    check(df, o.select(kept, lambda v: (v[0],)))
+    assert all_read_by_duckdb(df, on_spark)
+
+
 def test_annotate_asks_strictly_what_duckdb_reads(views: SparkSession) -> None:
-    # A side table may read an aggregate for its keys alone, its averages untranslated;
-    # annotate's question is strict, since it leaves what DuckDB reads uncached (a table
-    # reading the averages would have Spark compute them again).
-    df = views.sql("SELECT flag, avg(qty) AS q FROM ls_items GROUP BY flag")
+    # A side table may read an aggregate for its keys alone, its averages untranslated (of
+    # doubles: summed in another order); annotate's question is strict, since it leaves
+    # what DuckDB reads uncached (a table reading the averages would have Spark compute
+    # them again).
+    df = views.sql("SELECT flag, avg(double(qty)) AS q FROM ls_items GROUP BY flag")
     plan, sources = import_plan(Jvm(views), df)
     aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
     assert local_sides._Query(sources).read(aggregate)
