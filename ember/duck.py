@@ -70,10 +70,11 @@ CREATE MACRO spark_unscaled(d, p, s) AS (
 
 
 def spark_cast_double(d: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.Array:
-    """Doubles cast to a decimal by Spark's own code in this process's JVM (`Doubles.java`; in
-    local mode Spark's executors are that JVM), as the unscaled integers' text. Fails
-    without an active Spark session, or where Spark's cast gives no value (not a number,
-    or past the type's digits)."""
+    """Doubles cast to a decimal by Spark's own code in this process's JVM (`Doubles.java`), as
+    the unscaled integers' text: in local mode Spark's executors are that JVM; a cluster's
+    executors must run a Java that writes a double's text as the driver's does (Java 19
+    made `Double.toString` shortest; 17 is not always). Fails without an active Spark
+    session, or where Spark's cast gives no value (not a number, or past the type's digits)."""
     from pyspark.sql import SparkSession
 
     from ember.plan import javac

@@ -83,15 +83,40 @@ class _Query:
     strict: bool = False  # a projected or aggregate column that does not translate fails the read (`readable`)
     inputs: dict[str, tuple[ir.Node, ...]] = field(default_factory=dict)  # registered name → the plans whose rows it holds
     packing: Packing | None = None  # how `text`'s rows are sorted after the read, if not by DuckDB
+    pushed: dict[int, int] = field(default_factory=dict)  # attribute id → the wanted key it equals (`cut`)
+    coalesced: dict[tuple[int, int], int] = field(default_factory=dict)  # a full join's key sides → the wanted key
 
     @property
     def where(self) -> str:
         """The conditions as one WHERE clause's text."""
         return " AND ".join(self.conditions) or "TRUE"
 
-    def nested(self, columns: dict[int, str | None] | None = None) -> _Query:
-        """A query inside this one (a derived table, an EXISTS), reading the same inputs."""
-        return _Query(self.sources, columns=columns or {}, aliases=self.aliases, inputs=self.inputs, strict=self.strict)
+    def nested(self, columns: dict[int, str | None] | None = None, pushed: dict[int, int] | None = None) -> _Query:
+        """A query inside this one (a derived table, an EXISTS), reading the same inputs; its
+        rows are cut to the wanted keys only by the `pushed` attributes given."""
+        return _Query(
+            self.sources, columns=columns or {}, aliases=self.aliases, inputs=self.inputs, strict=self.strict, pushed=pushed or {}
+        )
+
+    def cut(self, node: ir.Aggregate | ir.Window, keys: Sequence[ir.AnyExpr]) -> dict[int, int]:
+        """The keys (`node`'s group or partition keys) that equal a wanted key: `node`'s input
+        rows may be cut to the wanted keys by them, since no output row with a wanted key
+        reads a row without one. DuckDB does not push the wanted keys' join into a derived
+        table: TPC-DS Q51's running sums were computed for every item, 20 wanted."""
+        wanted = {_origin(node, a): i for a, i in self.pushed.items()}
+        found = {}
+        for k in keys:
+            column = _column(k)
+            if column is not None and _origin(node.child, column) in wanted:
+                found[column] = wanted[_origin(node.child, column)]
+        return found
+
+    def cut_rows(self, cut: Mapping[int, int]) -> None:
+        """Keeps the rows whose `cut` attributes hold a wanted key (or null: refs match nulls)."""
+        for attr, i in cut.items():
+            text = self.columns.get(attr)
+            if text is not None:
+                self.conditions.append(f"({text} IN (SELECT k{i} FROM wanted) OR {text} IS NULL)")
 
     def read(self, node: ir.Node) -> bool:
         """Follows `node` down to its scans; False where it is not local Parquet scans
@@ -104,6 +129,7 @@ class _Query:
             self.stored(name, node.output)
             return True
         if isinstance(node, ir.Project):
+            self.renamed(node)
             if not self.read(node.child):
                 return False
             made = {c.attr.id: self.expr(c.expr) for c in node.columns}
@@ -141,9 +167,11 @@ class _Query:
     def grouped(self, node: ir.Aggregate) -> bool:
         """An aggregate as a derived table of its groups (Q20's correlated `sum(l_quantity)`,
         Q15's revenue view). Floating keys are not grouped alike (Spark folds -0.0 and NaNs)."""
-        inner = self.nested()
+        cut = self.cut(node, node.keys)
+        inner = self.nested(pushed=cut)
         if not inner.read(node.child) or inner.keyed:
             return False
+        inner.cut_rows(cut)
         if any(ir.dtype_of(k) in ("float", "double") for k in node.keys):
             return False
         keys = [inner.expr(k) for k in node.keys]
@@ -181,6 +209,18 @@ class _Query:
         once = f"WITH {name} AS MATERIALIZED (SELECT {columns} FROM {inner.joined()} WHERE {inner.where}) "
         return self.union_all("e", [rows.select([rows.expr(e) for e in p], node.attrs) for p in node.projections], node.attrs, once)
 
+    def renamed(self, node: ir.Project) -> None:
+        """A pushed column a projection renames is its input's; one that is a full join's key
+        (the first of its sides' keys that is not null) cuts both sides (`full`)."""
+        for c in node.columns:
+            i = self.pushed.get(c.attr.id)
+            column = None if i is None else _column(c.expr)
+            pair = None if i is None else _coalesced(c.expr)
+            if i is not None and column is not None:
+                self.pushed[column] = i
+            if i is not None and pair is not None:
+                self.coalesced[pair] = self.coalesced[pair[::-1]] = i
+
     def windowed(self, node: ir.Window) -> bool:
         """A window's rows are its child's. Its functions' values are read where each
         translates (`duck_sql`: a rank, an aggregate over the whole partition or a RANGE
@@ -194,6 +234,8 @@ class _Query:
             return False
         if self.ranked(node):
             return True
+        if not self.cut(node, node.partition):
+            self.pushed.clear()  # a partition holds rows of other keys: none may be cut below
         if not self.read(node.child):
             return False
         self.columns.update({c.attr.id: None for c in node.columns})
@@ -201,9 +243,11 @@ class _Query:
 
     def ranked(self, node: ir.Window) -> bool:
         """The window as a derived table of its child's rows with every function's value."""
-        inner = self.nested()
+        cut = self.cut(node, node.partition)
+        inner = self.nested(pushed=cut)
         if not inner.read(node.child) or inner.keyed:
             return False
+        inner.cut_rows(cut)
         values = {
             c.attr.id: inner.counted(node, c.expr) if isinstance(c.expr, ir.FrameCount) else inner.expr(c.expr, untied=node.untied)
             for c in node.columns
@@ -314,19 +358,23 @@ class _Query:
     def full(self, node: ir.Join) -> bool:
         """A full join: both sides as derived tables, joined on the join's condition, one
         FROM item (TPC-DS Q97's customers and items sold in one channel, the other or both)."""
-        left, right = self.derived(node.left), self.derived(node.right)
+        cuts = [{pair[j]: i for pair, i in self.coalesced.items() if pair in node.equi} for j in (0, 1)]
+        left, right = self.derived(node.left, cuts[0]), self.derived(node.right, cuts[1])
         on = None if left is None or right is None or node.cond is None else self.expr(node.cond)
         if on is None:
             return False
         self.scans.append(f"({left} FULL OUTER JOIN {right} ON {on})")
         return True
 
-    def derived(self, side: ir.Node) -> str | None:
+    def derived(self, side: ir.Node, cut: dict[int, int] | None = None) -> str | None:
         """An outer join's padded side as a derived table, whose own conditions stay inside
-        it, so they do not drop padded rows; its columns are read from it."""
-        inner = self.nested()
+        it, so they do not drop padded rows; its columns are read from it. A full join's
+        sides are `cut` to the wanted keys where its key is one (a row of either side meets
+        only rows with its key)."""
+        inner = self.nested(pushed=cut)
         if not inner.read(side) or inner.keyed:
             return None
+        inner.cut_rows(cut or {})
         alias = f"r{next(self.aliases)}"
         made = [a for a in side.output if inner.columns.get(a.id) is not None]
         self.columns.update({a.id: None for a in side.output})
@@ -443,6 +491,9 @@ class _Query:
             return None
         groups = table.why == GROUPS and wanted is not None
         matched = matched_keys(plan, table.keys, table.unique) if groups else tuple(range(len(table.keys)))
+        if wanted is not None and table.keys and not table.prefixes:  # rows below may be cut to the wanted keys (`cut`)
+            self.pushed = {k.id: i for i, k in enumerate(table.keys)}
+            self.renamed(plan)
         name = Inputs.name(table)
         if name in self.inputs:  # its own input: read whole, it holds the rows of the groups wanted here
             self.inputs = {**self.inputs, name: (*self.inputs[name], _kept(plan.child))}
@@ -710,6 +761,47 @@ class Inputs:
                 return Inputs._read(own)
             registered[name] = got.rename_columns(names)
         return Inputs._read(via, registered)
+
+
+def _column(e: ir.AnyExpr) -> int | None:
+    """The attribute an expression only reads (or renames), or None."""
+    if isinstance(e, ir.ColumnRef):
+        return e.attr.id
+    return e.column if isinstance(e, ir.Expr) else None
+
+
+def _coalesced(e: ir.AnyExpr) -> tuple[int, int] | None:
+    """(l, r) where `e` is the first of columns l and r that is not null, as Spark spells a
+    full join's key: `CASE WHEN l IS NOT NULL THEN l ELSE r END`, or `coalesce(l, r)`."""
+    tree = e.tree if isinstance(e, ir.Expr) else None
+    while tree is not None and tree.kind == "Alias":
+        tree = tree.children[0]
+    kids: tuple[Tree, ...] = () if tree is None else tree.children
+    if tree is not None and tree.kind == "CaseWhen" and len(kids) == 3 and kids[0].kind == "IsNotNull" and kids[0].children[0] == kids[1]:
+        pair = kids[1:]
+    elif tree is not None and tree.kind == "Coalesce" and len(kids) == 2:
+        pair = kids
+    else:
+        return None
+    ids = [k.id for k in pair if k.kind == "AttributeReference" and k.id is not None]
+    return (ids[0], ids[1]) if len(ids) == 2 else None
+
+
+def _origin(node: ir.Node, attr: int) -> int:
+    """The attribute of the rows below `node` that `node`'s output attribute `attr` copies,
+    through renames, group keys and the columns a window or filter passes on: an
+    aggregate's `item` and its `item AS key` are one column."""
+    while True:
+        if isinstance(node, ir.Filter | ir.Shared) or (isinstance(node, ir.Window) and all(c.attr.id != attr for c in node.columns)):
+            node = node.child
+            continue
+        if not isinstance(node, ir.Project | ir.Aggregate):
+            return attr
+        made = next((c.expr for c in node.columns if c.attr.id == attr), None)
+        column = None if made is None else _column(made)
+        if column is None or (isinstance(node, ir.Aggregate) and all(_column(k) != column for k in node.keys)):
+            return attr
+        node, attr = node.child, column
 
 
 def _held(table: SideTable) -> ir.Node:

@@ -608,6 +608,33 @@ def test_running_totals_over_an_untied_order_are_computed_again_by_duckdb(
     assert tied == []
 
 
+@pytest.mark.parametrize("key", ["coalesce(i.okey, o.okey)", "CASE WHEN i.okey IS NOT NULL THEN i.okey ELSE o.okey END"])
+def test_a_window_over_a_full_join_is_read_for_the_wanted_keys_only(
+    views: SparkSession, on_spark: list[str], duck_reads: list[str], key: str
+) -> None:
+    # TPC-DS Q51's shape: a window partitioned by a full join's key (the first of its sides'
+    # keys that is not null), over two aggregates grouped by that key (and a flag). The
+    # wanted partitions cut the rows below the window: both sides of the join, and the
+    # aggregates' inputs. Each kept row's rank reads its partition's other rows (orders 1
+    # and 5 have items of two flags); order 4 has no items (its row is the orders side's
+    # alone); order 3 is not wanted.
+    df = views.sql(
+        f"SELECT k, n FROM (SELECT k, n, rank() OVER (PARTITION BY k ORDER BY n) AS r FROM (SELECT {key} AS k,"
+        " coalesce(i.n, o.n) AS n FROM (SELECT okey, flag, sum(qty) AS n FROM ls_items GROUP BY okey, flag) i"
+        " FULL OUTER JOIN (SELECT okey, max(total) AS n FROM ls_orders GROUP BY okey) o ON i.okey = o.okey))"
+        " WHERE r = 1 AND k <> 3"
+    )
+    per_item = o.group(items(), lambda v: (v[1], v[3]), lambda vs: (sum(v[2] for v in vs),))
+    per_order = o.group(orders(), lambda v: (v[0],), lambda vs: (max(v[1] for v in vs),))
+    joined = o.join(per_item, per_order, lambda i, r: i[0] == r[0], "full", lw=3, rw=2)
+    keyed = o.select(joined, lambda v: (v[0] if v[0] is not None else v[3], v[2] if v[2] is not None else v[4]))
+    ranked = o.window(keyed, lambda v: (v[0],), lambda v: v[1], lambda i, n: (0, n), lambda rows, i: i + 1)
+    check(df, o.select(o.where(ranked, lambda v: v[2] == 1 and v[0] != 3), lambda v: v[:2]))
+    duck_reads.clear()
+    assert all_read_by_duckdb(df, on_spark)
+    assert max(q.count("IN (SELECT k0 FROM wanted)") for q in duck_reads) >= 5  # the window's, each side's, each aggregate's
+
+
 @pytest.mark.parametrize("rows", [True, False])
 def test_a_running_count_over_tied_rows(views: SparkSession, tied: list[str], rows: bool) -> None:
     # The items of orders 1 and 5 tie in `okey`. A ROWS frame's rows depend on how ties
