@@ -93,9 +93,10 @@ class _Query:
 
     def nested(self, columns: dict[int, str | None] | None = None, pushed: dict[int, int] | None = None) -> _Query:
         """A query inside this one (a derived table, an EXISTS), reading the same inputs; its
-        rows are cut to the wanted keys only by the `pushed` attributes given."""
+        rows are cut to the wanted keys only by the `pushed` attributes given (its own copy:
+        what it learns below, or clears, stays its own)."""
         return _Query(
-            self.sources, columns=columns or {}, aliases=self.aliases, inputs=self.inputs, strict=self.strict, pushed=pushed or {}
+            self.sources, columns=columns or {}, aliases=self.aliases, inputs=self.inputs, strict=self.strict, pushed=dict(pushed or {})
         )
 
     def cut(self, node: ir.Aggregate | ir.Window, keys: Sequence[ir.AnyExpr]) -> dict[int, int]:
