@@ -215,11 +215,12 @@ class _Query:
         (the first of its sides' keys that is not null) cuts both sides (`full`)."""
         for c in node.columns:
             i = self.pushed.get(c.attr.id)
-            column = None if i is None else _column(c.expr)
-            pair = None if i is None else _coalesced(c.expr)
-            if i is not None and column is not None:
+            if i is None:
+                continue
+            column, pair = _column(c.expr), _coalesced(c.expr)
+            if column is not None:
                 self.pushed[column] = i
-            if i is not None and pair is not None:
+            if pair is not None:
                 self.coalesced[pair] = self.coalesced[pair[::-1]] = i
 
     def windowed(self, node: ir.Window) -> bool:

@@ -242,7 +242,7 @@ def _quotient(into: tuple[int, int], a: tuple[str, tuple[int, int] | None], b: t
     numerator = f"({_unscaled(x, of, kind)} * '{10 ** max(shift, 0)}'::{kind})"
     divisor = f"(NULLIF({_unscaled(y, by, kind)}, 0) * '{10 ** max(-shift, 0)}'::{kind})"
     rounded = f"((2 * {numerator} + sign({numerator}) * abs({divisor})) // (2 * {divisor}))"
-    return f"CAST(CAST({rounded} AS DECIMAL({into[0]}, 0)) * {_power(-into[1])} AS DECIMAL({into[0]}, {into[1]}))"
+    return _scaled(rounded, into)
 
 
 def _unscaled(x: str, of: tuple[int, int], kind: str) -> str:
@@ -264,7 +264,12 @@ def _double_to_decimal(d: str, into: tuple[int, int] | None) -> str | None:
     averages a decimal of at most 11 digits so (`_integer_average`)."""
     if into is None:
         return None
-    return f"CAST(CAST(spark_unscaled({d}, {into[0]}, {into[1]}) AS DECIMAL({into[0]}, 0)) * {_power(-into[1])} AS DECIMAL({into[0]}, {into[1]}))"
+    return _scaled(f"spark_unscaled({d}, {into[0]}, {into[1]})", into)
+
+
+def _scaled(unscaled: str, into: tuple[int, int]) -> str:
+    """A decimal of type `into` from its unscaled integer (exact: DuckDB multiplies decimals exactly)."""
+    return f"CAST(CAST({unscaled} AS DECIMAL({into[0]}, 0)) * {_power(-into[1])} AS DECIMAL({into[0]}, {into[1]}))"
 
 
 def _casts(source: str | None, target: str) -> bool:
