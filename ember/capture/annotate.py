@@ -35,7 +35,10 @@ aggregate's input (`capture.local_sides`), its groups become a side table DuckDB
 (`local`): after the job, only the groups that reach the result; or beside the job,
 whole, where every group reaches it (`whole`: a global aggregate's one group, a distinct
 count's groups with no filter or limit above, an inner aggregate's groups in the lists
-of one whose groups all reach it, a join's groups).
+of one whose groups all reach it, a join's groups, and an aggregate's groups that reach
+it through no operator that drops a row: a full join's sides, a left join's kept side, a
+union, the input of a table read whole, as TPC-DS Q97's two channels' groups below its
+count).
 """
 
 from __future__ import annotations
@@ -390,6 +393,8 @@ class _Rewriter:
         return (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where
 
     def _joined(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
+        every = self.every_row  # an outer join passes each row of its kept sides on
+        self.keeps_every_row = every and node.kind in ("left", "full", "existence")
         left, lslots = self.rewrite(node.left)
         if node.kind == "anti":
             return replace(node, left=left), lslots
@@ -397,6 +402,7 @@ class _Rewriter:
         if witness is not None:
             semi = replace(node, left=left)
             return witness.marked(semi), (*lslots, witness.slot)
+        self.keeps_every_row = every and node.kind in ("right", "full")
         right, rslots = self.rewrite(node.right)
         if node.kind not in ("semi", "existence"):
             return replace(node, left=left, right=right), lslots + rslots
@@ -487,12 +493,15 @@ class _Rewriter:
     def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
         if node.domain:  # its rows carry no lineage: nothing below it is captured
             return node, ()
-        after = self.at_result and self._read_after(node)
+        # Every group reaches the result though not one for one (below a full join, or in
+        # the input of a table read whole): DuckDB reads them all, beside the job.
+        reached = not self.at_result and self.every_row and self._local(node.child)
+        after = reached or (self.at_result and self._read_after(node))
         # Spark runs no aggregate function (a list) beside a pandas UDAF in one aggregate
         inline = self.at_result and not after and self.bounded(node.child) and not node.python
         whole = after and self.every_row
         self.reaches_result = inline  # each input row lands in one group's list
-        self.keeps_every_row = inline and self.every_row
+        self.keeps_every_row = (inline or whole) and self.every_row  # and every group is kept
         nested, self.nested = self.nested, inline
         read_after, self.read_after = self.read_after, after
         # A rollup whose groups are a side table is indexed from its expand's input (`capture.rollup`).

@@ -102,8 +102,9 @@ class Started:
 
 def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
     """Side tables that can run beside the job, started: those the job's result alone points
-    at without keys (scalar subqueries, global aggregates: nothing to cut them to) or at
-    every group of (`SideTable.whole`, read by DuckDB: nothing cut either), whose
+    at without keys (scalar subqueries, global aggregates: nothing to cut them to), and
+    those whose every group is wanted, whichever rows point at them (`SideTable.whole`,
+    read by DuckDB: nothing cut either; TPC-DS Q97's groups below a table read so), whose
     rows come back through the result channel and that share no cached subplan with the
     job (the job fills the cache; run beside it, the table would compute the subplan
     again, and a nondeterministic one could give other rows). A `local` one is read by
@@ -115,8 +116,7 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
         t
         for t in annotated.tables
         if not t.inline
-        and (not t.keys or (t.whole and t.local))
-        and not referrers[t.id]
+        and ((not t.keys and not referrers[t.id]) or (t.whole and t.local))
         and (small or t.bounded)
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]

@@ -449,7 +449,35 @@ def test_a_global_aggregate_over_a_full_join_of_groups(views: SparkSession, answ
     check(df, o.group(joined, lambda v: (), lambda vs: (len(vs), sum(v[0] is None for v in vs)), global_=True))
     answered.clear()
     ember.capture(df, strategy="inject")
-    assert answered == ["aggregate groups"] * 2  # the one group, beside the job; then the items' groups
+    # The one group and, whole, the items' groups (every one reaches it through the full
+    # join), both beside the job.
+    assert sorted(answered) == ["aggregate groups", "aggregate groups, whole"]
+
+
+@pytest.mark.parametrize("kind", ["LEFT JOIN", "UNION ALL"])
+def test_groups_every_row_reaches_are_read_whole_beside_the_job(views: SparkSession, answered: list[str], kind: str) -> None:
+    # Below a global aggregate read whole, every group of a join's kept side (or of a
+    # union's inputs) reaches its one row: read whole, beside the job. A left join's
+    # padded side keeps only the groups it matched: read for those after the job.
+    a = "SELECT okey, sum(qty) AS q FROM ls_items WHERE flag = 'a' GROUP BY okey"
+    b = "SELECT okey, count(*) AS q FROM ls_items WHERE flag = 'b' GROUP BY okey"
+    per_okey = lambda flag, agg: o.group(  # noqa: E731
+        o.where(items(), lambda i: i[3] == flag), lambda v: (v[1],), lambda vs: (agg([v[2] for v in vs]),)
+    )
+    ga, gb = per_okey("a", sum), per_okey("b", len)
+    if kind == "LEFT JOIN":
+        df = views.sql(f"SELECT count(*) AS n, sum(b.q) AS q FROM ({a}) a LEFT JOIN ({b}) b ON a.okey = b.okey")
+        rows = o.select(o.join(ga, gb, lambda x, y: x[0] == y[0], kind="left", rw=2), lambda v: (v[3],))
+        expected = ["aggregate groups", "aggregate groups", "aggregate groups, whole"]
+    else:
+        df = views.sql(f"SELECT count(*) AS n, sum(q) AS q FROM ({a} UNION ALL {b})")
+        rows = o.select(ga + gb, lambda v: (v[1],))
+        expected = ["aggregate groups", "aggregate groups, whole", "aggregate groups, whole"]
+    total = lambda vs: (len(vs), sum(v[0] for v in vs if v[0] is not None))  # noqa: E731
+    check(df, o.group(rows, lambda v: (), total, global_=True))
+    answered.clear()
+    ember.capture(df, strategy="inject")
+    assert sorted(answered) == expected
 
 
 def test_a_scalar_subquery_over_a_global_aggregate(views: SparkSession, answered: list[str]) -> None:
