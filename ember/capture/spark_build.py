@@ -14,6 +14,7 @@ import inspect
 import itertools
 import json
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,9 @@ class Builder:
     keys: pa.Table | DataFrame | None = None
     # Side table id → what a partition map's wrapped function reports to it (`_reporting`).
     reports: dict[int, Accumulator[list[Any]]] = field(default_factory=dict)
+    # Held while a plan is built: a table run beside the job is built on its own thread
+    # when DuckDB could not read it (`capture.sides`).
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
@@ -74,7 +78,8 @@ class Builder:
     def dataframe(self, node: ir.Node) -> DataFrame:
         """The built plan as a DataFrame Spark neither analyzes nor optimizes again
         (`Prepared.java`): it is built resolved, of pieces Spark optimized for the import."""
-        return self._prepared(self.build(node))
+        with self.lock:
+            return self._prepared(self.build(node))
 
     def _prepared(self, plan: JObj) -> DataFrame:
         jdf = javac.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, plan)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.capture.capture import DRIVER_RIDS
+from ember.capture.spark_build import Builder
 from ember.errors import EmberError
 from ember.store.parts import Parts
 from tests.oracle import rows as o
@@ -117,3 +121,25 @@ def test_a_scalar_subquery_runs_beside_the_job(views: SparkSession, bound: int) 
     o.assert_same_lineage(lin, expected)
     (table,) = [t for t in lin._index.tables if t.why == "scalar subquery"]
     assert table.rows == (1 if expected else 0)  # its one row, which lists the aggregate's input
+
+
+@pytest.mark.parametrize("stored", ["parquet", "memory"])
+def test_a_table_beside_the_job_is_built_for_spark_only_where_duckdb_cannot_read_it(
+    views: SparkSession, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stored: str
+) -> None:
+    """A global aggregate joined to the rows (TPC-DS Q88 joins eight) has its one group read
+    beside the job: by DuckDB from Parquet, with no Spark plan built for it (one was, ~20 ms
+    each, before the job); from memory DuckDB cannot, and Spark computes it, built on the
+    thread beside the job."""
+    view = "side_t"
+    if stored == "parquet":
+        pq.write_table(pa.table({"k": [k for k, _ in T], "v": [v for _, v in T]}), tmp_path / "t.parquet")
+        views.read.parquet(str(tmp_path / "t.parquet")).createOrReplaceTempView(view := "side_tp")
+    built: list[int] = []
+    build = Builder.dataframe
+    monkeypatch.setattr(Builder, "dataframe", lambda self, node: built.append(1) or build(self, node))
+    df = views.sql(f"SELECT t.k, t.v FROM {view} t CROSS JOIN (SELECT max(v) AS top FROM {view}) m WHERE t.v > m.top - 10")
+    lin = ember.capture(df, strategy="inject")
+    whole = frozenset((view, i) for i in range(len(T)))
+    o.assert_same_lineage(lin, [(v, lin_ | whole) for v, lin_ in o.where(o.scan(view, T), lambda v: v[1] > max(v for _, v in T) - 10)])
+    assert len(built) == (1 if stored == "parquet" else 2)  # the job's plan, and the table's from memory
