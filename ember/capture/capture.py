@@ -134,7 +134,7 @@ def capture(
         _, (user, index) = _guessed(
             annotated,
             lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
-            lambda a: run_annotated(jvm, a, names, numbered, staging),
+            lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan),
         )
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
@@ -214,13 +214,15 @@ def run_annotated(
     sources: dict[str, Source],
     staging: str | None = None,
     small: bool = False,
+    imported: ir.Node | None = None,
 ) -> tuple[pa.Table, LineageIndex]:
     """Runs an annotated plan over numbered sources: its output rows and their lineage index.
 
     `small` side tables (a re-run over a few rows) come back through the driver, which
     costs less than a committed Parquet write when they hold a handful of rows.
+    `imported`: the plan import made, which the rewrite took (`Builder.imported`).
     """
-    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small)
+    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported)
     user = pa.table(result.columns[: len(names)], names=names)
     return user, _indexed(result, annotated, side_data, same)
 
@@ -242,6 +244,7 @@ def _run(
     sources: dict[str, Source],
     staging: str | None,
     small: bool = False,
+    imported: ir.Node | None = None,
 ) -> tuple[pa.Table, list[SideRows], dict[int, int]]:
     """The rewritten job's rows (its columns, then the slots), each side table's rows
     (None for a table whose rows ride in the job's result, `Staged` for one the executors
@@ -249,7 +252,7 @@ def _run(
 
     Side tables read the sources again, so the files must be as they were when the plan
     was read: checked after the last job."""
-    builder = Builder(jvm, sources)
+    builder = Builder(jvm, sources, imported=imported)
     try:
         job = builder.dataframe(annotated.plan)
         started = sides.start(builder, annotated, small)
@@ -279,7 +282,7 @@ def _deferred(
     annotated, (result, side_data, same) = _guessed(
         annotated,
         lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
-        lambda a: _run(jvm, a, numbered, staging),
+        lambda a: _run(jvm, a, numbered, staging, imported=plan),
     )
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = _indexed(result, annotated, side_data, same)

@@ -1,10 +1,13 @@
 """ember IR → Spark logical plan (the execution edge).
 
-Nodes ember did not change are rebuilt from their own Catalyst node with new
-children, so Spark runs what the user wrote; the few nodes the rewrite extends
-(projections, aggregates, unions, expands, numbered scans) are constructed with
-Catalyst's own constructors, keeping every attribute's exprId so parents still
-resolve. The finished plan is turned into a DataFrame once, at the top.
+A subtree the rewrite left as import made it is the optimized plan's own, so its
+Catalyst node is used whole, runtime filters included (rebuilding it cost a few py4j
+round trips a node, and most of a job's plan is such subtrees). Other nodes ember did
+not change are rebuilt from their own Catalyst node with new children, so Spark runs
+what the user wrote; the few nodes the rewrite extends (projections, aggregates,
+unions, expands, numbered scans) are constructed with Catalyst's own constructors,
+keeping every attribute's exprId so parents still resolve. The finished plan is turned
+into a DataFrame once, at the top.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ class Builder:
     # Held while a plan is built: a table run beside the job is built on its own thread
     # when DuckDB could not read it (`capture.sides`).
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    # The plan import made (the rewrite's input): a node of it that the rewrite returned as
+    # it was, the same object, stands for its whole subtree unchanged.
+    imported: ir.Node | None = field(default=None, repr=False)
+    _unchanged: frozenset[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._unchanged = frozenset(map(id, ir.walk(self.imported))) if self.imported is not None else frozenset()
 
     def release(self) -> None:
         """Drops the cached subplans once the job and its side tables have run."""
@@ -86,7 +96,11 @@ class Builder:
         return DataFrame(jdf, self.jvm.spark)
 
     def build(self, node: ir.Node) -> JObj:
-        plan: JObj = getattr(self, f"_{type(node).__name__}")(node)
+        handle = getattr(node, "handle", None)
+        if handle is not None and id(node) in self._unchanged:
+            plan: JObj = handle
+        else:
+            plan = getattr(self, f"_{type(node).__name__}")(node)
         output = plan.output()
         for i, expr_id in enumerate(output_ids(output)):
             self.attrs.pop(expr_id, None)
