@@ -64,8 +64,9 @@ class Builder:
     # Held while a plan is built: a table run beside the job is built on its own thread
     # when DuckDB could not read it (`capture.sides`).
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
-    # The plan import made (the rewrite's input): a node of it that the rewrite returned as
-    # it was, the same object, stands for its whole subtree unchanged.
+    # The plan import made: a node of it that the rewrite returned as it was (the same
+    # object; one made again with `dataclasses.replace` keeps the handle but is not it)
+    # stands for its whole subtree unchanged.
     imported: ir.Node | None = field(default=None, repr=False)
     _unchanged: frozenset[int] = field(init=False, repr=False)
 
