@@ -29,6 +29,7 @@ from ember.store.columns import sorted_unique
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.index import LineageIndex
 from ember.store.kept import KEEP_SHARE, held_copies, rows_to_keep
+from ember.store.later import materialized
 
 EXPORT_FORMAT = "ember-lineage-json"
 _HOLDING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-rows")
@@ -95,9 +96,11 @@ class Lineage:
 
     def _hold(self, share: float) -> None:
         """Copies the rows the whole output reaches in local Parquet sources, where they are at
-        most a `share` of them, so a trace's rows are not decoded from scattered pages."""
+        most a `share` of them, so a trace's rows are not decoded from scattered pages. Not
+        where a side table is read at trace time (`store.later`): finding what the output
+        reaches would read it whole, on the cores of the user's next job."""
         index = self._index
-        if index.built_remotely or not any(s.kind == "parquet" for s in self._named.values()):
+        if index.built_remotely or index.later or not any(s.kind == "parquet" for s in self._named.values()):
             return
         reached = index.backward(np.arange(self._output.num_rows, dtype=np.int64))
         held = held_copies(self._named.values(), reached, share)
@@ -234,7 +237,8 @@ class Lineage:
         those rows, so traces with rows need not decode the source's pages (0 keeps none).
         A lineage whose levels the executors built keeps no copies: finding what it
         reaches would read it whole on the driver. Those levels' parts are linked into
-        the store where it shares their disk, else copied.
+        the store where it shares their disk, else copied. Side tables left to traces
+        (`store.later`) are read whole into the store.
         """
         if self._holding is not None and keep_rows > 0:
             wait([self._holding])  # its copies are the store's: not read twice at once
@@ -250,7 +254,8 @@ class Lineage:
             "text": {s.key: s.data.recipe() for s in sources if s.kind in COUNTED and s.data is not None},
         }
         copies = {k: t for k, t in kept.items() if t is not None}
-        stored = Stored(self._output.drop_columns([OID]), self._index, sources, info, self._groupings, copies)
+        index = materialized(self._index)
+        stored = Stored(self._output.drop_columns([OID]), index, sources, info, self._groupings, copies)
         write_store(path, stored, overwrite)
         self.store = path
 

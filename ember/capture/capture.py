@@ -43,6 +43,10 @@ STRATEGIES = ("auto", "inject", "defer")
 # Spark setting: how many rids of lineage may come back through the driver (default
 # `annotate.INLINE_RIDS`); past it, or everywhere with 0, the executors write and index it.
 DRIVER_RIDS = "spark.ember.driverRids"
+# Spark setting: past how many scanned rows a side table every group of which reaches the
+# result is read by the traces that reach it rather than beside the job (`store.later`;
+# default `sides.AT_TRACE_ROWS`).
+AT_TRACE_ROWS = "spark.ember.atTraceRows"
 _DEFERRED = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-defer")
 _IMPORTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-import")
 
@@ -86,6 +90,15 @@ def capture(
     `workload` (`ember.Workload`) declares which sources traces will name and which
     source rows matter; everything else is left out of the capture.
 
+    A side table every group of which reaches the result (an aggregate under another that
+    lists its groups, as TPC-H Q13's orders per customer; an aggregate over joins of three
+    or more scans, Q5, Q7, Q8, Q9), which DuckDB would read whole beside the job, is left
+    to the traces that reach it where its scans hold over 1,048,576 rows (the session's
+    `spark.ember.atTraceRows` sets the bound; a larger one reads more of them at capture):
+    the lineage keeps its groups' keys, and a backward trace reads the groups it reaches,
+    for their keys only, from the sources, which must be unchanged since capture (a
+    forward trace, a trace reaching most groups and `save` read the table whole, once).
+
     Where the whole output reaches at most a `keep_rows` share of a local Parquet
     source's rows (and at most 100,000 of them), the lineage copies those rows into
     memory in a background thread once the job has returned, so a trace's rows are not
@@ -100,6 +113,7 @@ def capture(
         _check_target(write_to, format)
     jvm = Jvm.of(df, "ember.capture")
     bound = driver_rids(jvm)
+    at_trace = _count_setting(jvm, AT_TRACE_ROWS, sides.AT_TRACE_ROWS)
     user: pa.Table | None = None
     if strategy == "defer":
         user, (plan, sources) = _overlapped(jvm, df)
@@ -134,7 +148,7 @@ def capture(
         _, (user, index) = _guessed(
             annotated,
             lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
-            lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan),
+            lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace),
         )
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
@@ -149,7 +163,7 @@ def capture(
         )
     else:
         user = df.toArrow() if user is None else user
-        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound)
+        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound, at_trace)
         lineage = Lineage(
             user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan), hold_rows=keep_rows
         )
@@ -215,14 +229,16 @@ def run_annotated(
     staging: str | None = None,
     small: bool = False,
     imported: ir.Node | None = None,
+    at_trace: int | None = None,
 ) -> tuple[pa.Table, LineageIndex]:
     """Runs an annotated plan over numbered sources: its output rows and their lineage index.
 
     `small` side tables (a re-run over a few rows) come back through the driver, which
     costs less than a committed Parquet write when they hold a handful of rows.
     `imported`: the plan import made, which the rewrite took (`Builder.imported`).
+    `at_trace`: scanned rows past which a table read whole is left to traces (None: none is).
     """
-    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported)
+    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported, at_trace)
     user = pa.table(result.columns[: len(names)], names=names)
     return user, _indexed(result, annotated, side_data, same)
 
@@ -245,6 +261,7 @@ def _run(
     staging: str | None,
     small: bool = False,
     imported: ir.Node | None = None,
+    at_trace: int | None = None,
 ) -> tuple[pa.Table, list[SideRows], dict[int, int]]:
     """The rewritten job's rows (its columns, then the slots), each side table's rows
     (None for a table whose rows ride in the job's result, `Staged` for one the executors
@@ -255,7 +272,7 @@ def _run(
     builder = Builder(jvm, sources, imported=imported)
     try:
         job = builder.dataframe(annotated.plan)
-        started = sides.start(builder, annotated, small)
+        started = sides.start(builder, annotated, small, at_trace)
         result = job.toArrow()
         data, same = sides.fetch(builder, annotated, result, staging, small, started)
     finally:
@@ -273,6 +290,7 @@ def _deferred(
     user: pa.Table,
     workload: Workload,
     bound: int | None,
+    at_trace: int,
 ) -> tuple[LineageIndex, list[Source], tuple[Grouping, ...]]:
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
     for s in sources.values():
@@ -282,7 +300,7 @@ def _deferred(
     annotated, (result, side_data, same) = _guessed(
         annotated,
         lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
-        lambda a: _run(jvm, a, numbered, staging, imported=plan),
+        lambda a: _run(jvm, a, numbered, staging, imported=plan, at_trace=at_trace),
     )
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
     index = _indexed(result, annotated, side_data, same)
@@ -336,16 +354,21 @@ def _guessed(
 def driver_rids(jvm: Jvm) -> int | None:
     """The session's `spark.ember.driverRids`, if set (None: ember's default); read once
     per capture, as Defer's background capture may run after the session changed it."""
-    value = jvm.spark.conf.get(DRIVER_RIDS, None)
+    return _count_setting(jvm, DRIVER_RIDS, None)
+
+
+def _count_setting(jvm: Jvm, key: str, default: T) -> int | T:
+    """A session setting that counts rows or rids (`default` where it is not set)."""
+    value = jvm.spark.conf.get(key, None)
     if value is None:
-        return None
+        return default
     try:
-        rids = int(value)
+        count = int(value)
     except ValueError:
-        rids = -1
-    if rids < 0:
-        raise EmberError(f"{DRIVER_RIDS} must be a count of rids (0 or more), not {value!r}")
-    return rids
+        count = -1
+    if count < 0:
+        raise EmberError(f"{key} must be a count (0 or more), not {value!r}")
+    return count
 
 
 def _check_target(path: str, format: str) -> None:

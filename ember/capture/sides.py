@@ -33,13 +33,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ember.capture import local_sides
-from ember.capture.annotate import Annotated, RefSlot, SideTable, Slot
+from ember.capture.annotate import Annotated, RefSlot, RidSlot, SideTable, Slot, input_rows
 from ember.capture.spark_build import Builder
 from ember.capture.untie import Tied, computes_again
+from ember.errors import EmberError
+from ember.fetch.rows import check_unchanged
 from ember.plan import ir
 from ember.plan.sources import Source
 from ember.store.columns import expand_ranges
-from ember.store.index import SideRows, holders, inline_rows
+from ember.store.index import KeyRows, SideRows, holders, inline_rows
+from ember.store.later import Reader, key_rows
 from ember.store.spark_index import Scratch, Staged, distributable, stage
 
 Keys: TypeAlias = pa.Table | DataFrame | None  # wanted keys: on the driver, or on the cluster
@@ -48,6 +51,9 @@ Keys: TypeAlias = pa.Table | DataFrame | None  # wanted keys: on the driver, or 
 # cost more than it saves. (A semi join's witnesses are always computed from the keys.)
 MAX_KEYS = 1_000_000
 LOCAL_ROWS = 1 << 20  # rows DuckDB may read of a table guessed too big for the driver
+# Past this many rows in its scans, a table read whole beside the job is read by traces
+# instead (`store.later`).
+AT_TRACE_ROWS = 1 << 20
 
 _BESIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ember-side")
 
@@ -98,9 +104,10 @@ class Started:
     tables: dict[int, Future[pa.Table | None]]
     inputs: local_sides.Inputs
     same: dict[int, int]  # table id → the table whose read gives its rows (`local_sides.same_rows`)
+    later: set[int]  # tables read at trace time (`read_at_trace`)
 
 
-def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
+def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | None = None) -> Started:
     """Side tables that can run beside the job, started: those the job's result alone points
     at without keys (scalar subqueries, global aggregates: nothing to cut them to), and
     those whose every group is wanted, whichever rows point at them (`SideTable.whole`,
@@ -110,12 +117,15 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
     again, and a nondeterministic one could give other rows). A `local` one is read by
     DuckDB (None if it cannot be, and it waits for the waves). Whether the result points
     at them at all is known after the job (`fetch` then drops their rows if not). So do
-    the aggregate inputs two side tables read (`local_sides.Inputs`)."""
+    the aggregate inputs two side tables read (`local_sides.Inputs`). Tables left to
+    traces (`read_at_trace`, past `at_trace` scanned rows) are not read at all."""
     referrers = _referrers(annotated)
+    later = set() if small or at_trace is None else {t.id for t in annotated.tables if read_at_trace(t, builder.sources, at_trace)}
     early = [
         t
         for t in annotated.tables
         if not t.inline
+        and t.id not in later
         and ((not t.keys and not referrers[t.id]) or (t.whole and t.local))
         and (small or t.bounded)
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
@@ -138,7 +148,39 @@ def start(builder: Builder, annotated: Annotated, small: bool) -> Started:
             started[t.id] = _BESIDE.submit(_either, t, builder.sources, job)
     inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
     inputs.start(_BESIDE)
-    return Started(started, inputs, same)
+    return Started(started, inputs, same, later)
+
+
+def read_at_trace(table: SideTable, sources: dict[str, Source], rows: int = AT_TRACE_ROWS) -> bool:
+    """Whether a table is read by the traces that reach it, not at capture (`store.later`):
+    one DuckDB would read whole beside the job, over more than `rows` scanned rows, whose
+    rows hold rids only (no refs to tables below, no keys to turn into rids)."""
+    return (
+        table.whole
+        and table.local
+        and table.bounded
+        and bool(table.keys)
+        and not table.prefixes
+        and not table.order
+        and all(isinstance(s, RidSlot) and s.key_column is None for s in table.slots)
+        and input_rows(table.plan) > rows
+        and local_sides.same_rows(table, sources) is not None
+    )
+
+
+def _reader(table: SideTable, sources: dict[str, Source]) -> Reader:
+    """What reads a table's rows at trace time, once its sources are checked unchanged."""
+    read = [sources[n.source.key] for n in ir.walk_all(table.plan) if isinstance(n, ir.Scan)]
+
+    def rows(wanted: pa.Table | None) -> pa.Table:
+        for source in read:
+            check_unchanged(source)
+        found = local_sides.side_table(table, wanted, sources)
+        if found is None:
+            raise EmberError(f"DuckDB could not read the lineage of the {table.why} this trace reaches")
+        return found
+
+    return rows
 
 
 def _renamed(rows: Future[pa.Table | None], table: SideTable) -> pa.Table | None:
@@ -172,7 +214,8 @@ def fetch(
     started: Started | None = None,
 ) -> tuple[list[SideRows], dict[int, int]]:
     """Each side table's rows that the result reaches (None for a table whose rows ride in
-    the result itself as a list slot; `Staged` for one the executors keep), and which
+    the result itself as a list slot; `Staged` for one the executors keep; `KeyRows` for one
+    read at trace time), and which
     tables got the rows of another's read (table id → that table's id).
 
     Tables run in waves: every table whose referrers are all fetched runs in the same
@@ -181,7 +224,7 @@ def fetch(
     tables = annotated.tables
     wanted = {t.id: _Wanted() for t in tables}
     _note(wanted, result, annotated.slots)
-    data: dict[int, pa.Table | Staged] = {}
+    data: dict[int, pa.Table | Staged | KeyRows] = {}
     listed: set[int] = set()
 
     def note_lists() -> None:
@@ -216,7 +259,10 @@ def fetch(
                 if t.reported:
                     data[t.id] = _reported(builder, t, wanted[t.id].distinct())
                     _note(wanted, data[t.id], t.slots)
-            wave = [t for t in wave if not t.reported]
+            for t in wave:
+                if started is not None and t.id in started.later and isinstance(k := wanted[t.id].distinct(), pa.Table):
+                    data[t.id] = key_rows(t, k, _reader(t, builder.sources))
+            wave = [t for t in wave if t.id not in data]
             keys = {t.id: wanted[t.id].distinct() for t in wave}
             reads.batch([(t, k) for t in wave if (small or t.bounded) and isinstance(k := keys[t.id], pa.Table) and k.num_rows])
             runs = [pool.submit(builder.jvm.threaded(_job(builder, t, keys[t.id], small, scratch, reads))) for t in wave]

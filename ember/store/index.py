@@ -14,8 +14,8 @@ down from the output, forward traces mark rows bottom up. No Spark job, no per-r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeAlias
 
 import duckdb
@@ -51,12 +51,32 @@ class Level:
 
 _Found: TypeAlias = tuple[np.ndarray, np.ndarray | None]  # rids, and the output row each is traced for
 _Hits: TypeAlias = tuple[np.ndarray, np.ndarray, np.ndarray]  # probe row, its group's start and end
+Expanded: TypeAlias = tuple[Level, np.ndarray, np.ndarray, np.ndarray | None]  # level, its ranges, their rows' owners
+
+
+class Deferred(Protocol):
+    """A side table read when a trace reaches it (`store.later`): its level holds one row per
+    group the lineage points at, and those groups' rows are read from the sources then."""
+
+    def expanded(self, start: np.ndarray, end: np.ndarray, owners: np.ndarray | None) -> Expanded:
+        """The groups of the level's rows `[start, end)` as ranges of a level read for them
+        (`owners`: one per row of the ranges, as `_visit` takes them)."""
+        ...
+
+    def marked(self, source: str, rids: np.ndarray) -> np.ndarray:
+        """Per row of the level: whether its group holds any of `rids` of `source`."""
+        ...
+
+    def whole(self) -> tuple[Level, np.ndarray, np.ndarray]:
+        """The table read whole: its level, and each row's group as a range of it."""
+        ...
 
 
 @dataclass(frozen=True)
 class LineageIndex:
     output: Level
     tables: tuple[Level, ...]  # by side-table id; a table only points at lower ids
+    later: Mapping[int, Deferred] = field(default_factory=dict)  # tables read at trace time, by id
 
     @property
     def nbytes(self) -> int:
@@ -102,19 +122,25 @@ class LineageIndex:
                 start, end = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
                 if owners is None:
                     start, end = merge(start, end)
-                    _visit(self.tables[tid], start, end, None, found, pending)
+                    _visit(*self._level(tid, start, end, None), found, pending)
                     continue
                 owner = np.concatenate([p[2] for p in parts if p[2] is not None])
                 start, end, owner = _merge_owned(start, end, owner, self.tables[tid].rows)
-                _visit(self.tables[tid], start, end, np.repeat(owner, end - start), found, pending)
+                _visit(*self._level(tid, start, end, np.repeat(owner, end - start)), found, pending)
         return found
+
+    def _level(self, tid: int, start: np.ndarray, end: np.ndarray, owners: np.ndarray | None) -> Expanded:
+        """What a walk visits for table `tid`'s rows `[start, end)`."""
+        later = self.later.get(tid)
+        return (self.tables[tid], start, end, owners) if later is None else later.expanded(start, end, owners)
 
     def forward(self, source: str, rids: np.ndarray) -> np.ndarray:
         """Sorted oids of the output rows whose lineage holds any of `rids` of `source`."""
         rids = sorted_unique([np.asarray(rids, dtype=np.int64)])
         marks: list[np.ndarray] = []
-        for level in self.tables:
-            marks.append(_marked(level, source, rids, marks))
+        for tid, level in enumerate(self.tables):
+            later = self.later.get(tid)
+            marks.append(_marked(level, source, rids, marks) if later is None else later.marked(source, rids))
         return np.flatnonzero(_marked(self.output, source, rids, marks)).astype(np.int64)
 
 
@@ -160,6 +186,11 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return start[np.concatenate(([True], breaks))], e[np.concatenate((breaks, [True]))]
 
 
+def marked_rows(level: Level, source: str, rids: np.ndarray) -> np.ndarray:
+    """Per row of a level whose rows point at no table: whether it holds any of `rids`."""
+    return _marked(level, source, rids, [])
+
+
 def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]) -> np.ndarray:
     hit = np.zeros(level.rows, dtype=bool)
     for key, col in level.rids:
@@ -186,7 +217,7 @@ def map_columns(index: LineageIndex, fn: Callable[[IntColumn], IntColumn]) -> Li
         refs = tuple(Ranges(r.table, fn(r.start), fn(r.end)) for r in lv.refs)
         return Level(lv.rows, rids, refs, lv.why)
 
-    return LineageIndex(level(index.output), tuple(level(t) for t in index.tables))
+    return replace(index, output=level(index.output), tables=tuple(level(t) for t in index.tables))
 
 
 # --- building -----------------------------------------------------------------
@@ -216,7 +247,16 @@ class Remote(Protocol):
     def groups_of(self, table: SideTable, wanted: pa.Table) -> pa.Table: ...
 
 
-SideRows: TypeAlias = pa.Table | Remote | None
+@dataclass(frozen=True)
+class KeyRows:
+    """A side table read at trace time: one row per group the lineage points at (its keys,
+    no lineage), sorted as `order_by` sorts, and what reads those groups then."""
+
+    rows: pa.Table
+    later: Deferred
+
+
+SideRows: TypeAlias = pa.Table | Remote | KeyRows | None
 Groups: TypeAlias = pa.Table | Remote | Sets  # a table's groups, as refs to it are resolved
 
 
@@ -232,7 +272,8 @@ def build_index(
 
     A table whose rows rode in the result (`data` None) is a list slot flattened: already
     grouped by the row that holds the list, so its ranges are the lists' offsets. A
-    `Remote` table's level is built by the executors. Tables with the `same` rows (table
+    `Remote` table's level is built by the executors. A `KeyRows` table's level holds its
+    groups' keys only, a row each; traces read the groups (`LineageIndex.later`). Tables with the `same` rows (table
     id → a label shared by the tables read as one) whose refs point at tables alike too
     are one table: refs to a later one point at the first one's level, and the later one's
     level is left empty (TPC-DS Q14's `cross_items`, read twice per channel, is indexed and
@@ -243,10 +284,12 @@ def build_index(
     levels: list[Level] = []
     alias: dict[int, int] = {}
     first: dict[int, int] = {}  # `same` rows → the first table indexed with them
-    fetched = {t.id: d for t, d in zip(tables, data, strict=True) if isinstance(d, pa.Table)}
+    later = {t.id: d.later for t, d in zip(tables, data, strict=True) if isinstance(d, KeyRows)}
+    read = [d.rows if isinstance(d, KeyRows) else d for d in data]
+    fetched = {t.id: d for t, d in zip(tables, read, strict=True) if isinstance(d, pa.Table)}
     flat = inline_rows(output, output_slots, tables, fetched, sort=True)
     spans = {tid: span for tid, (_, span) in flat.items()}
-    for table, arrow in zip(tables, data, strict=True):
+    for table, arrow in zip(tables, read, strict=True):
         if arrow is not None and not isinstance(arrow, pa.Table):
             level = arrow.level(table, groups, tables, [levels[alias.get(i, i)] for i in range(len(levels))], compress)
             levels.append(replace(level, refs=tuple(replace(r, table=alias.get(r.table, r.table)) for r in level.refs)))
@@ -259,16 +302,30 @@ def build_index(
             levels.append(Level(0, (), (), f"{table.why} (as table {earlier})"))
             groups.append(groups[earlier])
             continue
-        if arrow is None:
-            ordered = flat[table.id][0]
-        else:
-            in_order = arrow.schema.metadata == SORTED or _in_order(arrow, order_by(table))
-            ordered = arrow if in_order else sorted_rows(con, arrow, order_by(table))
+        ordered = flat[table.id][0] if arrow is None else _ordered(con, arrow, table)
         levels.append(_level(con, ordered, table.slots, groups, tables, levels, table.why, compress, spans, alias))
         groups.append(_grouped(con, ordered, table))
     out = _level(con, output, output_slots, groups, tables, levels, "output", compress, spans, alias)
     con.close()
-    return LineageIndex(out, tuple(levels))
+    return LineageIndex(out, tuple(levels), later)
+
+
+def _ordered(con: duckdb.DuckDBPyConnection, arrow: pa.Table, table: SideTable) -> pa.Table:
+    """A side table's rows sorted as `order_by` sorts (unless they came so)."""
+    in_order = arrow.schema.metadata == SORTED or _in_order(arrow, order_by(table))
+    return arrow if in_order else sorted_rows(con, arrow, order_by(table))
+
+
+def leaf_level(con: duckdb.DuckDBPyConnection, rows: pa.Table, table: SideTable) -> tuple[Level, pa.Table]:
+    """The level of a side table whose rows hold rids only, and its groups (keys, `__s`, `__e`)."""
+    ordered = _ordered(con, rows, table)
+    level = _level(con, ordered, table.slots, [], (), [], table.why, True, {}, {})
+    return level, _groups(con, ordered, [k.name for k in table.keys])
+
+
+def group_ranges(con: duckdb.DuckDBPyConnection, keys: pa.Table, groups: pa.Table) -> _Hits:
+    """The rows of `keys` that name a group (as refs are resolved), with its row range."""
+    return _hits(con, keys, np.ones(keys.num_rows, dtype=bool), groups)
 
 
 def _alike(table: SideTable, earlier: SideTable, alias: dict[int, int]) -> bool:

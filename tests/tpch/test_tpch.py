@@ -24,6 +24,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
+from ember.capture.capture import AT_TRACE_ROWS
 from ember.tpch import QUERIES
 from tests.oracle.compare import (
     OID,
@@ -49,7 +50,7 @@ MULTI_OIDS = 5  # one backward trace over several output rows at once
 
 def check_lineage(
     df: DataFrame, n: int, expected: pa.Table, rows: dict[str, int], rng: random.Random, strategy: str
-) -> None:
+) -> ember.Lineage:
     keys, sources = KEYS[n], SOURCES[n]
     plain = df.toArrow()
     lin = ember.capture(df, strategy=strategy)
@@ -99,6 +100,7 @@ def check_lineage(
             got = lin.forward(source, ids=[rid]).ids()
             want = expected_forward(index, rid)
             assert np.array_equal(got, want), _diff(f"forward {source} rid {rid}", got, want)
+    return lin
 
 
 def _diff(what: str, got: np.ndarray, want: np.ndarray) -> str:
@@ -125,6 +127,27 @@ def test_tpch_lineage(
     df = tpch_sql(spark, n) if style == "sql" else DF[n](spark)
     strategy, offset = STYLES[style]
     check_lineage(df, n, tpch_oracle(n), table_rows, random.Random(SEED + offset + n), strategy)
+
+
+AT_TRACE = [5, 7, 8, 9, 13, 16]  # a table DuckDB reads whole beside the job (`store.later`)
+
+
+@pytest.mark.parametrize("n", AT_TRACE)
+def test_tpch_lineage_read_at_trace(
+    spark: SparkSession,
+    tpch: Path,
+    tpch_oracle: Callable[[int], pa.Table],
+    table_rows: dict[str, int],
+    n: int,
+) -> None:
+    """Those tables left to the traces that reach them, however small (at SF1 the default
+    leaves Q5's, Q7's, Q8's, Q9's and Q13's)."""
+    spark.conf.set(AT_TRACE_ROWS, "0")
+    try:
+        lin = check_lineage(tpch_sql(spark, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 300 + n), "inject")
+    finally:
+        spark.conf.unset(AT_TRACE_ROWS)
+    assert lin._index.later
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
