@@ -97,7 +97,7 @@ def capture(
     `spark.ember.atTraceRows` sets the bound; a larger one reads more of them at capture):
     the lineage keeps its groups' keys, and a backward trace reads the groups it reaches,
     for their keys only, from the sources, which must be unchanged since capture (a
-    forward trace, a trace reaching most groups and `save` read the table whole, once).
+    forward trace, a trace reaching half of them or more and `save` read the table whole, once).
 
     Where the whole output reaches at most a `keep_rows` share of a local Parquet
     source's rows (and at most 100,000 of them), the lineage copies those rows into

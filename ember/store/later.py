@@ -6,9 +6,9 @@ Q13's orders per customer are 1.5 M rows at SF1, a third of the job's time. Wher
 a table's scans hold more rows than `capture.sides.AT_TRACE_ROWS`, capture keeps only
 its groups' keys (the level's rows, one per group the lineage points at), and a backward
 trace reads the groups it reaches, for their keys only, as the capture would have read
-them. A trace reaching most groups, a forward trace (which group holds a source row is
-known only once the table is read) and a saved store read it whole, once, and keep it.
-Each read checks first that the sources are as they were at capture.
+them. A trace reaching half of the groups or more, a forward trace (which group holds a
+source row is known only once the table is read) and a saved store read it whole, once,
+and keep it. Each read checks first that the sources are as they were at capture.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ class Later:
     def expanded(self, start: np.ndarray, end: np.ndarray, owners: np.ndarray | None) -> Expanded:
         rows = expand_ranges(start, end)
         wanted = np.unique(rows)
+        if wanted.size == 0:  # nothing to read (a walk of no output rows)
+            return Level(0, (), (), self.table.why), rows, rows, None if owners is None else owners[:0]
         if self._whole is None and 2 * wanted.size < self.keys.num_rows:
             level, first, after = self._read(self.keys.take(pa.array(wanted)))
             at = np.searchsorted(wanted, rows)

@@ -91,6 +91,8 @@ def test_the_capture_reads_none_of_it_and_a_trace_reads_its_groups_only(
 ) -> None:
     lin = ember.capture(counts(at_trace), strategy="inject")
     assert reads == []
+    assert not lin.backward(oids=[]).sources
+    assert reads == []  # a walk of no output rows reads nothing
     out = lin.output().to_pylist()
     one = next(r["ember_oid"] for r in out if r["c_count"] == 3)  # customer 3 alone
     assert lin.backward(oids=[one]).ids("lt_orders").tolist() == [4, 5, 6]
