@@ -118,9 +118,18 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
     DuckDB (None if it cannot be, and it waits for the waves). Whether the result points
     at them at all is known after the job (`fetch` then drops their rows if not). So do
     the aggregate inputs two side tables read (`local_sides.Inputs`). Tables left to
-    traces (`read_at_trace`, past `at_trace` scanned rows) are not read at all."""
+    traces (`read_at_trace`, past `at_trace` scanned rows) are not read at all: those
+    only the result points at (its rows, or lists they carry), whose groups each output
+    row reaches its own of. Under another side table a trace reaches them through that
+    table's groups: TPC-DS Q97's two channels under its global count, whose one row
+    reaches every group (read at its first trace, 0.67 s, and its capture +19 % → +73 %
+    in one run of three rounds)."""
     referrers = _referrers(annotated)
-    later = set() if small or at_trace is None else {t.id for t in annotated.tables if read_at_trace(t, builder.sources, at_trace)}
+    later = (
+        set()
+        if small or at_trace is None
+        else {t.id for t in annotated.tables if not referrers[t.id] and read_at_trace(t, builder.sources, at_trace)}
+    )
     early = [
         t
         for t in annotated.tables

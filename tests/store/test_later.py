@@ -132,6 +132,16 @@ def test_a_trace_refuses_sources_changed_since_capture(at_trace: SparkSession, f
     assert lin.backward(oids=[0]).sources
 
 
+def test_a_table_under_another_side_table_is_read_at_capture(at_trace: SparkSession) -> None:
+    """Its groups are reached through the other table's: here one global count's group
+    reaches every one of them, so any trace would read it whole."""
+    df = at_trace.sql("SELECT count(*) AS n FROM (SELECT ck, count(*) AS c FROM lt_orders GROUP BY ck)")
+    lin = ember.capture(df, strategy="inject")
+    assert not lin._index.later
+    per_customer = o.group(o.scan("lt_orders", ORDERS), lambda v: (v[1],), lambda vs: (len(vs),))
+    o.assert_same_lineage(lin, o.group(per_customer, lambda v: (), lambda vs: (len(vs),), global_=True))
+
+
 def test_small_tables_are_read_at_capture_by_default(spark: SparkSession, files: Path) -> None:
     lin = ember.capture(counts(spark), strategy="inject")
     assert not lin._index.later

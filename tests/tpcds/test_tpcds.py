@@ -79,7 +79,7 @@ def test_query_is_traced_and_its_lineage_replays(
     check_replays(lin, n, tpcds_dir, replay, plain(n), forward=mode != "infer")
 
 
-AT_TRACE = (71, 91, 97)  # a table DuckDB reads whole beside the job (`store.later`)
+AT_TRACE = (71, 91)  # a table DuckDB reads whole beside the job, under no other (`store.later`)
 
 
 @pytest.mark.parametrize("n", AT_TRACE)
@@ -87,7 +87,7 @@ def test_tables_left_to_traces_replay_too(
     ds: SparkSession, tpcds_dir: Path, replay: Replay, plain: Callable[[int], pa.Table], n: int
 ) -> None:
     """Those tables left to the traces that reach them, however small (at SF1 the default
-    leaves these three queries' so)."""
+    leaves these two queries' so)."""
     ds.conf.set(AT_TRACE_ROWS, "0")
     try:
         lin = ember.capture(ds.sql(tpcds.queries(tpcds_dir)[n]), strategy="inject")
