@@ -179,10 +179,10 @@ def read_at_trace(table: SideTable, sources: dict[str, Source], rows: int = AT_T
 
 def _reader(table: SideTable, sources: dict[str, Source]) -> Reader:
     """What reads a table's rows at trace time, once its sources are checked unchanged."""
-    read = [sources[n.source.key] for n in ir.walk_all(table.plan) if isinstance(n, ir.Scan)]
+    read = {n.source.key: sources[n.source.key] for n in ir.walk_all(table.plan) if isinstance(n, ir.Scan)}
 
     def rows(wanted: pa.Table | None) -> pa.Table:
-        for source in read:
+        for source in read.values():  # each once, however many scans read it
             check_unchanged(source)
         found = local_sides.side_table(table, wanted, sources)
         if found is None:

@@ -273,11 +273,11 @@ def build_index(
     A table whose rows rode in the result (`data` None) is a list slot flattened: already
     grouped by the row that holds the list, so its ranges are the lists' offsets. A
     `Remote` table's level is built by the executors. A `KeyRows` table's level holds its
-    groups' keys only, a row each; traces read the groups (`LineageIndex.later`). Tables with the `same` rows (table
-    id → a label shared by the tables read as one) whose refs point at tables alike too
-    are one table: refs to a later one point at the first one's level, and the later one's
-    level is left empty (TPC-DS Q14's `cross_items`, read twice per channel, is indexed and
-    traced once).
+    groups' keys only, a row each; traces read the groups (`LineageIndex.later`). Tables
+    with the `same` rows (table id → a label shared by the tables read as one) whose refs
+    point at tables alike too are one table: refs to a later one point at the first one's
+    level, and the later one's level is left empty (TPC-DS Q14's `cross_items`, read twice
+    per channel, is indexed and traced once).
     """
     con = duck.connect()
     groups: list[Groups] = []
