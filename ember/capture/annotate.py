@@ -210,6 +210,7 @@ class _Rewriter:
     # Whether a rollup's groups may be indexed from its expand's input: every table comes
     # back through the driver, where `store.index` resolves refs to a set's leading keys.
     compact: bool = False
+    at_trace: int | None = None  # scanned rows past which a table read whole is left to traces
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -474,12 +475,17 @@ class _Rewriter:
         Fewer scans keep their lists: over one scan they add one column to it, which DuckDB
         would read all over again (Q1); over one join, one rid (or a join key naming the
         row) rides through one shuffle, less work than DuckDB reading both sides whole on
-        the job's cores (Q12). So does an aggregate whose only join is a semi join (Q4: its
-        witnesses are a table of their own, the lists hold the left side's rids alone), and
-        one over another aggregate, whose groups its lists nest (Q13's customers per count
-        of orders)."""
+        the job's cores — unless the join scans more than `at_trace` rows, where the table
+        is left to the traces that reach it (`store.later`) and nothing is read or carried
+        at capture (Q12: its `lineitem` positions cost the job as much as Perm's lists).
+        So does an aggregate whose only join is a semi join (Q4: its witnesses are a table
+        of their own, the lists hold the left side's rids alone), and one over another
+        aggregate, whose groups its lists nest (Q13's customers per count of orders)."""
         grouped = any(isinstance(n, ir.Aggregate) for n in walk(node.child))
-        return self.every_row and _listing_scans(node.child) > 2 and not grouped and self.bounded(node.child)
+        scans = _listing_scans(node.child)
+        traced = self.at_trace is not None and input_rows(node.child) > self.at_trace
+        joins = scans > 2 or (scans == 2 and traced)
+        return self.every_row and joins and not grouped and self.bounded(node.child)
 
     def _local(self, plan: ir.Node) -> bool:
         """Whether DuckDB can read `plan` after the job, giving the rows the job read."""
@@ -856,11 +862,13 @@ def annotate(
     keyed: frozenset[tuple[str, str]] = frozenset(),
     local: Callable[[ir.Node], bool] | None = None,
     reported: bool = True,
+    at_trace: int | None = None,
 ) -> Annotated:
     """The capture rewrite of a whole plan. `keyed`: (source key, column) pairs known unique
     and never null in their source, which name a joined row without its rid. `local`:
     whether DuckDB can read a subplan's rows after the job (None: nothing is read so).
-    `reported`: whether partition maps may report the rids they read (`_PartitionMap`)."""
+    `reported`: whether partition maps may report the rids they read (`_PartitionMap`).
+    `at_trace`: scanned rows past which a table read whole is left to traces (None: none is)."""
     rw = _Rewriter(
         workload or Workload(),
         keyed,
@@ -868,6 +876,7 @@ def annotate(
         limited=_limited(plan),
         inline_rids=INLINE_RIDS if inline_rids is None else inline_rids,
         reported=reported,
+        at_trace=at_trace,
     )
     rw.compact = rw.bounded(plan)
     new, slots = rw.rewrite(plan)

@@ -140,14 +140,14 @@ def capture(
             )
         annotated = annotate(plan, workload, inline_rids=bound)  # Defer annotates again, fully, in its background capture
     else:
-        annotated = _annotated(plan, workload, sources, bound)
+        annotated = _annotated(plan, workload, sources, bound, at_trace=at_trace)
     names = [a.name for a in plan.output]
     inline = all(t.inline or t.local for t in annotated.tables)
     if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         _, (user, index) = _guessed(
             annotated,
-            lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
+            lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess, at_trace),
             lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace),
         )
         groups = _groupings(workload, numbered, index, user.num_rows)
@@ -296,10 +296,10 @@ def _deferred(
     for s in sources.values():
         check_unchanged(s)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
-    annotated = _annotated(plan, workload, sources, bound)
+    annotated = _annotated(plan, workload, sources, bound, at_trace=at_trace)
     annotated, (result, side_data, same) = _guessed(
         annotated,
-        lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess),
+        lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess, at_trace),
         lambda a: _run(jvm, a, numbered, staging, imported=plan, at_trace=at_trace),
     )
     result = result.take(match_rows(user, result.select(list(range(user.num_columns)))))
@@ -314,13 +314,20 @@ def _annotated(
     bound: int | None,
     reported: bool = True,
     guess: bool = True,
+    at_trace: int | None = None,
 ) -> Annotated:
     """The capture rewrite with join keys checked and DuckDB's reach known; with `guess`,
     windows guessed untied where DuckDB checks the guess wherever it matters
     (`capture.untie`)."""
     local = functools.partial(local_sides.readable, sources=sources)
     rewrite = functools.partial(
-        annotate, workload=workload, inline_rids=bound, keyed=unique_keys(plan), local=local, reported=reported
+        annotate,
+        workload=workload,
+        inline_rids=bound,
+        keyed=unique_keys(plan),
+        local=local,
+        reported=reported,
+        at_trace=at_trace,
     )
     guessed = untied(plan) if guess else plan
     if guessed is not plan:

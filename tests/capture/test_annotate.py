@@ -135,6 +135,21 @@ def test_the_groups_of_joins_that_all_reach_the_result_are_read_beside_the_job()
     assert [(t.inline, t.local) for t in big.tables] == [(False, False)]
 
 
+def test_one_joins_groups_are_read_whole_only_where_traces_would_read_them() -> None:
+    """Over one join, lists carry less than DuckDB reads beside the job; past `at_trace`
+    scanned rows the table is left to traces and the job carries nothing."""
+    once = ir.Join("inner", scan("t", A, B), scan("u", C), ir.Expr("a = c", frozenset({A.id, C.id})))
+    for at_trace, read in ((None, False), (6, False), (5, True), (0, True)):  # the join scans 3 + 3 rows
+        out = annotate(group_by_a(once), local=lambda _: True, at_trace=at_trace)
+        (table,) = out.tables
+        assert (table.local, table.whole, table.inline) == (read, read, not read), at_trace
+        assert any(isinstance(n, ir.Numbered) for n in ir.walk(out.plan)) is not read, at_trace
+    alone = annotate(group_by_a(scan("t", A, B)), local=lambda _: True, at_trace=0)  # one scan: one column more
+    assert [(t.inline, t.local) for t in alone.tables] == [(True, False)]
+    sampled = annotate(ir.Passthrough(group_by_a(once), kind="sample"), local=lambda _: True, at_trace=0)
+    assert [(t.inline, t.local) for t in sampled.tables] == [(True, False)]  # not every group reaches it
+
+
 def test_union_of_aggregates_gives_each_its_own_list() -> None:
     union = ir.Union((group_by_a(scan("l", A)), group_by_a(scan("r", A))), (A,))
     out = annotate(union)

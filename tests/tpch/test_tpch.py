@@ -129,7 +129,7 @@ def test_tpch_lineage(
     check_lineage(df, n, tpch_oracle(n), table_rows, random.Random(SEED + offset + n), strategy)
 
 
-AT_TRACE = [5, 7, 8, 9, 13, 16]  # a table DuckDB reads whole beside the job (`store.later`)
+AT_TRACE = [5, 7, 8, 9, 12, 13, 16]  # a table DuckDB reads whole beside the job (`store.later`)
 
 
 @pytest.mark.parametrize("n", AT_TRACE)
@@ -141,7 +141,7 @@ def test_tpch_lineage_read_at_trace(
     n: int,
 ) -> None:
     """Those tables left to the traces that reach them, however small (at SF1 the default
-    leaves Q5's, Q7's, Q8's, Q9's and Q13's)."""
+    leaves Q5's, Q7's, Q8's, Q9's, Q12's and Q13's)."""
     spark.conf.set(AT_TRACE_ROWS, "0")
     try:
         lin = check_lineage(tpch_sql(spark, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 300 + n), "inject")
