@@ -91,10 +91,11 @@ def capture(
     source rows matter; everything else is left out of the capture.
 
     A side table every group of which reaches the result (an aggregate under another that
-    lists its groups, as TPC-H Q13's orders per customer; an aggregate over joins of three
-    or more scans, Q5, Q7, Q8, Q9), which DuckDB would read whole beside the job, is left
-    to the traces that reach it where its scans hold over 1,048,576 rows (the session's
-    `spark.ember.atTraceRows` sets the bound; a larger one reads more of them at capture):
+    lists its groups, as TPC-H Q13's orders per customer; an aggregate over joins, Q5, Q7,
+    Q8, Q9, and Q12, whose one join would otherwise carry lists), which DuckDB would read
+    whole beside the job, is left to the traces that reach it where its scans hold over
+    1,048,576 rows (the session's `spark.ember.atTraceRows` sets the bound; a larger one
+    reads more of them at capture):
     the lineage keeps its groups' keys, and a backward trace reads the groups it reaches,
     for their keys only, from the sources, which must be unchanged since capture (a
     forward trace, a trace reaching half of them or more and `save` read the table whole, once).
