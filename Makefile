@@ -22,7 +22,7 @@ $(BIN)/.stamp: pyproject.toml | check-java
 setup: check-java $(BIN)/.stamp
 
 $(DATA)/lineitem.parquet: | $(BIN)/.stamp
-	$(BIN)/python -m ember.demo --generate-only --scale $(SF) --data $(DATA)
+	$(BIN)/python -m devkit.demo --generate-only --scale $(SF) --data $(DATA)
 
 data: $(DATA)/lineitem.parquet
 
@@ -39,7 +39,7 @@ $(TPCDS)/queries: | $(TPCDS_GEN)/.stamp
 tpcds: $(TPCDS)/queries
 
 demo: setup data
-	$(BIN)/python -m ember.demo --scale $(SF) --data $(DATA)
+	$(BIN)/python -m devkit.demo --scale $(SF) --data $(DATA)
 
 lint: setup
 	$(BIN)/ruff check .

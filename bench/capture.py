@@ -53,7 +53,7 @@ from bench.common import (
     tpch_session,
     write_markdown,
 )
-from ember import tpch
+from devkit import tpch
 
 MAX_ROUNDS = 40
 

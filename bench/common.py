@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
-from ember import tpch
+from devkit import tpch
 
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")

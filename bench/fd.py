@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.common import ROOT
-from ember import tpch
+from devkit import tpch
 from ember.apps import FDProfiler
 
 FDS = [(["zip"], ["city"]), (["zip"], ["state"]), (["city"], ["state"]), (["zip"], ["areacode"]), (["areacode"], ["state"])]

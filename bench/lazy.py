@@ -23,12 +23,12 @@ from rich.console import Console
 
 import ember
 from bench.common import parser, per_query, settled, timed, tpch_session, write_markdown
-from ember import tpch
+from devkit import tpch
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.infer.pushdown import infer as push_down
 from ember.infer.pushdown import lift_limits
 from ember.infer.segments import split
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
 
 
 def ms(seconds: float) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ember.tpch import QUERIES
+from devkit.tpch import QUERIES
 
 PREFIX = {"lineitem": "l", "orders": "o", "customer": "c", "nation": "n"}
 

@@ -53,7 +53,7 @@ def instrument() -> None:
     """Puts timers around the capture's stages (module attributes, as `capture` calls them)."""
     capture = importlib.import_module("ember.capture.capture")  # `ember.capture` is the function
     sides = importlib.import_module("ember.capture.sides")
-    builder = importlib.import_module("ember.capture.spark_build").Builder
+    builder = importlib.import_module("ember.engines.spark.build").Builder
     stages = {
         "import": "import_plan", "number": "number_source", "annotate": "annotate",
         "index": "build_index", "check": "check_unchanged",

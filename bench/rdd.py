@@ -31,7 +31,7 @@ from pyspark import SparkContext
 from rich.console import Console
 
 from bench.common import ROOT, timed
-from ember import tpch
+from devkit import tpch
 from ember.rdd import LineageContext
 
 VOCABULARY = 8000

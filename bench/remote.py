@@ -32,7 +32,7 @@ from rich.console import Console
 
 import ember
 from bench.common import parser, per_query, settled, timed, tpch_session, write_markdown
-from ember import tpch
+from devkit import tpch
 from ember.capture.capture import DRIVER_RIDS
 from ember.store.parts import Parts
 

@@ -34,7 +34,7 @@ from rich.console import Console
 
 import ember
 from bench.common import ROOT, input_bytes, parser, per_query, timed, tpch_session, write_markdown
-from ember import tpch
+from devkit import tpch
 from ember.store.columns import IntColumn, Plain
 from ember.store.index import LineageIndex, as_plain, map_columns
 

@@ -28,10 +28,10 @@ from playwright.sync_api import Page
 from rich.console import Console
 
 from bench.common import ROOT, parser
-from ember import tpch
+from devkit import tpch
+from devkit.browser import chromium
 from ember.ui import build_app
 from ember.ui.app import running
-from ember.ui.browser import chromium
 
 VIEWS = """\
 # The four views of issue 8 over TPC-H lineitem (written by bench/ui.py).

@@ -26,7 +26,7 @@ from rich.progress import Progress
 
 import ember
 from bench.common import parser, settled, timed, tpch_session
-from ember import tpch
+from devkit import tpch
 
 MONTHLY = "SELECT date_trunc('month', l_shipdate) AS month, count(*) AS n, sum(l_extendedprice) AS revenue FROM lineitem GROUP BY month"
 

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from ember.capture.annotate import Workload
 from ember.capture.capture import capture
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import SOURCE_NAMES, source_keys
 from ember.errors import (
     EmberError,
     IdOutOfRangeError,
@@ -44,14 +45,12 @@ from ember.errors import (
     UnsupportedOperatorError,
 )
 from ember.infer import InferredLineage, infer
-from ember.lineage import Lineage, load
 from ember.modes import lineage
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import SOURCE_NAMES, source_keys
+from ember.plan.workload import Workload
+from ember.query.lineage import Lineage, load
 from ember.query.trace import ForwardTrace, Trace
 from ember.rdd import LineageContext
-
-__version__ = "0.1.0"
+from ember.version import __version__ as __version__
 
 
 def source(df: DataFrame, name: str) -> DataFrame:

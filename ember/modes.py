@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from ember.capture.capture import capture
 from ember.errors import UnsupportedOperatorError
 from ember.infer import InferredLineage, infer
-from ember.lineage import Lineage
+from ember.query.lineage import Lineage
 
 MODES = ("auto", "eager", "lazy")
 # At TPC-H SF1 (docs/benchmarks.md) an exact lazy trace takes ~0.1 s at the median (up to

@@ -5,7 +5,7 @@
 Runs in its own small virtualenv (`make tpcds` makes it), not ember's: the generator is
 DuckDB's `tpcds` extension (dsdgen, and the queries with their qualification
 parameters, in DuckDB's dialect), which PyPI ships only for DuckDB 1.5.5, while ember
-uses a newer DuckDB. Nothing here imports ember; `ember.tpcds` reads what it writes.
+uses a newer DuckDB. Nothing here imports ember; `devkit.tpcds` reads what it writes.
 """
 
 from __future__ import annotations

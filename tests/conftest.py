@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from ember import tpch as tpch_data
+from devkit import tpch as tpch_data
 from tests.oracle.tpch_lineage import oracle
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,9 @@ from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
 from ember.errors import EmberError
-from ember.lineage import Lineage
-from ember.query.trace import OID, Trace
+from ember.plan.sources import OID
+from ember.query.lineage import Lineage
+from ember.query.trace import Trace
 
 FD = tuple[Sequence[str], Sequence[str]]
 

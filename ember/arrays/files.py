@@ -69,7 +69,7 @@ def save(wf: Workflow, path: str, overwrite: bool = False) -> None:
 
 
 def _manifest(wf: Workflow, edges: list[dict[str, Any]], files: dict[str, int]) -> dict[str, Any]:
-    from ember import __version__
+    from ember.version import __version__
 
     return {
         "format": FORMAT,

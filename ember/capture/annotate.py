@@ -51,122 +51,19 @@ from ember.capture.rollup import rollup
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.ir import walk
+from ember.plan.slots import (
+    FRESH_IDS_FROM,
+    GROUPS,
+    Annotated,
+    ListSlot,
+    RefSlot,
+    RidSlot,
+    SideTable,
+    Slot,
+    slot_attrs,
+)
 from ember.plan.sources import Source
-
-FRESH_IDS_FROM = 1 << 40  # ember-made attribute ids; Catalyst's own ids stay far below
-GROUPS = "aggregate groups"  # the `why` of an aggregate's group table
-
-
-@dataclass(frozen=True)
-class RidSlot:
-    """The `ember_rid` of one source row; with `key_column`, that row's value in a column
-    unique in the source instead, which names the row as well and is turned into its rid
-    after the job (`capture.keys`)."""
-
-    source: str  # Source.key
-    attr: ir.Attr
-    key_column: str | None = None
-
-    @property
-    def attrs(self) -> tuple[ir.Attr, ...]:
-        return (self.attr,)
-
-
-@dataclass(frozen=True)
-class RefSlot:
-    """Points at the rows of side table `table` whose keys equal `keys`; with `lo`/`hi`, only
-    positions `[lo, hi)` of that group (a window frame)."""
-
-    table: int
-    keys: tuple[ir.Attr, ...]
-    present: ir.Attr
-    lo: ir.Attr | None = None
-    hi: ir.Attr | None = None
-
-    @property
-    def attrs(self) -> tuple[ir.Attr, ...]:
-        bounds = (self.lo, self.hi) if self.lo is not None and self.hi is not None else ()
-        return (*self.keys, self.present, *bounds)
-
-
-@dataclass(frozen=True)
-class ListSlot:
-    """The rows of side table `table` that belong to this row, carried in the row itself as
-    the list column `attr` (a list of structs of that table's slot attributes)."""
-
-    table: int
-    attr: ir.Attr
-
-    @property
-    def attrs(self) -> tuple[ir.Attr, ...]:
-        return (self.attr,)
-
-
-Slot = RidSlot | RefSlot | ListSlot
-
-
-@dataclass(frozen=True)
-class SideTable:
-    """Rows that ref slots point into, grouped by `keys`."""
-
-    id: int
-    plan: ir.Node
-    keys: tuple[ir.Attr, ...]
-    slots: tuple[Slot, ...]
-    why: str  # what produced it, for messages and manifests
-    order: tuple[ir.Attr, ...] = ()  # within a group (window position)
-    inline: bool = False  # its rows ride in the job's result as a list slot; `plan` is not run
-    local: bool = False  # read by DuckDB (unless its files or SQL turn out not to allow it)
-    bounded: bool = True  # its rows may come back through the driver (else the executors index them)
-    whole: bool = False  # every group reaches the result: worth reading whole, beside the job
-    unique: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique, never null: `keyed`
-    # A group table: its aggregate's input as the job reads it, which another table's plan
-    # may aggregate too (`local_sides.Inputs` reads it once for both).
-    aggregated: ir.Node | None = None
-    # Its rows are reported by the job's own tasks (a partition map's wrapped function): `plan`
-    # only describes them.
-    reported: bool = False
-    # A rollup's group table (`capture.rollup`): (grouping id, how many leading keys its
-    # set groups by) for each grouping set; a ref's last key is the grouping id.
-    prefixes: tuple[tuple[int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class Annotated:
-    plan: ir.Node  # output: the original columns, then every slot's attributes
-    slots: tuple[Slot, ...]
-    tables: tuple[SideTable, ...]  # children before parents
-    inline_rids: int  # the rids `bounded` lets through the driver (0: none)
-
-
-def slot_attrs(slots: tuple[Slot, ...]) -> tuple[ir.Attr, ...]:
-    return tuple(a for s in slots for a in s.attrs)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """The lineage questions that will be asked, so capture keeps only what they read
-    (Smoke's workload-aware capture).
-
-    `sources`: the sources traces will name; others get no rids and no side tables
-    that would hold only theirs. `where`: per source, a SQL predicate over its columns;
-    only rows matching it are kept in the lineage (selection push-down).
-    `partition_by`: per source, a column whose predicates traces will ask
-    (`backward(source_where=...)`); each output row's lineage is kept partitioned by it,
-    so such a trace reads only the matching partitions (data skipping).
-    `queries`: lineage-consuming queries (aggregating SELECTs over one source) that will
-    be asked of one-row traces (`Trace.query`); their result for every output row is
-    computed at capture (group-by push-down).
-    """
-
-    sources: tuple[str, ...] | None = None
-    where: dict[str, str] = field(default_factory=dict)
-    partition_by: dict[str, str] = field(default_factory=dict)
-    queries: tuple[str, ...] = ()
-
-    def keeps(self, name: str) -> bool:
-        return self.sources is None or name in self.sources
-
+from ember.plan.workload import Workload
 
 # Joins whose output holds both sides' columns, so either side's key can be read above it.
 _BOTH_SIDES = ("inner", "cross", "left", "right", "full")

@@ -15,23 +15,24 @@ from pyspark.sql import functions as F
 
 from ember.capture import local_sides, sides
 from ember.capture.align import match_rows
-from ember.capture.annotate import Annotated, Workload, annotate
+from ember.capture.annotate import annotate
 from ember.capture.keys import rekey, unique_keys
-from ember.capture.numbering import number_source, shaped
-from ember.capture.spark_build import Builder
 from ember.capture.untie import Tied, held, untied
+from ember.engines.spark.build import Builder
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.numbering import number_source, shaped
+from ember.engines.spark.plan_import import import_plan, reads_clock
 from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
-from ember.lineage import Lineage
 from ember.plan import ir
 from ember.plan.columns import column_lineage
 from ember.plan.ir import outline, walk
-from ember.plan.jvm import Jvm
-from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
-from ember.plan.spark_import import import_plan, reads_clock
+from ember.plan.slots import Annotated
+from ember.plan.sources import OID, Source, SourceFile, file_facts, spark_uri
+from ember.plan.workload import Workload
 from ember.query import grouped
-from ember.query.grouped import Grouping
-from ember.query.trace import OID
+from ember.query.lineage import Lineage
+from ember.store.groupings import Grouping
 from ember.store.index import LineageIndex, SideRows, build_index
 from ember.store.kept import KEEP_SHARE
 from ember.store.spark_index import Staged

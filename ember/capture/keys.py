@@ -18,18 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ember.capture.annotate import (
-    Annotated,
-    ListSlot,
-    RefSlot,
-    RidSlot,
-    SideTable,
-    Slot,
-    join_key_columns,
-    slot_attrs,
-)
+from ember.capture.annotate import join_key_columns
 from ember.errors import StaleSourceError
 from ember.plan import ir
+from ember.plan.slots import Annotated, ListSlot, RefSlot, RidSlot, SideTable, Slot, slot_attrs
 from ember.plan.sources import Source, SourceFile, local_path
 from ember.store.index import SideRows
 

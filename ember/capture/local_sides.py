@@ -12,7 +12,7 @@ and ranks over groups), a Spark job spends most of its time being scheduled; Duc
 reads the same files, with the same row-group skipping, in-process, joined with the
 wanted keys, and returns them sorted for the index. An aggregate input two tables read
 is read once, beside the job (`Inputs`).
-Conditions and key expressions are translated by `plan.duck_sql` (only expressions that
+Conditions and key expressions are translated by `engines.duck.sql` (only expressions that
 mean the same in both engines); anything it cannot translate, any other plan shape, and
 any error while reading leave the table to Spark.
 """
@@ -31,14 +31,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ember import duck
-from ember.capture.annotate import GROUPS, SideTable, input_rows
+from ember.capture.annotate import input_rows
 from ember.capture.decided import matched_keys, without_decided
 from ember.capture.untie import Tied
+from ember.engines import duck
+from ember.engines.duck.sql import (
+    duck_type,
+    numbered_parquet,
+    quoted,
+    rows_offset,
+    sql,
+    typed_null,
+)
 from ember.plan import ir
-from ember.plan.catalyst import Tree, find
-from ember.plan.duck_sql import duck_type, numbered_parquet, quoted, rows_offset, sql, typed_null
+from ember.plan.slots import GROUPS, SideTable
 from ember.plan.sources import Source
+from ember.plan.trees import Tree, find
 from ember.store.index import SORTED, order_by, sorted_rows
 
 _RID = "__ember_rid"

@@ -33,12 +33,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ember.capture import local_sides
-from ember.capture.annotate import Annotated, RefSlot, RidSlot, SideTable, Slot, input_rows
-from ember.capture.spark_build import Builder
+from ember.capture.annotate import input_rows
 from ember.capture.untie import Tied, computes_again
+from ember.engines.spark.build import Builder
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.plan import ir
+from ember.plan.slots import Annotated, RefSlot, RidSlot, SideTable, Slot
 from ember.plan.sources import Source
 from ember.store.columns import expand_ranges
 from ember.store.index import KeyRows, SideRows, holders, inline_rows

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ember.capture.annotate import Annotated, SideTable
 from ember.plan import ir
+from ember.plan.slots import Annotated, SideTable
 
 _FLOATING = ("float", "double")
 

@@ -37,7 +37,7 @@ from ember.cli.runstore import (
     write_run,
 )
 from ember.cli.show import dict_table, human_bytes, print_json, rows_table
-from ember.lineage import Lineage
+from ember.query.lineage import Lineage
 
 app = typer.Typer(
     name="ember",

@@ -26,9 +26,8 @@ import ember
 from ember.cli.record import Action, Script, Stop
 from ember.cli.runstore import OUTPUT_FILE, CliError, Entry, Run, store_manifest, write_run
 from ember.infer import InferredLineage
-from ember.lineage import Lineage
-from ember.plan.sources import COUNTED
-from ember.query.trace import OID
+from ember.plan.sources import COUNTED, OID
+from ember.query.lineage import Lineage
 
 
 def now() -> str:
@@ -131,6 +130,6 @@ def _replay(folder: Path, run: Run, entry: Entry, err: Console) -> InferredLinea
 
 def _session() -> SparkSession:
     """The active SparkSession, else a quiet local one (Spark reads counted sources' rows)."""
-    from ember.tpch import local_spark
+    from ember.engines.spark.session import local_spark
 
     return SparkSession.getActiveSession() or local_spark("ember")

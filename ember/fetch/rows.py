@@ -7,12 +7,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ember import duck
+from ember.engines import duck
+from ember.engines.duck.sql import parquet_file, partition_columns, quoted, quoted_text
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
-from ember.plan.duck_sql import parquet_file, partition_columns, quoted, quoted_text
-from ember.plan.sources import COUNTED, Source, SourceFile, file_facts, local_path
-
-RID = "ember_rid"
+from ember.plan.sources import COUNTED, RID, Source, SourceFile, file_facts, local_path
 
 
 def check_unchanged(source: Source) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from ember.capture.annotate import annotate
-from ember.capture.numbering import number_source
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.numbering import number_source
+from ember.engines.spark.plan_import import import_plan, reads_clock
 from ember.errors import UnsupportedOperatorError
 from ember.infer.exact import why_rerun
 from ember.infer.lineage import InferredLineage
@@ -14,8 +16,6 @@ from ember.infer.pushdown import lift_limits
 from ember.infer.saving import run_saving
 from ember.infer.segments import split
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan, reads_clock
 
 
 def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> InferredLineage:

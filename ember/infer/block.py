@@ -14,7 +14,7 @@ candidate, so the caller reads it without the traced values, cut only by its own
 and by the join keys of the candidates already read (Spark plans Q2's, Q17's and Q20's
 correlated subqueries as such left joins; Q16's and Q21's NOT IN / NOT EXISTS as anti
 joins).
-Conditions are Catalyst expressions translated by `plan.duck_sql.sql`; where one does not
+Conditions are Catalyst expressions translated by `engines.duck.sql.sql`; where one does not
 translate, the trace falls back to a re-run.
 """
 
@@ -27,14 +27,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ember import duck
+from ember.engines import duck
+from ember.engines.duck.sql import python_literal, sql
 from ember.infer.exact import block_root, over_scan, reaching
 from ember.infer.ids import distinct
 from ember.infer.pushdown import key_columns
 from ember.infer.spark import RID
 from ember.plan import ir
-from ember.plan.catalyst import Tree, find
-from ember.plan.duck_sql import python_literal, sql
+from ember.plan.trees import Tree, find
 
 _KEEP_ROWS = ("sort", "repartition", "observe")
 

@@ -4,7 +4,7 @@ A superset trace (and an exact trace on a plan `infer.exact` accepts) only needs
 scan, the rids and key columns of the rows its bindings and filters select. Spark
 answers that with one job per scan, ~0.3 s each before it reads a byte; DuckDB reads
 the same Parquet files with the same row-group skipping in-process, when the scan's
-conditions translate (`plan.duck_sql`); otherwise the scan stays on Spark.
+conditions translate (`engines.duck.sql`); otherwise the scan stays on Spark.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ember import duck
+from ember.engines import duck
+from ember.engines.duck.sql import numbered_parquet, python_literal, quoted, sql
 from ember.fetch.rows import check_unchanged
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.infer.spark import MAX_DISJUNCTS, RID
 from ember.plan import ir
-from ember.plan.duck_sql import numbered_parquet, python_literal, quoted, sql
 from ember.plan.sources import SAVED, Source
 
 

@@ -9,9 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ember import duck
 from ember.capture.annotate import annotate
 from ember.capture.capture import run_annotated
+from ember.engines import duck
+from ember.engines.spark.jvm import Jvm
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import block, duck_scan, spark
@@ -22,12 +23,11 @@ from ember.infer.pushdown import Binding, Inference, ScanPlan
 from ember.infer.refine import Cut, anti_cuts, cuts, refine
 from ember.infer.refine import needed as needed_columns
 from ember.infer.segments import Segment
-from ember.lineage import choose, chosen_rids
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.sources import SAVED, Source
+from ember.plan.sources import OID, SAVED, Source
 from ember.query.html import render
-from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
+from ember.query.lineage import choose, chosen_rids
+from ember.query.trace import ForwardTrace, Trace, source_by_name
 from ember.store.columns import sorted_unique
 from ember.store.index import LineageIndex
 

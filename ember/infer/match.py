@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ember import duck
+from ember.engines import duck
 
 TOLERANCE = 1e-6
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ember.capture.spark_build import Builder
+from ember.engines.spark.build import Builder
+from ember.engines.spark.jvm import Jvm
 from ember.infer.segments import Save, Segment, saved_columns, wrap
 from ember.infer.spark import RID
 from ember.plan import ir
-from ember.plan.jvm import Jvm
 from ember.plan.sources import SAVED, Source
 
 

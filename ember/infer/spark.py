@@ -15,12 +15,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ember.capture.annotate import FRESH_IDS_FROM
-from ember.capture.spark_build import Builder
+from ember.engines.spark.build import Builder
+from ember.engines.spark.catalyst import expression
+from ember.engines.spark.jvm import Jvm, class_name, iterate
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.plan import ir
-from ember.plan.catalyst import expression
-from ember.plan.jvm import Jvm, class_name, iterate
+from ember.plan.slots import FRESH_IDS_FROM
 from ember.plan.sources import Source
 
 RID = "__ember_rid"

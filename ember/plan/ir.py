@@ -3,7 +3,7 @@
 A plan is a tree of `Node`s. Each node names the attributes it outputs; expressions
 are opaque `Expr`s that carry what ember must know about them (the attributes they
 read, their SQL text, uncorrelated scalar subqueries inside them) plus an engine
-handle that only the engine edge (`capture.spark_build`) looks at.
+handle that only the engine edge (`engines.spark.build`) looks at.
 
 Each operator class carries `LINEAGE`: the backward lineage it gives one output
 row. The README's operator table is generated from these strings (and a test keeps
@@ -111,7 +111,7 @@ class Collected:
 class PartitionId:
     """An ember-made column: a number naming the Spark partition the row is in, a partition
     map's group (Spark's partition id where it is computed; a partition map's reporting
-    wrapper draws one of its own, `capture.spark_build._reporting`)."""
+    wrapper draws one of its own, `engines.spark.build._reporting`)."""
 
 
 AnyExpr = Expr | ColumnRef | Constant | FrameCount | Collected | PartitionId

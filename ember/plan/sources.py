@@ -27,9 +27,11 @@ def saved_file(fields: dict[str, Any]) -> SourceFile:
     return SourceFile(**{**fields, "partition": tuple(fields.get("partition", ()))})
 
 
+RID = "ember_rid"  # a source row's id: its ordinal in the source (files in path order)
+OID = "ember_oid"  # an output row's id: its position in the output as collected
 SAVED = "saved"
 # File formats with no row index in Spark: their rows are numbered by counting each split
-# (`capture.numbering`), and only Spark reads them back (`binaryFile`: a row per file).
+# (`engines.spark.numbering`), and only Spark reads them back (`binaryFile`: a row per file).
 COUNTED = ("csv", "json", "text", "orc", "xml", "binary")
 READER_FORMATS = {"binary": "binaryFile"}  # a source kind whose reader Spark names otherwise
 

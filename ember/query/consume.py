@@ -16,15 +16,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ember import duck
+from ember.engines import duck
 from ember.errors import InvalidPredicateError
-from ember.fetch.rows import RID
-from ember.plan.sources import Source
+from ember.plan.sources import RID, Source
 from ember.store.columns import IntColumn, encode
 from ember.store.index import Level, LineageIndex, Ranges
 
 if TYPE_CHECKING:
-    from ember.lineage import Lineage
+    from ember.query.lineage import Lineage
 
 LINEAGE = "__ember_lineage"
 
@@ -48,7 +47,7 @@ def consume(sql: str, sources: Mapping[str, Source], rows: Callable[[str], pa.Ta
 
 def as_lineage(output: pa.Table, start: np.ndarray, end: np.ndarray, rids: IntColumn, source: Source, sql: str) -> Lineage:
     """A query result whose row `i` came from `rids[start[i]:end[i]]` of `source`, as a lineage."""
-    from ember.lineage import Lineage
+    from ember.query.lineage import Lineage
 
     side = Level(rids.size, ((source.key, rids),), (), "lineage-consuming query")
     out = Level(output.num_rows, (), (Ranges(0, encode(start), encode(end)),))

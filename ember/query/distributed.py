@@ -22,11 +22,10 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ember.capture.spark_build import parquet_rid
+from ember.engines.spark.numbering import parquet_rid
 from ember.errors import EmberError
-from ember.fetch.rows import RID
-from ember.plan.sources import Source
-from ember.query.trace import OID, source_by_name
+from ember.plan.sources import OID, RID, Source
+from ember.query.trace import source_by_name
 from ember.store.columns import IntColumn, isin_sorted, sorted_unique
 from ember.store.files import ROW_GROUP, filesystem, open_column, read_manifest
 

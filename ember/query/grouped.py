@@ -11,80 +11,45 @@ the groups whose value satisfies it, without reading the source (data skipping).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ember import duck
+from ember.engines import duck
 from ember.errors import InvalidPredicateError
-from ember.fetch.rows import RID, read_rows, source_relation
-from ember.plan.sources import Source
+from ember.fetch.rows import read_rows, source_relation
+from ember.plan.sources import OID, RID, Source
 from ember.query.consume import LINEAGE, as_lineage, item, parse, scalar, source_name
-from ember.query.trace import OID
-from ember.store.columns import IntColumn, Plain, encode, expand_ranges, sorted_unique
+from ember.store.columns import Plain, encode, sorted_unique
+from ember.store.groupings import Grouping
 from ember.store.index import LineageIndex
 
 if TYPE_CHECKING:
-    from ember.lineage import Lineage
+    from ember.query.lineage import Lineage
 
 
-@dataclass(frozen=True, eq=False)
-class Grouping:
-    source: str  # source name
-    query: str  # the lineage-consuming query, as declared
-    column: str | None  # the partition column, for a partition
-    result: pa.Table  # `ember_oid`, then the query's columns; sorted by `ember_oid`
-    start: np.ndarray  # result row i came from rids[start[i]:end[i]]
-    end: np.ndarray
-    rids: IntColumn
-    form: str  # `shape(query)`
-
-    def _rows(self, oids: np.ndarray) -> np.ndarray:
-        owners = self.result.column(OID).to_numpy()
-        lo, hi = np.searchsorted(owners, oids), np.searchsorted(owners, oids, side="right")
-        return expand_ranges(lo, hi)
-
-    def _rids(self, rows: np.ndarray) -> np.ndarray:
-        return self.rids.take(expand_ranges(self.start[rows], self.end[rows]))
-
-    def answer(self, oid: int, sql: str, form: str, source: Source) -> Lineage | None:
-        """`sql` (of shape `form`) over output row `oid`'s lineage, if it is this grouping's
-        query and the row has groups (a global aggregate over no rows still has one: that
-        is asked the slow way)."""
-        if self.column is not None or form != self.form:
-            return None
-        rows = self._rows(np.array([oid], dtype=np.int64))
-        if rows.size == 0:
-            return None
-        lengths = self.end[rows] - self.start[rows]
-        ends = np.cumsum(lengths)
-        output = self.result.take(pa.array(rows)).drop_columns([OID])
-        return as_lineage(output, ends - lengths, ends, Plain(self._rids(rows)), source, sql)
-
-    def skip(self, oids: np.ndarray, where: str) -> np.ndarray | None:
-        """Rids in the lineage of `oids` whose partition value satisfies `where`, or None
-        when `where` names other columns than the partition's."""
-        assert self.column is not None
-        rows = self._rows(oids)
-        values = pa.table({self.column: self.result.column(self.column).take(pa.array(rows)), "__ember_row": rows})
-        con = duck.connect()
-        try:
-            con.register("parts", values)
-            hit = con.execute(f"SELECT __ember_row FROM parts WHERE ({where})").fetchnumpy()["__ember_row"]
-        except duckdb.BinderException:
-            return None
-        except duckdb.Error as e:
-            raise InvalidPredicateError(f"source_where {where!r} failed: {e}") from None
-        finally:
-            con.close()
-        return sorted_unique([self._rids(np.sort(hit.astype(np.int64)))])
+def answer(g: Grouping, oid: int, sql: str, form: str, source: Source) -> Lineage | None:
+    """`sql` (of shape `form`) over output row `oid`'s lineage, if it is this grouping's
+    query and the row has groups (a global aggregate over no rows still has one: that
+    is asked the slow way)."""
+    if g.column is not None or form != shape(g.query):
+        return None
+    rows = g.rows(np.array([oid], dtype=np.int64))
+    if rows.size == 0:
+        return None
+    lengths = g.end[rows] - g.start[rows]
+    ends = np.cumsum(lengths)
+    output = g.result.take(pa.array(rows)).drop_columns([OID])
+    return as_lineage(output, ends - lengths, ends, Plain(g.rids_of(rows)), source, sql)
 
 
+
+@functools.lru_cache(maxsize=256)
 def shape(sql: str) -> str:
     """The query's parse tree without source positions: equal for equal queries however spelled."""
     con = duck.connect()
@@ -117,7 +82,7 @@ def materialize(
     lists = result.column(LINEAGE).combine_chunks()
     offsets = lists.offsets.to_numpy().astype(np.int64)
     values = lists.values.to_numpy().astype(np.int64)
-    return Grouping(name, sql, column, result.drop_columns([LINEAGE]), offsets[:-1], offsets[1:], encode(values), shape(sql))
+    return Grouping(name, sql, column, result.drop_columns([LINEAGE]), offsets[:-1], offsets[1:], encode(values))
 
 
 def check(sql: str, sources: Mapping[str, Source]) -> str:

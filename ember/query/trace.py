@@ -14,9 +14,8 @@ from ember.plan.sources import Source
 from ember.query.html import PREVIEW, render
 
 if TYPE_CHECKING:
-    from ember.lineage import Lineage
+    from ember.query.lineage import Lineage
 
-OID = "ember_oid"
 
 
 def source_by_name(sources: Mapping[str, Source], name: str) -> Source:

@@ -39,8 +39,8 @@ import pyarrow.parquet as pq
 
 from ember.errors import StoreError
 from ember.plan.sources import Source, saved_file
-from ember.query.grouped import Grouping, shape
 from ember.store.columns import IntColumn, Runs, Segmented, concatenated, isin_sorted
+from ember.store.groupings import Grouping
 from ember.store.index import Level, LineageIndex, Ranges
 from ember.store.kept import ROW_GROUP as KEPT_ROW_GROUP
 from ember.store.kept import KeptRows
@@ -245,7 +245,7 @@ class _Writer:
         }
 
     def manifest(self, stored: Stored) -> dict[str, Any]:
-        from ember import __version__
+        from ember.version import __version__
 
         output = self.table("output.parquet", stored.output)
         levels = [self.level(f"t{i}", lv) for i, lv in enumerate(stored.index.tables)]
@@ -367,7 +367,7 @@ class _Reader:
         if table.num_rows != meta["rows"] or (end.size and int(end.max()) > rids.size):
             raise StoreError(f"{self.root}: {meta['file']} does not match the manifest")
         result = table.drop_columns([START, END])
-        return Grouping(meta["source"], meta["query"], meta["column"], result, start, end, rids, shape(meta["query"]))
+        return Grouping(meta["source"], meta["query"], meta["column"], result, start, end, rids)
 
     def source(self, meta: dict[str, Any]) -> Source:
         data = None

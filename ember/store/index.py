@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ember import duck
-from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable, Slot
+from ember.engines import duck
 from ember.plan.ir import Attr
+from ember.plan.slots import ListSlot, RefSlot, RidSlot, SideTable, Slot
 from ember.store.columns import IntColumn, Plain, encode, sorted_unique
 from ember.store.packing import packed_sort
 from ember.store.parts import Parts

@@ -23,10 +23,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ember.engines.duck.sql import quoted_text
 from ember.errors import StaleSourceError, StoreError
-from ember.fetch.rows import RID, check_unchanged, numbered_rows, read_rows
-from ember.plan.duck_sql import quoted_text
-from ember.plan.sources import Source, local_path
+from ember.fetch.rows import check_unchanged, numbered_rows, read_rows
+from ember.plan.sources import RID, Source, local_path
 
 KEEP_SHARE = 0.1  # keep a copy when the lineage reaches at most this share of a source's rows
 ROW_GROUP = 1 << 14  # rows per row group of a copy: small, so scattered rids skip most of it

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyarrow as pa
 
-from ember import duck
-from ember.capture.annotate import SideTable
+from ember.engines import duck
+from ember.plan.slots import SideTable
 from ember.store.columns import encode, expand_ranges
 from ember.store.index import (
     SORTED,

@@ -38,8 +38,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from ember.capture.annotate import ListSlot, RefSlot, RidSlot, SideTable
-from ember.capture.spark_build import parquet_rid
+from ember.engines.spark.numbering import parquet_rid
+from ember.plan.slots import ListSlot, RefSlot, RidSlot, SideTable
 from ember.plan.sources import Source
 from ember.store.columns import IntColumn, Plain, encode
 from ember.store.files import filesystem, open_column, write_column

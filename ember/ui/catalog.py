@@ -154,6 +154,6 @@ def _facts(path: Path) -> list[int]:
 
 
 def _spark() -> SparkSession:
-    from ember.tpch import local_spark
+    from ember.engines.spark.session import local_spark
 
     return local_spark("ember-ui")

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ember.errors import EmberError
-from ember.lineage import Lineage
+from ember.query.lineage import Lineage
 from ember.store.columns import sorted_unique
 
 # Spark names an unaliased aggregate after its call ("count(1)"); aliases such as

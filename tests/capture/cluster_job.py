@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import ember
-from ember import tpch
+from devkit import tpch
 from ember.capture.capture import DRIVER_RIDS
 from ember.store import spark_index
 from ember.store.parts import Parts

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ember.capture.annotate import ListSlot, RefSlot, RidSlot, annotate
+from ember.capture.annotate import annotate
 from ember.plan import ir
+from ember.plan.slots import ListSlot, RefSlot, RidSlot
 from ember.plan.sources import Source
 
 A = ir.Attr(1, "a", "int")

@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember import tpch as tpch_queries
+from devkit import tpch as tpch_queries
 from tests.conftest import ROOT
 
 QUERY = 3  # its aggregate's lineage comes back with the job's result (a list slot)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 import ember
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.plan.ir import Scan, walk
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
 from tests.capture import test_generated_pipelines as generated
 from tests.oracle import rows as o
 

@@ -18,13 +18,15 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from ember.capture.annotate import RidSlot, Workload, annotate
+from ember.capture.annotate import annotate
 from ember.capture.keys import KeyMap, key_map, unique_keys
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.errors import StaleSourceError
 from ember.plan import ir
-from ember.plan.jvm import Jvm
+from ember.plan.slots import RidSlot
 from ember.plan.sources import Source, SourceFile, file_facts, spark_uri
-from ember.plan.spark_import import import_plan
+from ember.plan.workload import Workload
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
 

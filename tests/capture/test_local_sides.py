@@ -22,10 +22,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.capture import annotate, local_sides, sides, untie
-from ember.capture.annotate import Workload
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
+from ember.plan.workload import Workload
 from ember.store.parts import Parts
 from tests.capture.test_operators import check
 from tests.oracle import rows as o

@@ -23,9 +23,9 @@ from pyspark.sql.window import Window
 
 import ember
 from ember.capture import sides
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
 from tests.oracle import rows as o
 
 A = [(1, "x"), (2, "y"), (2, "y"), (3, None)]

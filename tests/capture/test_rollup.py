@@ -14,9 +14,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ember.capture.rollup import rollup
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
 from ember.store import index
 from tests.capture.test_operators import check
 from tests.oracle import rows as o

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.capture.capture import DRIVER_RIDS
-from ember.capture.spark_build import Builder
+from ember.engines.spark.build import Builder
 from ember.errors import EmberError
 from ember.store.parts import Parts
 from tests.oracle import rows as o

@@ -6,9 +6,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ember.capture.untie import computes_again, untied
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
 
 
 @pytest.fixture(scope="module")

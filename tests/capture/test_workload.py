@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember import tpch as tpch_queries
+from devkit import tpch as tpch_queries
 
 
 def test_pruned_sources_are_left_out(spark: SparkSession, tpch: Path) -> None:
@@ -96,7 +96,7 @@ def test_data_skipping_reads_only_the_asked_partitions(
     def no_scan(*args: object) -> None:
         raise AssertionError("a partitioned trace read the source")
 
-    monkeypatch.setattr(sys.modules["ember.lineage"], "chosen_rids", no_scan)  # `ember.lineage` is also a function
+    monkeypatch.setattr(sys.modules["ember.query.lineage"], "chosen_rids", no_scan)  # `ember.lineage` is also a function
     assert lin.backward(oids=[0], source_where={"lineitem": "l_shipmode = 'AIR'"}).ids("lineitem").size > 0
     with pytest.raises(AssertionError, match="read the source"):
         lin.backward(oids=[0], source_where={"lineitem": "l_quantity > 45"})

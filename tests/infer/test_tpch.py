@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember.tpch import QUERIES
+from devkit.tpch import QUERIES
 from tests.oracle.compare import (
     expected_backward,
     expected_forward,

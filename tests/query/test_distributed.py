@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember import tpch as tpch_queries
+from devkit import tpch as tpch_queries
 from ember.query import distributed
 
 

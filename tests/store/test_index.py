@@ -11,8 +11,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.capture.annotate import RefSlot, SideTable
 from ember.plan.ir import Attr
+from ember.plan.slots import RefSlot, SideTable
 from ember.store.columns import Plain, encode, expand_ranges, to_runs
 from ember.store.index import (
     Level,

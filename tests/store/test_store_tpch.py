@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember import tpch as tpch_queries
+from devkit import tpch as tpch_queries
 from ember.plan.sources import local_path
 from ember.store.index import as_plain
 

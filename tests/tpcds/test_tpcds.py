@@ -1,6 +1,6 @@
 """TPC-DS: all 99 queries are traced in every mode, and every traced lineage replays its row.
 
-Each query (Spark SQL, from `ember.tpcds`) runs once plainly, then under
+Each query (Spark SQL, from `devkit.tpcds`) runs once plainly, then under
 `ember.capture` with Inject and with Defer, and under `ember.infer`; the traced output
 must be the plain output. Then, for a few output rows, DuckDB runs the query's own text
 over only the rows of the backward trace (`tests/oracle/replay.py`) and must make the
@@ -23,7 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember import tpcds
+from devkit import tpcds
 from ember.capture.capture import AT_TRACE_ROWS
 from tests.conftest import ROOT
 from tests.oracle.compare import OID, assert_same_rows

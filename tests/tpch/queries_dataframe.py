@@ -1,7 +1,7 @@
 """The 22 TPC-H queries written with the PySpark DataFrame API only (no SQL strings).
 
 Same semantics, output column names and order as the Spark SQL versions in
-`ember.tpch.QUERIES` (validation parameters, ORDER BY and LIMIT kept), so the same
+`devkit.tpch.QUERIES` (validation parameters, ORDER BY and LIMIT kept), so the same
 oracle checks both. Subqueries are written the ways DataFrame users write them, on
 purpose in several styles so ember sees several plan shapes:
 

@@ -1,4 +1,4 @@
-"""The 22 TPC-H queries in Spark SQL: `ember.tpch.QUERIES`, plus test-only variants.
+"""The 22 TPC-H queries in Spark SQL: `devkit.tpch.QUERIES`, plus test-only variants.
 
 The texts are the ones the demo and the benchmarks run (the specification's queries with
 its validation parameters, ORDER BY and LIMIT kept; Q15's view created first as a temp
@@ -14,7 +14,7 @@ import re
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ember.tpch import QUERIES
+from devkit.tpch import QUERIES
 
 
 def _limit(text: str) -> int | None:

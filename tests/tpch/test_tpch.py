@@ -1,7 +1,7 @@
 """TPC-H: ember's captured lineage equals an independent DuckDB oracle, backward and forward.
 
 All 22 queries run in two styles, each once plainly and once under `ember.capture`:
-Spark SQL (the texts of `ember.tpch.QUERIES`, which the demo and benchmarks run) with
+Spark SQL (the texts of `devkit.tpch.QUERIES`, which the demo and benchmarks run) with
 the inject strategy, and the DataFrame API (`queries_dataframe.py`) deferred, so both
 strategies meet the oracle. Re-parameterized SQL variants reach lineage rules that the
 validation parameters barely touch. The captured output must be the plain output; then,
@@ -24,8 +24,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
+from devkit.tpch import QUERIES
 from ember.capture.capture import AT_TRACE_ROWS
-from ember.tpch import QUERIES
 from tests.oracle.compare import (
     OID,
     assert_same_rows,

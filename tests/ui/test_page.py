@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import Page
 from starlette.applications import Starlette
 
+from devkit.browser import chromium
 from ember.ui.app import running
-from ember.ui.browser import chromium
 from tests.ui.conftest import group_key, tally
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ember import tpch
+from devkit import tpch
+from ember.engines.spark.session import local_spark
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ember.lineage import Lineage
+    from ember.query.lineage import Lineage
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +43,7 @@ def run_demo(data: Path) -> None:
 
     console = Console()
     with console.status("starting a local Spark session"):
-        spark = tpch.local_spark("ember-demo")
+        spark = local_spark("ember-demo")
         tpch.register(spark, data)
     for n, what in DEMO_QUERIES.items():
         title = f"TPC-H Q{n} ({what})"

@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ember.engines.spark.jvm import JObj, Jvm
 from ember.errors import EmberError
-from ember.plan.jvm import JObj, Jvm
 
 _SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 _PACKAGE = "ember.jvm"
@@ -29,7 +29,7 @@ _HELPERS: dict[tuple[int, str], tuple[Any, JObj]] = {}
 
 
 def helper(jvm: Jvm, name: str) -> JObj:
-    """An instance of helper class `name` (`ember/plan/<name>.java`) in `jvm`'s JVM."""
+    """An instance of helper class `name` (`ember/engines/spark/<name>.java`) in `jvm`'s JVM."""
     client = jvm.jsession._gateway_client
     known = _HELPERS.get((id(client), name))
     if known is None or known[0] is not client:

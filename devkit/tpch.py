@@ -7,7 +7,6 @@ tpchgen-cli (installed with the dev extras), one Parquet file per table.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,27 +14,11 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ember.engines.spark.session import (
+    local_spark as local_spark,  # the session the demo, tests and benchmarks run on
+)
+
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
-
-
-def local_spark(app: str, **conf: str) -> SparkSession:
-    """A quiet local[2] session for the demo, the tests and the benchmarks; `conf` adds settings.
-
-    UDF workers get this interpreter (its venv has pyarrow), not whatever `python3` is on PATH.
-    """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-    )
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def ensure_data(path: Path, scale: float) -> None:

@@ -19,10 +19,11 @@ import pyarrow.parquet as pq
 from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import DataFrame
 
+from ember.engines.duck import sql as duck_sql
+from ember.engines.spark import catalyst, javac
+from ember.engines.spark.jvm import EXPRESSIONS, JObj, Jvm, iterate
 from ember.errors import UnsupportedOperatorError
-from ember.plan import catalyst, domains, duck_sql, ir, javac
-from ember.plan.catalyst import PlanTree, Tree, find
-from ember.plan.jvm import EXPRESSIONS, JObj, Jvm, iterate
+from ember.plan import domains, ir
 from ember.plan.sources import (
     COUNTED,
     Source,
@@ -34,6 +35,7 @@ from ember.plan.sources import (
     spark_uri,
     stem,
 )
+from ember.plan.trees import PlanTree, Tree, find
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
 # Rules that rewrite a plan in ways that lose which row is which.

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 import ember
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
 
 
 def _parquet(tmp_path: Path, name: str, n: int) -> str:

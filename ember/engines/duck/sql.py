@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ember.plan.catalyst import OPAQUE, Tree
 from ember.plan.sources import Source, SourceFile, local_path
+from ember.plan.trees import OPAQUE, Tree
 
 _COMPARE = {
     "EqualTo": "=",

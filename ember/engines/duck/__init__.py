@@ -1,6 +1,6 @@
 """One in-process DuckDB database for the package: opening a database costs ~25 ms, a cursor
 on an open one well under 1 ms, and traces open one per question. It holds the functions
-Spark has and DuckDB lacks that translated expressions call (`plan.duck_sql`)."""
+Spark has and DuckDB lacks that translated expressions call (`engines.duck.sql`)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ def spark_cast_double(d: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.A
     session, or where Spark's cast gives no value (not a number, or past the type's digits)."""
     from pyspark.sql import SparkSession
 
-    from ember.plan import javac
-    from ember.plan.jvm import Jvm
+    from ember.engines.spark import javac
+    from ember.engines.spark.jvm import Jvm
 
     spark = SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)  # DuckDB's threads have none active
     if spark is None:

@@ -25,12 +25,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from ember.engines.spark import javac
+from ember.engines.spark.jvm import JObj, Jvm, iterate
 from ember.errors import StaleSourceError
-from ember.plan.jvm import JObj, Jvm, iterate
-from ember.plan.sources import COUNTED, READER_FORMATS, Source, spark_path, spark_uri
-
-RID = "ember_rid"
-
+from ember.plan.sources import COUNTED, READER_FORMATS, RID, Source, spark_path, spark_uri
 
 # What Spark cuts files into splits and packs splits into tasks by (`FilePartition`): the
 # counts ember takes number rows only while Spark reads the files the same way.
@@ -211,3 +209,17 @@ def _splits(by_file: dict[str, list[tuple[int, int, int]]], offsets: dict[str, i
             splits.append((f"{uri}@{block}", first, rid, n))
             rid += n
     return tuple(splits)
+
+
+def parquet_rid(table: DataFrame, source: Source) -> Column:
+    """`ember_rid` of each row of `table`, a DataFrame that reads `source`'s Parquet files
+    as they are: its index in its file plus the rows of earlier files (`RowIndex.java`)."""
+    jvm = Jvm(table.sparkSession)
+    return jvm.column(javac.helper(jvm, "RowIndex").rid(jvm.analyzed(table), *files(source)))
+
+
+def files(source: Source) -> tuple[list[str], list[int]]:
+    """Each file's path as Spark reads it and its first rid (neither needed for one file)."""
+    if len(source.files) == 1:
+        return [], []
+    return [f.uri for f in source.files], [f.offset for f in source.files]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from ember.plan import catalyst
-from ember.plan.catalyst import OPAQUE, PlanTree, Tree
-from ember.plan.jvm import Jvm, class_name, iterate
-from ember.plan.spark_import import optimized_plan
+from ember.engines.spark import catalyst
+from ember.engines.spark.jvm import Jvm, class_name, iterate
+from ember.engines.spark.plan_import import optimized_plan
+from ember.plan.trees import OPAQUE, PlanTree, Tree
 
 
 def nodes(p: PlanTree) -> list[PlanTree]:

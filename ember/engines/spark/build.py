@@ -35,12 +35,13 @@ from pyspark.sql.types import StructType, _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 from pyspark.sql.window import Window as W
 
-from ember.capture.numbering import HELPERS, TextNumbering
+from ember.engines.spark import javac
+from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
+from ember.engines.spark.numbering import HELPERS, TextNumbering, files, parquet_rid
+from ember.engines.spark.plan_import import BATCHED_GROUP_MAPS
 from ember.errors import UnsupportedOperatorError
-from ember.plan import ir, javac
-from ember.plan.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
+from ember.plan import ir
 from ember.plan.sources import Source
-from ember.plan.spark_import import BATCHED_GROUP_MAPS
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
 # Shorter runs of columns cost fewer round trips read one by one than sliced and appended.
@@ -416,7 +417,7 @@ class Builder:
             # cost an analysis (~12 ms) per scan; one is left only for a workload's `only`.
             if node.only is None:
                 made = javac.helper(self.jvm, "RowIndex")
-                return made.numbered(scan.handle, *_files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
+                return made.numbered(scan.handle, *files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
             df = self.jvm.dataframe(self._with_fields(scan, ["row_index", "file_path"]))
             rid = parquet_rid(df, source)
         elif isinstance(source.data, TextNumbering):
@@ -616,17 +617,3 @@ def _offset(bound: str, unbounded: int) -> int:
 def _windows(plan: JObj) -> list[JObj]:
     found = [plan] if plan.getClass().getSimpleName() == "Window" else []
     return found + [w for c in iterate(plan.children()) for w in _windows(c)]
-
-
-def parquet_rid(table: DataFrame, source: Source) -> Column:
-    """`ember_rid` of each row of `table`, a DataFrame that reads `source`'s Parquet files
-    as they are: its index in its file plus the rows of earlier files (`RowIndex.java`)."""
-    jvm = Jvm(table.sparkSession)
-    return jvm.column(javac.helper(jvm, "RowIndex").rid(jvm.analyzed(table), *_files(source)))
-
-
-def _files(source: Source) -> tuple[list[str], list[int]]:
-    """Each file's path as Spark reads it and its first rid (neither needed for one file)."""
-    if len(source.files) == 1:
-        return [], []
-    return [f.uri for f in source.files], [f.offset for f in source.files]

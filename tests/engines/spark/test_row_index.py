@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from ember.plan import javac
-from ember.plan.jvm import JObj, Jvm
+from ember.engines.spark import javac
+from ember.engines.spark.jvm import JObj, Jvm
 from ember.plan.sources import spark_uri
 
 RID_ID = (1 << 40) + 7

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from ember.engines.spark import javac
+from ember.engines.spark.jvm import Jvm
 from ember.errors import EmberError
-from ember.plan import javac
-from ember.plan.jvm import Jvm
 
 
 def test_the_helpers_are_compiled_once_per_source_and_spark(

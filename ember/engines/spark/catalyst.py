@@ -2,7 +2,7 @@
 
 Walking a plan over py4j costs a round trip (~50 µs) per node, expression and field:
 10-76 ms per TPC-H query, the largest fixed cost of a capture. ember's small Java class
-(`PlanDump.java`, compiled on first use by `plan.javac`) writes the plan as JSON inside
+(`PlanDump.java`, compiled on first use by `engines.spark.javac`) writes the plan as JSON inside
 the JVM instead, to a file (a py4j answer past 8 KB stalls ~40 ms), and registers each
 node and each expression a node holds with the py4j gateway, so Python gets handles to
 them without asking.
@@ -15,77 +15,17 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from py4j import protocol as proto
 from py4j.java_gateway import JavaObject
 
-from ember.plan import ir, javac
-from ember.plan.jvm import JObj, Jvm
-
-
-class Opaque:
-    """A literal value with no plain JSON spelling (binary, intervals, structs, NaN, ...)."""
-
-    def __repr__(self) -> str:
-        return "<opaque>"
-
-
-OPAQUE = Opaque()
-
-
-@dataclass(frozen=True)
-class Tree:
-    """A Catalyst expression: its class's simple name, how it prints, and its children."""
-
-    kind: str
-    text: str
-    dtype: str | None  # Spark's simpleString of its type (None: it has none)
-    deterministic: bool
-    refs: frozenset[int]
-    children: tuple[Tree, ...]
-    handle: JObj | None = field(default=None, compare=False, hash=False, repr=False)
-    id: int | None = None  # a named expression's exprId
-    name: str | None = None
-    nullable: bool = True
-    value: Any = None  # a literal's: int, float, bool, str, Decimal, None, or OPAQUE
-    values: tuple[Any, ...] = ()  # an InSet's
-    distinct: bool = False  # an AggregateExpression's
-    filtered: bool = False  # an AggregateExpression's FILTER clause
-    outer: bool = False  # a ScalarSubquery that reads outer columns (correlated)
-    plan: PlanTree | None = None  # a ScalarSubquery's
-    frame: str | None = None  # a SpecifiedWindowFrame's type: RowFrame or RangeFrame
-
-
-@dataclass(frozen=True)
-class PlanTree:
-    """A Catalyst plan node with the fields ember's import reads (see PlanDump.java)."""
-
-    kind: str
-    output: tuple[ir.Attr, ...]
-    children: tuple[PlanTree, ...]
-    exprs: dict[str, tuple[Tree, ...]]  # list, keys, partition, order, exprs, cond, gen, fn
-    attrs: dict[str, tuple[ir.Attr, ...]]  # generated, kept, exists, grouping, cogrouping
-    facts: dict[str, Any]  # join type, relation class, file format, paths, ids, range bounds
-    handle: JObj | None = field(default=None, compare=False, hash=False, repr=False)
-    projections: tuple[tuple[Tree, ...], ...] = ()  # an Expand's
-
-    @property
-    def child(self) -> PlanTree:
-        return self.children[0]
-
-    def expr(self, name: str) -> Tree | None:
-        found = self.exprs.get(name, ())
-        return found[0] if found else None
-
-
-def find(e: Tree, kinds: set[str]) -> list[Tree]:
-    """The outermost expressions of `kinds` in `e`, left to right (not those inside them)."""
-    if e.kind in kinds:
-        return [e]
-    return [x for c in e.children for x in find(c, kinds)]
+from ember.engines.spark import javac
+from ember.engines.spark.jvm import JObj, Jvm
+from ember.plan import ir
+from ember.plan.trees import OPAQUE, PlanTree, Tree
 
 
 def plan(jvm: Jvm, p: JObj) -> PlanTree:

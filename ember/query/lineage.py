@@ -15,18 +15,18 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from ember import duck
-from ember.capture.numbering import reopen_text
+from ember.engines import duck
+from ember.engines.spark.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
-from ember.fetch.rows import RID, check_unchanged, source_relation
-from ember.plan.sources import COUNTED, Source, SourceFile, saved_file
+from ember.fetch.rows import check_unchanged, source_relation
+from ember.plan.sources import COUNTED, OID, RID, Source, SourceFile, saved_file
 from ember.query import distributed, grouped
 from ember.query.distributed import SparkTrace
-from ember.query.grouped import Grouping
 from ember.query.html import render
-from ember.query.trace import OID, ForwardTrace, Trace, source_by_name
+from ember.query.trace import ForwardTrace, Trace, source_by_name
 from ember.store.columns import sorted_unique
 from ember.store.files import Stored, filesystem, read_store, write_store
+from ember.store.groupings import Grouping
 from ember.store.index import LineageIndex
 from ember.store.kept import KEEP_SHARE, held_copies, rows_to_keep
 from ember.store.later import materialized
@@ -156,7 +156,7 @@ class Lineage:
             return None
         form = grouped.shape(sql)
         for g in self._groupings:
-            found = g.answer(oid, sql, form, self._sources[g.source])
+            found = grouped.answer(g, oid, sql, form, self._sources[g.source])
             if found is not None:
                 return found
         return None

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ember import duck
-from ember.plan import catalyst
-from ember.plan.catalyst import PlanTree, Tree
-from ember.plan.duck_sql import python_literal, sql
-from ember.plan.jvm import Jvm
+from ember.engines import duck
+from ember.engines.duck.sql import python_literal, sql
+from ember.engines.spark import catalyst
+from ember.engines.spark.jvm import Jvm
+from ember.plan.trees import PlanTree, Tree
 
 ROWS = 60
 

@@ -8,8 +8,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.dataframe import DataFrame
 
 import ember
+from ember.engines.spark.jvm import Jvm, class_name
 from ember.errors import EmberError
-from ember.plan.jvm import Jvm, class_name
 
 
 def test_class_name_is_the_simple_name(spark: SparkSession) -> None:

@@ -1,4 +1,4 @@
-"""Rebuilding imported plans on Spark (`capture.spark_build`), against answers worked by hand."""
+"""Rebuilding imported plans on Spark (`engines.spark.build`), against answers worked by hand."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import ember
-from ember.capture.spark_build import Builder
+from ember.engines.spark.build import Builder
+from ember.engines.spark.jvm import JObj, Jvm, iterate
+from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.plan.jvm import JObj, Jvm, iterate
-from ember.plan.spark_import import import_plan
 from tests.oracle import rows as o
 
 

@@ -17,9 +17,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import ember
-from ember.capture.numbering import RID, number_source
-from ember.plan.jvm import Jvm
-from ember.plan.spark_import import import_plan
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.numbering import number_source
+from ember.engines.spark.plan_import import import_plan
+from ember.plan.sources import RID
 
 SPLITS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
 

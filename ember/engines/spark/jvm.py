@@ -1,8 +1,8 @@
 """Thin helpers over py4j for the Catalyst objects ember reads and builds.
 
 Everything that touches Spark's internal (non-public) JVM API goes through here or
-through the edge modules (`plan.catalyst`, `plan.spark_import`, `capture.spark_build`,
-and the Java helpers `plan.javac` compiles), so a Spark upgrade has few places to check.
+through the edge modules (`engines.spark.catalyst`, `engines.spark.plan_import`, `engines.spark.build`,
+and the Java helpers `engines.spark.javac` compiles), so a Spark upgrade has few places to check.
 """
 
 from __future__ import annotations
