@@ -1,4 +1,4 @@
-"""ember: row-level lineage for PySpark.
+"""ember: row-level lineage for PySpark DataFrames and Spark SQL.
 
     import ember
     lin = ember.capture(df)                  # run df once, capturing lineage
@@ -11,19 +11,14 @@
     lin_b.backward(oids=[0], through=[lin_a])   # across jobs: lin_a = capture(df_a, write_to=...)
     lin = ember.infer(df)                    # lazy: nothing captured, traces re-run restricted
     lin = ember.infer(df, exact=False)       # lazy superset: no re-run, never misses a row
-    lin = ember.lineage(df, traces=2)        # eager or lazy, from the expected number of traces
+    lin = ember.lineage(df, traces=2)        # eager or lazy (`AnyLineage`), from the expected traces
 
-    lc = ember.LineageContext(sc)            # Titian-style lineage for RDD programs (docs/rdd.md)
-    counts.getLineage().goBackAll().collect()   # raw input records behind the chosen records
+    $ ember run job.py; ember ls/trace/export/ui   # the command line (docs/guide/cli.md)
 
-    from ember import arrays                 # cell lineage for numpy pipelines (DSLog)
-    wf = arrays.Workflow(); a = wf.track(x, name="a"); b = np.sum(-a + 1, axis=1)
-    wf.backward(b, [(5,)], to=a)             # cells of a behind b[5]
-
-    from ember.apps import fd_violations     # FD profiling: violations and the rows behind them
-    fd_violations(df, ["zip"], ["city"])
-
-    $ ember run job.py; ember ls/trace/export/ui   # the command line (docs/cli.md)
+Two separate products share ember's store format and live beside it, imported on
+their own: `ember.rdd` (`ember.LineageContext`: Titian-style lineage for RDD programs)
+and `ember.arrays` (cell-level lineage for numpy pipelines, DSLog). `ember.apps` holds
+applications built on lineage (`fd_violations`: functional-dependency profiling).
 
 Everything else in the package is private.
 """
@@ -34,7 +29,7 @@ from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
 from ember.engines.spark.jvm import Jvm
-from ember.engines.spark.plan_import import SOURCE_NAMES, source_keys
+from ember.engines.spark.plan_import import name_source
 from ember.errors import (
     EmberError,
     IdOutOfRangeError,
@@ -48,22 +43,19 @@ from ember.infer import InferredLineage, infer
 from ember.modes import lineage
 from ember.plan.workload import Workload
 from ember.query.lineage import Lineage, load
-from ember.query.trace import ForwardTrace, Trace
+from ember.query.trace import AnyLineage, ForwardTrace, Trace
 from ember.rdd import LineageContext
 from ember.version import __version__ as __version__
 
 
 def source(df: DataFrame, name: str) -> DataFrame:
     """Names the single source `df` reads; lineage then reports it as `name`."""
-    jvm = Jvm.of(df, "ember.source")
-    keys = source_keys(jvm, df)
-    if len(keys) != 1:
-        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")
-    SOURCE_NAMES[str(keys.pop())] = name
+    name_source(Jvm.of(df, "ember.source"), df, name)
     return df
 
 
 __all__ = [
+    "AnyLineage",
     "EmberError",
     "ForwardTrace",
     "IdOutOfRangeError",

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Literal, get_args
 
 from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
 from ember.errors import UnsupportedOperatorError
-from ember.infer import InferredLineage, infer
-from ember.query.lineage import Lineage
+from ember.infer import infer
+from ember.query.trace import AnyLineage
 
-MODES = ("auto", "eager", "lazy")
-# At TPC-H SF1 (docs/benchmarks.md) an exact lazy trace takes ~0.1 s at the median (up to
-# ~2 s) and inference adds ~7 % to the job on average; capture adds ~34 % at the median,
-# once, after which traces take milliseconds. For a ~1 s job the two meet at two to three
-# traces: past that, capture has paid for itself.
+Mode = Literal["auto", "eager", "lazy"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+# An exact lazy trace costs a restricted re-run of the job; capture costs a share of one
+# run, once, after which traces take milliseconds (the lazy benchmark measures both). For
+# a job of about a second the two meet at two to three traces: past that, capture pays.
 LAZY_UP_TO = 3
 
 
-def lineage(df: DataFrame, mode: str = "auto", traces: int | None = None) -> Lineage | InferredLineage:
+def lineage(df: DataFrame, mode: Mode = "auto", traces: int | None = None) -> AnyLineage:
     """Lineage of `df`, captured (`"eager"`, `ember.capture`) or inferred (`"lazy"`,
     `ember.infer`). `"auto"` infers when at most `LAZY_UP_TO` traces are expected
     (`traces=`) and captures otherwise, including when nothing is declared (interactive

@@ -14,6 +14,7 @@ def test_auto_infers_for_few_traces_and_captures_otherwise(spark: SparkSession) 
     lazy = ember.lineage(df, traces=1)
     eager = ember.lineage(df)
     assert isinstance(lazy, ember.InferredLineage) and isinstance(eager, ember.Lineage)
+    assert isinstance(lazy, ember.AnyLineage) and isinstance(eager, ember.AnyLineage)
     assert isinstance(ember.lineage(df, mode="lazy", traces=100), ember.InferredLineage)
     assert isinstance(ember.lineage(df, traces=ember.modes.LAZY_UP_TO + 1), ember.Lineage)
     oid = lazy.output().column("k").to_pylist().index(1)
@@ -36,4 +37,4 @@ def test_auto_captures_what_inference_refuses(spark: SparkSession) -> None:
 
 def test_unknown_mode_is_refused(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
-        ember.lineage(spark.range(3), mode="fast")
+        ember.lineage(spark.range(3), mode="fast")  # type: ignore[arg-type]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import TypeVar
+from concurrent.futures import wait
+from typing import Literal, TypeVar, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,6 +30,7 @@ from ember.plan.ir import outline, walk
 from ember.plan.slots import Annotated
 from ember.plan.sources import OID, Source, SourceFile, file_facts, spark_uri
 from ember.plan.workload import Workload
+from ember.pools import pool
 from ember.query import grouped
 from ember.query.lineage import Lineage
 from ember.store.groupings import Grouping
@@ -40,7 +41,8 @@ from ember.store.spark_index import Staged
 WRITTEN_FILE = "part-00000.parquet"
 
 
-STRATEGIES = ("auto", "inject", "defer")
+Strategy = Literal["auto", "inject", "defer"]
+STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
 # Spark setting: how many rids of lineage may come back through the driver (default
 # `annotate.INLINE_RIDS`); past it, or everywhere with 0, the executors write and index it.
 DRIVER_RIDS = "spark.ember.driverRids"
@@ -48,64 +50,39 @@ DRIVER_RIDS = "spark.ember.driverRids"
 # result is read by the traces that reach it rather than beside the job (`store.later`;
 # default `sides.AT_TRACE_ROWS`).
 AT_TRACE_ROWS = "spark.ember.atTraceRows"
-_DEFERRED = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-defer")
-_IMPORTS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-import")
 
 
 def capture(
     df: DataFrame,
     write_to: str | None = None,
-    format: str = "parquet",
+    format: Literal["parquet"] = "parquet",
     staging: str | None = None,
-    strategy: str = "auto",
+    strategy: Strategy = "auto",
     workload: Workload | None = None,
     keep_rows: float = KEEP_SHARE,
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
-    Everything that can be refused (an operator ember cannot trace) is refused before
-    any job runs, except with "defer", which imports the plan while the job runs.
-    The output is the job's own result; traces need no further Spark job.
+    An operator ember cannot trace is refused before any job runs (with "defer", once the
+    job ran). The output is the job's own result; traces need no further Spark job.
 
-    `strategy`: "inject" runs the rewritten plan, so the job's own rows carry their rids
-    (an aggregate whose rows reach the result one for one carries its groups' rids as
-    lists; other aggregates, semi joins, subqueries and windows add side-table jobs);
-    "defer" runs `df` untouched and returns its result at full speed, then captures in a
-    background thread (traces wait for it; sources are checked unchanged by size and
-    modification time); "auto" injects when the plan needs no side-table job (lineage
-    then rides in the job itself, or in side tables DuckDB reads from local Parquet
-    files after it) or when a second run would give other rows (a sample, a random
-    value, the time; or could: a grouped map's function or a row sequence, which see rows
-    in the order a shuffle gives them), and defers otherwise.
+    `strategy`: "inject" runs the rewritten plan, so the job's rows carry their lineage
+    (aggregates, semi joins, subqueries and windows may add side-table jobs); "defer" runs
+    `df` untouched, returns its result at full speed and captures in a background thread
+    (traces wait for it; sources are checked unchanged); "auto" injects when the plan
+    needs no side-table job or when a second run could give other rows, and defers
+    otherwise. `lin.mode` says which ran.
 
-    With `write_to`, the job also writes its output to that (new) folder, row `i` of the
-    written file being output row `i`; a later job reading the folder links to this
-    lineage (`backward(..., through=[...])`). Side tables too big for the driver's
-    result channel (over 32 M rids, or the session's `spark.ember.driverRids`; with 0,
-    every side table and aggregate group) are written and indexed by the executors in
-    `staging` (default: a temporary folder, which suits local mode and one-machine
-    clusters; give a path every executor and the driver can reach on a multi-machine
-    cluster); the lineage reads their index parts from there while it lives, and `save`
-    links or copies them.
-
-    `workload` (`ember.Workload`) declares which sources traces will name and which
-    source rows matter; everything else is left out of the capture.
-
-    A side table every group of which reaches the result (an aggregate under another that
-    lists its groups, as TPC-H Q13's orders per customer; an aggregate over joins, Q5, Q7,
-    Q8, Q9, and Q12, whose one join would otherwise carry lists), which DuckDB would read
-    whole beside the job, is left to the traces that reach it where its scans hold over
-    1,048,576 rows (the session's `spark.ember.atTraceRows` sets the bound; a larger one
-    reads more of them at capture):
-    the lineage keeps its groups' keys, and a backward trace reads the groups it reaches,
-    for their keys only, from the sources, which must be unchanged since capture (a
-    forward trace, a trace reaching half of them or more and `save` read the table whole, once).
-
-    Where the whole output reaches at most a `keep_rows` share of a local Parquet
-    source's rows (and at most 100,000 of them), the lineage copies those rows into
-    memory in a background thread once the job has returned, so a trace's rows are not
-    decoded from the source's pages (`lin.ready` turns true when the copy is made;
-    fetches read the source until then; 0 copies nothing).
+    `write_to`: the job also writes its output to that new folder as Parquet, row `i` of
+    the file being output row `i`, so a later job reading it links to this lineage
+    (`backward(..., through=[...])`). `staging`: where the executors write lineage too big
+    for the driver (session setting `spark.ember.driverRids`); a path every executor and
+    the driver reach on a multi-machine cluster (default: a temporary folder).
+    `workload` (`ember.Workload`): the sources and rows traces will ask about; the rest is
+    left out. `keep_rows`: where the whole output reaches at most this share of a local
+    Parquet source, those rows are copied into memory after the job (`lin.ready` turns
+    true then; 0 copies nothing). Large side tables all of whose groups reach the result
+    are read by the traces that reach them (session setting `spark.ember.atTraceRows`).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
@@ -165,7 +142,7 @@ def capture(
         )
     else:
         user = df.toArrow() if user is None else user
-        job = _DEFERRED.submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound, at_trace)
+        job = pool("defer").submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound, at_trace)
         lineage = Lineage(
             user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan), hold_rows=keep_rows
         )
@@ -177,7 +154,7 @@ def capture(
 def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[str, Source]]]:
     """Defer: the user's job runs while ember imports its plan (a run of Spark's optimizer that
     would otherwise delay the job), so a refusal comes after the job, not before it."""
-    imported = _IMPORTS.submit(jvm.threaded(import_plan), jvm, df)
+    imported = pool("import").submit(jvm.threaded(import_plan), jvm, df)
     try:
         user = df.toArrow()
     finally:

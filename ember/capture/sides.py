@@ -41,6 +41,7 @@ from ember.fetch.rows import check_unchanged
 from ember.plan import ir
 from ember.plan.slots import Annotated, RefSlot, RidSlot, SideTable, Slot
 from ember.plan.sources import Source
+from ember.pools import pool
 from ember.store.columns import expand_ranges
 from ember.store.index import KeyRows, SideRows, holders, inline_rows
 from ember.store.later import Reader, key_rows
@@ -56,7 +57,6 @@ LOCAL_ROWS = 1 << 20  # rows DuckDB may read of a table guessed too big for the 
 # instead (`store.later`).
 AT_TRACE_ROWS = 1 << 20
 
-_BESIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ember-side")
 
 
 @dataclass
@@ -148,16 +148,16 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
             text = local_sides.same_rows(t, builder.sources)
             if text is not None and text in read:
                 same[t.id] = read[text]
-                started[t.id] = _BESIDE.submit(_renamed, started[same[t.id]], t)
+                started[t.id] = pool("side", 2).submit(_renamed, started[same[t.id]], t)
                 continue
-            started[t.id] = _BESIDE.submit(local_sides.side_table, t, None, builder.sources)
+            started[t.id] = pool("side", 2).submit(local_sides.side_table, t, None, builder.sources)
             if text is not None:
                 read[text] = same[t.id] = t.id
         else:  # built only if DuckDB cannot read it: ~20 ms each before the job (TPC-DS Q88: eight)
             job = builder.jvm.threaded(lambda plan=t.plan: builder.dataframe(plan).toArrow())
-            started[t.id] = _BESIDE.submit(_either, t, builder.sources, job)
+            started[t.id] = pool("side", 2).submit(_either, t, builder.sources, job)
     inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
-    inputs.start(_BESIDE)
+    inputs.start(pool("side", 2))
     return Started(started, inputs, same, later)
 
 
@@ -262,7 +262,7 @@ def fetch(
     reads = local_sides.Reads(
         builder.sources, started.inputs if started is not None else None, min(LOCAL_ROWS, annotated.inline_rids)
     )
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(4) as workers:
         while len(data) < len(jobs):
             wave = [t for t in jobs if t.id not in data and referrers[t.id] <= data.keys()]
             for t in wave:
@@ -275,7 +275,7 @@ def fetch(
             wave = [t for t in wave if t.id not in data]
             keys = {t.id: wanted[t.id].distinct() for t in wave}
             reads.batch([(t, k) for t in wave if (small or t.bounded) and isinstance(k := keys[t.id], pa.Table) and k.num_rows])
-            runs = [pool.submit(builder.jvm.threaded(_job(builder, t, keys[t.id], small, scratch, reads))) for t in wave]
+            runs = [workers.submit(builder.jvm.threaded(_job(builder, t, keys[t.id], small, scratch, reads))) for t in wave]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)

@@ -6,7 +6,7 @@ import functools
 import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import asdict
 from typing import Any
 
@@ -20,6 +20,7 @@ from ember.engines.spark.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
 from ember.fetch.rows import check_unchanged, source_relation
 from ember.plan.sources import COUNTED, OID, RID, Source, SourceFile, saved_file
+from ember.pools import pool
 from ember.query import distributed, grouped
 from ember.query.distributed import SparkTrace
 from ember.query.html import render
@@ -32,7 +33,6 @@ from ember.store.kept import KEEP_SHARE, held_copies, rows_to_keep
 from ember.store.later import materialized
 
 EXPORT_FORMAT = "ember-lineage-json"
-_HOLDING = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ember-rows")
 
 
 class Lineage:
@@ -60,7 +60,7 @@ class Lineage:
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
         self.columns = list(columns)  # per output column: the (source, column) pairs it is computed from
         self.store: str | None = None  # where it was saved or loaded from
-        self._holding = _HOLDING.submit(self._hold, hold_rows) if hold_rows > 0 else None
+        self._holding = pool("rows").submit(self._hold, hold_rows) if hold_rows > 0 else None
 
     @property
     def sources(self) -> list[str]:

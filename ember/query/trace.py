@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -76,6 +76,29 @@ class Trace:
     def __repr__(self) -> str:
         counts = ", ".join(f"{n}: {self._ids[n].size}" for n in self.sources) or "no rows"
         return f"<ember backward trace ({counts}){'' if self.exact else ' superset'}>"
+
+
+@runtime_checkable
+class AnyLineage(Protocol):
+    """What every lineage answers, captured (`ember.capture`) or inferred (`ember.infer`):
+    `ember.lineage` returns either, so code written against this works with both."""
+
+    @property
+    def sources(self) -> list[str]:
+        """Names of the sources the job reads."""
+        ...
+
+    def output(self) -> pa.Table:
+        """The job's output rows with `ember_oid`."""
+        ...
+
+    def backward(self, oids: Iterable[int] | None = None, where: str | None = None) -> Trace:
+        """The source rows in the lineage of the chosen output rows."""
+        ...
+
+    def forward(self, source: str, ids: Iterable[int] | None = None, where: str | None = None) -> ForwardTrace:
+        """The output rows whose lineage holds the chosen rows of `source`."""
+        ...
 
 
 class ForwardTrace:

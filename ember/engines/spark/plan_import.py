@@ -13,16 +13,17 @@ from __future__ import annotations
 import base64
 import itertools
 import re
+import weakref
 from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 from pyspark.serializers import CloudPickleSerializer
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from ember.engines.duck import sql as duck_sql
 from ember.engines.spark import catalyst, javac
 from ember.engines.spark.jvm import EXPRESSIONS, JObj, Jvm, iterate
-from ember.errors import UnsupportedOperatorError
+from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import domains, ir
 from ember.plan.sources import (
     COUNTED,
@@ -88,8 +89,17 @@ _LIMITS = {"GlobalLimit", "LocalLimit", "Offset", "Tail", "GlobalLimitAndOffset"
 _PYTHON = {"PythonUDF", "PythonUDAF"}  # functions Spark evaluates in Python
 _BELOW_TAG = {*_LIMITS, "Sort", "Filter"}  # what EXCEPT ALL's right-side tag may be pushed below
 
-# Process-wide names given with `ember.source(df, name)`, by source key.
-SOURCE_NAMES: dict[str, str] = {}
+# Names given with `ember.source(df, name)`, per session, by source key: a name given in
+# one session does not rename the same files read in another.
+_NAMED: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def name_source(jvm: Jvm, df: DataFrame, name: str) -> None:
+    """Names the single source `df` reads, for the lineage of `df`'s session's jobs."""
+    keys = source_keys(jvm, df)
+    if len(keys) != 1:
+        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")
+    _NAMED.setdefault(jvm.spark, {})[str(keys.pop())] = name
 
 
 def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
@@ -402,7 +412,7 @@ class Importer:
         return self._scan(p, Source("none", "none", "none", 1))
 
     def _name(self, key: str, default: str) -> str:
-        name = SOURCE_NAMES.get(key) or self.view_names.get(key) or default
+        name = _NAMED.get(self.jvm.spark, {}).get(key) or self.view_names.get(key) or default
         taken = {s.name for s in self.sources.values()}
         for n in itertools.count(2):
             if name not in taken:

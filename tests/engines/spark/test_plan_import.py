@@ -40,6 +40,16 @@ def test_sources_are_named_by_view_then_stem_then_explicitly(spark: SparkSession
     assert [s.name for s in sources.values()] == ["tiny"]
 
 
+def test_a_name_given_in_one_session_does_not_rename_another_sessions_source(spark: SparkSession, tmp_path: Path) -> None:
+    path = _parquet(tmp_path, "visits", 3)
+    other = spark.newSession()
+    ember.source(other.read.parquet(path), "other_name")
+    _, sources = import_plan(Jvm(spark), spark.read.parquet(path))
+    assert [s.name for s in sources.values()] == ["visits"]
+    _, sources = import_plan(Jvm(other), other.read.parquet(path))
+    assert [s.name for s in sources.values()] == ["other_name"]
+
+
 def test_a_view_right_over_another_takes_the_inner_ones_name(spark: SparkSession, tmp_path: Path) -> None:
     spark.read.parquet(_parquet(tmp_path, "orders", 3)).createOrReplaceTempView("orders_view")
     spark.table("orders_view").select("x").createOrReplaceTempView("recent_orders")
