@@ -33,8 +33,9 @@ from ember.plan.workload import Workload
 from ember.pools import pool
 from ember.query import grouped
 from ember.query.lineage import Lineage
+from ember.store.build import SideRows, build_index
 from ember.store.groupings import Grouping
-from ember.store.index import LineageIndex, SideRows, build_index
+from ember.store.index import LineageIndex
 from ember.store.kept import KEEP_SHARE
 from ember.store.spark_index import Staged
 

@@ -23,7 +23,7 @@ from ember.errors import StaleSourceError
 from ember.plan import ir
 from ember.plan.slots import Annotated, ListSlot, RefSlot, RidSlot, SideTable, Slot, slot_attrs
 from ember.plan.sources import Source, SourceFile, local_path
-from ember.store.index import SideRows
+from ember.store.build import SideRows
 
 MAX_ROWS = 16_000_000  # larger sources keep their rids (a key map costs 16 bytes a row)
 _KEPT = 32  # key maps kept for later captures

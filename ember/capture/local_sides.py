@@ -47,7 +47,7 @@ from ember.plan import ir
 from ember.plan.slots import GROUPS, SideTable
 from ember.plan.sources import Source
 from ember.plan.trees import Tree, find
-from ember.store.index import SORTED, order_by, sorted_rows
+from ember.store.build import SORTED, order_by, sorted_rows
 
 _RID = "__ember_rid"
 _MARK = "\x00"  # around an attribute id in a translated template

@@ -42,8 +42,8 @@ from ember.plan import ir
 from ember.plan.slots import Annotated, RefSlot, RidSlot, SideTable, Slot
 from ember.plan.sources import Source
 from ember.pools import pool
+from ember.store.build import KeyRows, SideRows, holders, inline_rows
 from ember.store.columns import expand_ranges
-from ember.store.index import KeyRows, SideRows, holders, inline_rows
 from ember.store.later import Reader, key_rows
 from ember.store.spark_index import Scratch, Staged, distributable, stage
 

@@ -22,19 +22,9 @@ import pyarrow as pa
 
 from ember.engines import duck
 from ember.plan.slots import SideTable
+from ember.store.build import SORTED, KeyRows, group_ranges, leaf_level, sorted_rows
 from ember.store.columns import encode, expand_ranges
-from ember.store.index import (
-    SORTED,
-    Expanded,
-    KeyRows,
-    Level,
-    LineageIndex,
-    Ranges,
-    group_ranges,
-    leaf_level,
-    marked_rows,
-    sorted_rows,
-)
+from ember.store.index import Expanded, Level, LineageIndex, Ranges, marked_rows
 
 Reader = Callable[[pa.Table | None], pa.Table]  # wanted keys k0..kn (None: every group) → the table's rows
 

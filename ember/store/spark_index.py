@@ -41,9 +41,10 @@ from pyspark.sql.types import TimestampType
 from ember.engines.spark.numbering import parquet_rid
 from ember.plan.slots import ListSlot, RefSlot, RidSlot, SideTable
 from ember.plan.sources import Source
+from ember.store.build import Groups, order_by
 from ember.store.columns import IntColumn, Plain, encode
 from ember.store.files import filesystem, open_column, write_column
-from ember.store.index import Groups, Level, Ranges, order_by
+from ember.store.index import Level, Ranges
 from ember.store.parts import Parts, tiled
 
 PART_ROWS = 1 << 20  # rows per part: what one task holds in memory to encode a stretch

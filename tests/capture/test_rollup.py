@@ -17,7 +17,7 @@ from ember.capture.rollup import rollup
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
-from ember.store import index
+from ember.store import build as index
 from tests.capture.test_operators import check
 from tests.oracle import rows as o
 
