@@ -8,7 +8,7 @@ TPCDS_SF ?= 0.01
 TPCDS := data/tpcds/sf$(TPCDS_SF)
 TPCDS_GEN := $(VENV)/tpcds
 
-.PHONY: demo test lint setup data tpcds check-java clean chromium ui
+.PHONY: demo test lint setup data tpcds check-java clean chromium ui jar
 
 check-java:
 	@scripts/check_java.sh
@@ -40,6 +40,11 @@ tpcds: $(TPCDS)/queries
 
 demo: setup data
 	$(BIN)/python -m devkit.demo --scale $(SF) --data $(DATA)
+
+# ember's Java helpers ship prebuilt in the package (users need no JDK); rebuild the jar after
+# changing jvm/src (a test compares its recorded source fingerprint). Needs a JDK's javac.
+jar: setup
+	$(BIN)/python scripts/build_jar.py
 
 lint: setup
 	$(BIN)/ruff check .

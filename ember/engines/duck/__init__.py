@@ -77,7 +77,7 @@ def spark_cast_double(d: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.A
     session, or where Spark's cast gives no value (not a number, or past the type's digits)."""
     from pyspark.sql import SparkSession
 
-    from ember.engines.spark import javac
+    from ember.engines.spark import jar
     from ember.engines.spark.jvm import Jvm
 
     spark = SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)  # DuckDB's threads have none active
@@ -85,7 +85,7 @@ def spark_cast_double(d: pa.Array, precision: pa.Array, scale: pa.Array) -> pa.A
         raise RuntimeError("no Spark session to cast a double to a decimal as Spark does")
     (p,), (s,) = set(precision.to_pylist()), set(scale.to_pylist())
     bits = np.asarray(d.to_numpy(zero_copy_only=False), np.float64).view(np.int64)
-    cast = javac.helper(Jvm(spark), "Doubles").unscaled(",".join(map(str, bits.tolist())), p, s).split(",")
+    cast = jar.helper(Jvm(spark), "Doubles").unscaled(",".join(map(str, bits.tolist())), p, s).split(",")
     if "" in cast:
         raise ArithmeticError(f"a double Spark casts to no decimal({p},{s}): left to Spark")
     return pa.array(cast, pa.string())

@@ -35,7 +35,7 @@ from pyspark.sql.types import StructType, _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 from pyspark.sql.window import Window as W
 
-from ember.engines.spark import javac
+from ember.engines.spark import jar
 from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.engines.spark.numbering import HELPERS, TextNumbering, files, parquet_rid
 from ember.engines.spark.plan_import import BATCHED_GROUP_MAPS
@@ -94,7 +94,7 @@ class Builder:
             return self._prepared(self.build(node))
 
     def _prepared(self, plan: JObj) -> DataFrame:
-        jdf = javac.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, plan)
+        jdf = jar.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, plan)
         return DataFrame(jdf, self.jvm.spark)
 
     def build(self, node: ir.Node) -> JObj:
@@ -387,7 +387,7 @@ class Builder:
 
     def _Shared(self, node: ir.Shared) -> JObj:
         if node.key not in self.shared:
-            self.shared[node.key] = javac.helper(self.jvm, "Prepared").cached(self.jvm.jsession, self.build(node.child))
+            self.shared[node.key] = jar.helper(self.jvm, "Prepared").cached(self.jvm.jsession, self.build(node.child))
         return self.shared[node.key]
 
     def _Keys(self, node: ir.Keys) -> JObj:
@@ -416,7 +416,7 @@ class Builder:
             # Made resolved by `RowIndex.java`: a DataFrame resolving `_metadata.row_index`
             # cost an analysis (~12 ms) per scan; one is left only for a workload's `only`.
             if node.only is None:
-                made = javac.helper(self.jvm, "RowIndex")
+                made = jar.helper(self.jvm, "RowIndex")
                 return made.numbered(scan.handle, *files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
             df = self.jvm.dataframe(self._with_fields(scan, ["row_index", "file_path"]))
             rid = parquet_rid(df, source)
@@ -436,7 +436,7 @@ class Builder:
     def _with_fields(self, scan: ir.Scan, fields: list[str]) -> JObj:
         """The scan, its `_metadata` column (if the job reads one, pruned to the fields it
         reads) widened with the `fields` its rids read."""
-        return javac.helper(self.jvm, "RowIndex").withFields(scan.handle, fields, False)
+        return jar.helper(self.jvm, "RowIndex").withFields(scan.handle, fields, False)
 
     def _numbered_memory(self, source: Source, scan: ir.Scan, node: ir.Numbered) -> JObj:
         table: pa.Table = source.data
@@ -452,7 +452,7 @@ class Builder:
 
 def _command(jvm: Jvm, fn: JObj) -> str:
     """A Python UDF's pickled code, base64 (as `PlanDump` writes it)."""
-    return str(javac.helper(jvm, "PlanDump").command(fn.func()))
+    return str(jar.helper(jvm, "PlanDump").command(fn.func()))
 
 
 def _keyed(

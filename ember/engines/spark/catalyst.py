@@ -2,7 +2,7 @@
 
 Walking a plan over py4j costs a round trip (~50 µs) per node, expression and field:
 10-76 ms per TPC-H query, the largest fixed cost of a capture. ember's small Java class
-(`PlanDump.java`, compiled on first use by `engines.spark.javac`) writes the plan as JSON inside
+(`PlanDump.java`, in the jar `engines.spark.jar` loads) writes the plan as JSON inside
 the JVM instead, to a file (a py4j answer past 8 KB stalls ~40 ms), and registers each
 node and each expression a node holds with the py4j gateway, so Python gets handles to
 them without asking.
@@ -22,7 +22,7 @@ from typing import Any
 from py4j import protocol as proto
 from py4j.java_gateway import JavaObject
 
-from ember.engines.spark import javac
+from ember.engines.spark import jar
 from ember.engines.spark.jvm import JObj, Jvm
 from ember.plan import ir
 from ember.plan.trees import OPAQUE, PlanTree, Tree
@@ -129,4 +129,4 @@ def _gateway(obj: JObj) -> JObj:
 
 
 def _dumper(jvm: Jvm) -> JObj:
-    return javac.helper(jvm, "PlanDump")
+    return jar.helper(jvm, "PlanDump")

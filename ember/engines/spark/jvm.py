@@ -2,7 +2,7 @@
 
 Everything that touches Spark's internal (non-public) JVM API goes through here or
 through the edge modules (`engines.spark.catalyst`, `engines.spark.plan_import`, `engines.spark.build`,
-and the Java helpers `engines.spark.javac` compiles), so a Spark upgrade has few places to check.
+and the Java helpers in the jar `engines.spark.jar` loads), so a Spark upgrade has few places to check.
 """
 
 from __future__ import annotations

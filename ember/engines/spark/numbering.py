@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ember.engines.spark import javac
+from ember.engines.spark import jar
 from ember.engines.spark.jvm import JObj, Jvm, iterate
 from ember.errors import StaleSourceError
 from ember.plan.sources import COUNTED, READER_FORMATS, RID, Source, spark_path, spark_uri
@@ -215,7 +215,7 @@ def parquet_rid(table: DataFrame, source: Source) -> Column:
     """`ember_rid` of each row of `table`, a DataFrame that reads `source`'s Parquet files
     as they are: its index in its file plus the rows of earlier files (`RowIndex.java`)."""
     jvm = Jvm(table.sparkSession)
-    return jvm.column(javac.helper(jvm, "RowIndex").rid(jvm.analyzed(table), *files(source)))
+    return jvm.column(jar.helper(jvm, "RowIndex").rid(jvm.analyzed(table), *files(source)))
 
 
 def files(source: Source) -> tuple[list[str], list[int]]:

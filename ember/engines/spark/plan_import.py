@@ -21,7 +21,7 @@ from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import DataFrame, SparkSession
 
 from ember.engines.duck import sql as duck_sql
-from ember.engines.spark import catalyst, javac
+from ember.engines.spark import catalyst, jar
 from ember.engines.spark.jvm import EXPRESSIONS, JObj, Jvm, iterate
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import domains, ir
@@ -105,13 +105,13 @@ def name_source(jvm: Jvm, df: DataFrame, name: str) -> None:
 def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
     """The optimized plan of `df` with ember's excluded rules, and without cached data
     substituted in, so a DataFrame the user cached is traced through to its sources."""
-    return javac.helper(jvm, "Optimized").plan(jvm.jsession, jvm.analyzed(df), ",".join(EXCLUDED_RULES))
+    return jar.helper(jvm, "Optimized").plan(jvm.jsession, jvm.analyzed(df), ",".join(EXCLUDED_RULES))
 
 
 def reads_clock(jvm: Jvm, df: DataFrame) -> bool:
     """Whether `df` reads the clock (`current_timestamp()`, `current_date()`, ...): Spark
     folds each into the time of the plan's optimization, so a second run differs."""
-    return bool(javac.helper(jvm, "Optimized").readsClock(jvm.analyzed(df)))
+    return bool(jar.helper(jvm, "Optimized").readsClock(jvm.analyzed(df)))
 
 
 @dataclass
@@ -386,7 +386,7 @@ class Importer:
             offset += rows
         roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        data = javac.helper(self.jvm, "RowIndex").withoutMetadata(p.handle) if fmt != "parquet" else None
+        data = jar.helper(self.jvm, "RowIndex").withoutMetadata(p.handle) if fmt != "parquet" else None
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
         return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data))
 
