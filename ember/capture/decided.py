@@ -6,10 +6,9 @@ anti join below the aggregate. A condition that reads only columns equal to the 
 keys on every input row (the key columns themselves, and columns an inner join equates
 with them) is true or false for the whole group at once; its group passed it, so every
 row of the group does. Reading the rows of wanted groups again, such conditions change
-nothing and can be left out: TPC-H Q18's groups (by customer and order) sit under two
-`o_orderkey IN (SELECT l_orderkey ... GROUP BY l_orderkey HAVING sum(...) > 300)` semi
-joins that would aggregate all of `lineitem` twice to keep rows of orders that already
-passed them.
+nothing and can be left out: groups by order under an `o_orderkey IN (SELECT l_orderkey
+... GROUP BY l_orderkey HAVING ...)` semi join would otherwise aggregate all of
+`lineitem` again to keep rows of orders that already passed it.
 
 Only where every input row reaches the aggregate through the condition is it skipped:
 under projections, filters, inner joins and the left side of semi and anti joins, not
@@ -53,7 +52,7 @@ def matched_keys(plan: ir.Project, keys: tuple[ir.Attr, ...], unique: frozenset[
     from them. A scan is one source row per value of a column unique and never null in
     its source (`unique`, as `capture.keys` found it), so the key `c_custkey` fixes the
     `customer` row and with it `c_name` and `c_comment`, and, through `c_nationkey =
-    n_nationkey`, the `nation` row and `n_name` (TPC-H Q10's seven keys, one matched)."""
+    n_nationkey`, the `nation` row and `n_name`: of those keys only `c_custkey` is matched."""
     made = {n.attr: _column_of(n.expr) for n in plan.columns}
     columns = [made.get(k) for k in keys]
     equal = _Classes()

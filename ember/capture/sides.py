@@ -2,8 +2,8 @@
 
 A side table holds lineage for every row of an intermediate result (every group of an
 aggregate, every probe value of a semi join), but only the groups that rows above it
-point at are ever traced: Q18's `GROUP BY l_orderkey HAVING ...` has 1.5 M groups, of
-which 57 reach the output. The job's result names the groups the output needs (its ref
+point at are ever traced: an aggregate with many groups under a selective HAVING has
+few that reach the output. The job's result names the groups the output needs (its ref
 slots' keys), so side tables run top down (a table only points at lower ids) and each is
 restricted, by a broadcast semi join on its keys, to the groups named by the output and
 the tables already fetched. A semi join's witnesses are computed from those keys alone
@@ -112,7 +112,7 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
     """Side tables that can run beside the job, started: those the job's result alone points
     at without keys (scalar subqueries, global aggregates: nothing to cut them to), and
     those whose every group is wanted, whichever rows point at them (`SideTable.whole`,
-    read by DuckDB: nothing cut either; TPC-DS Q97's groups below a table read so), whose
+    read by DuckDB: nothing cut either), whose
     rows come back through the result channel and that share no cached subplan with the
     job (the job fills the cache; run beside it, the table would compute the subplan
     again, and a nondeterministic one could give other rows). A `local` one is read by
@@ -122,9 +122,8 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
     traces (`read_at_trace`, past `at_trace` scanned rows) are not read at all: those
     only the result points at (its rows, or lists they carry), whose groups each output
     row reaches its own of. Under another side table a trace reaches them through that
-    table's groups: TPC-DS Q97's two channels under its global count, whose one row
-    reaches every group (read at its first trace, 0.67 s, and its capture +19 % → +73 %
-    in one run of three rounds)."""
+    table's groups, one of which (a global aggregate's) may reach them all: the first
+    trace would read them whole, and leaving them makes the capture no cheaper."""
     referrers = _referrers(annotated)
     later = (
         set()
@@ -153,7 +152,7 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
             started[t.id] = pool("side", 2).submit(local_sides.side_table, t, None, builder.sources)
             if text is not None:
                 read[text] = same[t.id] = t.id
-        else:  # built only if DuckDB cannot read it: ~20 ms each before the job (TPC-DS Q88: eight)
+        else:  # built only if DuckDB cannot read it: each Spark plan built here delays the job
             job = builder.jvm.threaded(lambda plan=t.plan: builder.dataframe(plan).toArrow())
             started[t.id] = pool("side", 2).submit(_either, t, builder.sources, job)
     inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
@@ -200,7 +199,7 @@ def _renamed(rows: Future[pa.Table | None], table: SideTable) -> pa.Table | None
 
 
 def _either(table: SideTable, sources: dict[str, Source], job: Callable[[], pa.Table]) -> pa.Table:
-    """The table read by DuckDB where it can (a scalar subquery's groups: TPC-DS Q44), else
+    """The table read by DuckDB where it can (a scalar subquery's groups), else
     built and computed by its Spark job."""
     local = local_sides.side_table(table, None, sources)
     if local is None:
@@ -315,9 +314,8 @@ def _job(
     one DuckDB can answer in-process is read here and now. A table that could outgrow the
     driver is written by the executors and, unless lists ride in its rows, stays there;
     DuckDB reads it first, up to `Reads.cap` rows, where its wanted keys are on the driver:
-    the guess at its size counts every scan below it, and TPC-DS Q14's rollup of 13 K
-    groups over three channels' aggregates (100 M rows scanned) was computed again by
-    Spark, as long as the job itself."""
+    the guess at its size counts every scan below it, so a table of few groups over large
+    aggregates looks large, and Spark would compute it again, as long as the job itself."""
     bounded = small or table.bounded
     if bounded and isinstance(keys, DataFrame):
         keys = _collected(keys)
@@ -345,8 +343,7 @@ def _job(
 def _collected(keys: DataFrame) -> Keys:
     """Keys that a table the executors keep names, brought to the driver unless there are
     more than `MAX_KEYS`: DuckDB can then read the table for them, and a Spark job joins
-    them broadcast (TPC-DS Q14: below its rollup's groups, which stay on the cluster, three
-    group tables of 23-87 K wanted keys, 7-9 s each as Spark jobs)."""
+    them broadcast; keys left on the cluster make each table below a full Spark job."""
     rows = keys.limit(MAX_KEYS + 1).toArrow()
     return rows if rows.num_rows <= MAX_KEYS else keys
 

@@ -2,8 +2,7 @@
 
 A ROWS frame's rows depend on how the engine orders rows that tie in the window's
 ORDER BY, so a side table that computed the window again could see other frames than
-the job did: annotate caches such a window where both read it (`ir.Shared`). Caching a large window costs the job dearly
-(TPC-DS Q51's three running sums over daily sales: +52 % on the job alone), while a
+the job did: annotate caches such a window where both read it (`ir.Shared`). Caching a large window costs the job dearly, while a
 running total is most often ordered by a key its partition never repeats (a date per
 item), and then the positions are the same in every engine. So the capture guesses
 that no row ties (`ir.Window.untied`) and keeps the guess only where DuckDB computes the

@@ -183,7 +183,7 @@ def _not_a_block(node: ir.Node, windowed: Callable[[ir.Aggregate], bool]) -> Fai
 def under_global(agg: ir.Aggregate) -> ir.Node:
     """The rows below an aggregate's input: below a global aggregate (one group of every
     row), aggregates and projections pass all their rows, so the rows under them are all
-    lineage too (Q15's `max(total_revenue)` over its revenue view)."""
+    lineage too (a `max` over a view that aggregates)."""
     node = agg.child
     if agg.keys:
         return node

@@ -1,8 +1,8 @@
 """Sets of row ids as sorted int64 arrays.
 
-numpy 2's `unique` hashes, which on the million-row id sets a wide trace returns (Q1's
-group: 1.5 M line items) costs ~0.5 s a call; ids arrive nearly sorted, and a sort then
-one comparison of neighbours takes a few milliseconds.
+numpy 2's `unique` hashes, which is slow on the large id sets a wide trace returns (a
+group over most of a table); ids arrive nearly sorted, so a sort then one comparison of
+neighbours is far cheaper.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Iterative refinement of superset answers (PredTrace's push-up / push-down, Algorithm 3).
 
 The naive push-down leaves a scan unrestricted wherever the traced row does not pin
-it (Q4's lineitem: every late line item). But the rows of a lineage pair up across
-each join: a lineage row of one side joins some lineage row of the other on the
-equated columns. So each side's candidates can be cut to the key values found among
+it (an EXISTS subquery's scan: every row its own filter keeps). But the rows of a
+lineage pair up across each join: a lineage row of one side joins some lineage row of
+the other on the equated columns. So each side's candidates can be cut to the key values found among
 the other side's candidates (the value sets PredTrace pushes up), and the cut repeated
 until nothing changes. Every step keeps every lineage row, so the answer stays a
 superset; on most plans it reaches the exact lineage.

@@ -23,7 +23,7 @@ def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Sou
     `data` holds its rows (`__ember_rid` = position); None when a save point is not a
     subplan of `plan` (the job then runs as written)."""
     pieces = _pieces(segment)
-    keys: dict[ir.Node, int] = {}  # equal subplans (Q18's subquery, planned twice) are saved once
+    keys: dict[ir.Node, int] = {}  # equal subplans (a subquery planned twice) are saved once
     for _, save in pieces:
         keys.setdefault(save.node, len(keys) + 1)
     saves = {id(save.at): (keys[save.node], save.node) for _, save in pieces}

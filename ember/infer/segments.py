@@ -4,9 +4,9 @@ A plan whose pushed predicates are not its exact lineage (`infer.exact`) can oft
 into pieces whose predicates are: the plan above a subplan S treats S's rows as a scan,
 and S's rows are traced through S's own plan. Saving S's output while the job runs (only
 the columns either piece's predicates read) lets a trace evaluate both pieces in-process,
-with no re-run. Q17's correlated `avg(l_quantity)` per part is the typical case: DuckDB
+with no re-run. A correlated `avg(l_quantity)` per part is the typical case: DuckDB
 would average as a double what Spark averages as a decimal, so the join cannot compute
-it; saved, it is a 200 k-row scan at SF1, and the aggregate below it pins whole groups.
+it; saved, it is a scan of one row per part, and the aggregate below it pins whole groups.
 
 A piece is exact when its predicates, cut across joins, are its lineage, or when joining
 its cut candidates in-process is (`infer.block`: filters over joins, theta conditions,
@@ -179,8 +179,8 @@ def _below(node: ir.Node, depth: int) -> Segment | None:
 
 
 def _with_keys(node: ir.Node) -> ir.Node | None:
-    """An aggregate that also outputs the grouping columns it drops (Q13's inner `GROUP BY
-    c_custkey` keeps only the counts), so its saved rows pin their groups, or a limit whose
+    """An aggregate that also outputs the grouping columns it drops (an inner `GROUP BY
+    c_custkey` keeping only counts), so its saved rows pin their groups, or a limit whose
     projections keep the columns that tell its rows apart (`pushdown.telling`: a count of
     the first groups by key, the names of the youngest people); None when nothing is
     dropped or a dropped key is computed."""

@@ -1,5 +1,5 @@
 """Lineage-consuming queries: SQL over the rows a trace reached, answered in-process by
-DuckDB, whose result is itself a lineage (Smoke's Q1 → Q1a → Q1b drill-down).
+DuckDB, whose result is itself a lineage (Smoke's drill-down, query over query).
 
 The query is parsed by DuckDB (`json_serialize_sql`) and gets one more select item:
 `list(ember_rid)` when it aggregates (each result row's group), else the row's own

@@ -31,10 +31,10 @@ DENSE = 4  # slots of their range per value below which a bitmap beats a sort
 
 def sorted_unique(chunks: list[np.ndarray]) -> np.ndarray:
     """Sorted distinct values; cheap when the chunks arrive sorted (one group's rids do).
-    A sort and a mask: numpy 2.4's `np.unique` takes 0.7 s for 1 M int64s, this 0.06 s.
-    Many values over a small range (a trace reaching most of a source, several times over:
-    TPC-DS Q14's 11 M date_dim rids over 1,096 rows) are marked in a bitmap instead, which
-    is linear; chunk by chunk, as concatenating them first costs as much again."""
+    A sort and a mask: numpy 2's `np.unique` hashes, far slower on large arrays.
+    Many values over a small range (a trace reaching most of a small source, several times
+    over) are marked in a bitmap instead, which is linear; chunk by chunk, as
+    concatenating them first costs as much again."""
     chunks = [c for c in chunks if c.size]
     bounds = None
     if len(chunks) > 1:
@@ -117,7 +117,7 @@ class Plain:
 
     @cached_property
     def _all_rids(self) -> bool:
-        """No -1 in the column (most of them: Q14's 1.4 M-row levels), told once, not per trace."""
+        """No -1 in the column (true of most), told once, not per trace."""
         return self.values.size == 0 or int(self.values.min()) >= 0
 
     def hits(self, values: np.ndarray) -> np.ndarray:
@@ -150,7 +150,7 @@ class Runs:
 
     def take_ranges(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Each range cut at run boundaries, each piece computed from its run: a binary
-        search per range instead of per row (Q14's 2.9 M-row level: 25 -> 8 ms a column).
+        search per range instead of per row.
         Short ranges (a customer's few orders) are read row by row: the cut costs more."""
         keep = end > start
         start, end = start[keep], end[keep]
@@ -160,7 +160,7 @@ class Runs:
 
     def take_valid(self, start: np.ndarray, end: np.ndarray, positions: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Pieces of a run of -1 are dropped before they are expanded: a union's branch
-        columns are mostly such runs (Q14's 2.9 M-row level: 44-85 % of each column)."""
+        columns are mostly such runs (the rows of the other branches)."""
         keep = end > start
         start, end = start[keep], end[keep]
         if int((end - start).sum()) < SHORT_RANGES * start.size:
@@ -225,8 +225,8 @@ def encode(values: np.ndarray) -> IntColumn:
     values = np.ascontiguousarray(values, dtype=np.int64)
     steps = np.diff(values)
     # Each change of step starts a run, and absorbing one-row runs at most halves them:
-    # past this many changes runs cannot win, told without building them (TPC-H Q13's
-    # 1.5 M scattered order rids: 45 ms a column to build runs that lost).
+    # past this many changes runs cannot win, told without building them (scattered
+    # rids would pay for building runs that lose).
     changed = steps[1:] != steps[:-1]
     if values.size > 2 and np.count_nonzero(changed) * RUNS_WORTH_IT > 2 * values.size:
         return Plain(values)

@@ -1,14 +1,13 @@
 """Copies of the source rows a lineage reaches, for fast row fetches.
 
 A trace's rows are read from the source by rid, and Parquet decodes whole pages: rows
-scattered over a large file (tpchgen writes one data page per 114k-row column chunk)
-cost a decode of most of the file, ~150 ms for `lineitem` at SF1 however few rows are
-asked for. When the rows a lineage reaches are a small share of a Parquet source, a
-live lineage holds a copy of just those rows in memory, made in the background after
-capture (`HeldRows`), and a store keeps one on disk, sorted by rid in small row groups,
-so a fetch reads the few row groups (of a file a fraction of the size) that hold the
-rids (`KeptRows`). A copy is only read while the source is unchanged, as the source
-itself would be.
+scattered over a large file (a writer may put a whole column chunk in one data page)
+cost a decode of most of the file, however few rows are asked for. When the rows a
+lineage reaches are a small share of a Parquet source, a live lineage holds a copy of
+just those rows in memory, made in the background after capture (`HeldRows`), and a
+store keeps one on disk, sorted by rid in small row groups, so a fetch reads the few
+row groups (of a file a fraction of the size) that hold the rids (`KeptRows`). A copy
+is only read while the source is unchanged, as the source itself would be.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from ember.plan.sources import RID, Source, local_path
 
 KEEP_SHARE = 0.1  # keep a copy when the lineage reaches at most this share of a source's rows
 ROW_GROUP = 1 << 14  # rows per row group of a copy: small, so scattered rids skip most of it
-HOLD_ROWS = 100_000  # most rows of one source a live lineage holds in memory (~20 MB of `lineitem`)
+HOLD_ROWS = 100_000  # most rows of one source a live lineage holds in memory
 
 
 def rows_to_keep(source: Source, rids: np.ndarray, share: float) -> pa.Table | None:

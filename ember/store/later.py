@@ -1,8 +1,8 @@
 """Side tables read when a trace reaches them, not at capture.
 
 A side table every group of which reaches the result is read whole, beside the job
-(`SideTable.whole`), on the cores the job runs on, whatever is traced later: TPC-H
-Q13's orders per customer are 1.5 M rows at SF1, a third of the job's time. Where such
+(`SideTable.whole`), on the cores the job runs on, whatever is traced later, and one
+with a group per row of a large source takes a large share of the job's time. Where such
 a table's scans hold more rows than `capture.sides.AT_TRACE_ROWS`, capture keeps only
 its groups' keys (the level's rows, one per group the lineage points at), and a backward
 trace reads the groups it reaches, for their keys only, as the capture would have read

@@ -414,7 +414,7 @@ class Builder:
         source = self.sources.get(scan.source.key, scan.source)
         if source.kind == "parquet":
             # Made resolved by `RowIndex.java`: a DataFrame resolving `_metadata.row_index`
-            # cost an analysis (~12 ms) per scan; one is left only for a workload's `only`.
+            # cost an analysis per scan; one is left only for a workload's `only`.
             if node.only is None:
                 made = jar.helper(self.jvm, "RowIndex")
                 return made.numbered(scan.handle, *files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
@@ -527,7 +527,7 @@ def _reporting(
     result names but `report` lacks tells that it did not (`sides`). Pickled by value."""
 
     def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        unique = np.sort(values)  # a sort and a mask: np.unique is ten times slower (numpy 2.4)
+        unique = np.sort(values)  # a sort and a mask: numpy 2's np.unique hashes, far slower
         unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))] if len(unique) else unique
         cut = np.flatnonzero(np.diff(unique) != 1) + 1
         return unique[np.r_[0, cut]] if len(unique) else unique, (

@@ -1,9 +1,9 @@
 """Catalyst plans and expressions as plain Python data, read in one py4j round trip.
 
-Walking a plan over py4j costs a round trip (~50 µs) per node, expression and field:
-10-76 ms per TPC-H query, the largest fixed cost of a capture. ember's small Java class
+Walking a plan over py4j costs a round trip per node, expression and field, which
+adds up to the largest fixed cost of a capture. ember's small Java class
 (`PlanDump.java`, in the jar `engines.spark.jar` loads) writes the plan as JSON inside
-the JVM instead, to a file (a py4j answer past 8 KB stalls ~40 ms), and registers each
+the JVM instead, to a file (a large py4j answer stalls), and registers each
 node and each expression a node holds with the py4j gateway, so Python gets handles to
 them without asking.
 """

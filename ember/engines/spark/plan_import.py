@@ -449,7 +449,7 @@ def source_keys(jvm: Jvm, df: DataFrame) -> set[str]:
 
 def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
     """Source key → temp-view or table name, for views and tables that *are* one source
-    (a view defined by a query over a table, such as TPC-H Q15's revenue0, names nothing)."""
+    (a view defined by a query over a table names nothing)."""
     names: dict[str, str] = {}
     for name, leaf in catalyst.views(jvm, analyzed):
         key = source_key(leaf)
