@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ember"
 # Bottom first. A unit may import units of its own level or below; within a level, no
 # two units may import each other (checked as cycles below).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "version", "pools"),
+    ("errors", "version", "pools", "progress"),
     ("plan",),
     ("engines",),
     ("fetch",),

@@ -123,6 +123,7 @@ def capture(
         annotated = _annotated(plan, workload, sources, bound, at_trace=at_trace)
     names = [a.name for a in plan.output]
     inline = all(t.inline or t.local for t in annotated.tables)
+    why = _why(strategy, inline, varies, ir.order_bound(plan))
     if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
         numbered = {k: number_source(jvm, s) for k, s in sources.items()}
         _, (user, index) = _guessed(
@@ -140,16 +141,34 @@ def capture(
             groupings=groups,
             columns=column_lineage(plan),
             hold_rows=keep_rows,
+            why=why,
         )
     else:
         user = df.toArrow() if user is None else user
         job = pool("defer").submit(jvm.threaded(_deferred), jvm, plan, sources, staging, user, workload, bound, at_trace)
         lineage = Lineage(
-            user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan), hold_rows=keep_rows
+            user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan), hold_rows=keep_rows, why=why
         )
     if write_to is not None:
         lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage
+
+
+def _why(strategy: Strategy, inline: bool, varies: bool, order_bound: bool) -> str:
+    """Why `strategy` captures as it does, in words for `Lineage.strategy`.
+
+    >>> _why("auto", inline=False, varies=False, order_bound=False)
+    'the plan needs side-table jobs: the result comes first, lineage is built in the background'
+    """
+    if strategy != "auto":
+        return "asked for"
+    if inline:
+        return "lineage rides in the job itself (no side-table job)"
+    if varies:
+        return "a second run could give other rows (sampling, a random value, the clock)"
+    if order_bound:
+        return "rows depend on the order a shuffle gives them (a grouped map, a row sequence)"
+    return "the plan needs side-table jobs: the result comes first, lineage is built in the background"
 
 
 def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[str, Source]]]:

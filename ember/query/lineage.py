@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from ember import progress
 from ember.engines import duck
 from ember.engines.spark.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
@@ -49,13 +50,15 @@ class Lineage:
         groupings: tuple[Grouping, ...] = (),
         columns: Sequence[tuple[str, list[tuple[str, str]]]] = (),
         hold_rows: float = 0.0,
+        why: str = "",
     ):
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
         self._state = index  # a Future while a deferred capture is still building it
         self._settling = threading.Lock()
         self._named = {s.name: s for s in sources if s.kind != "none"}
         self._groupings = groupings  # what the workload asked to compute at capture
-        self.mode = mode
+        self.mode = mode  # how the lineage was made: inject, defer, consume (a query's result)
+        self.why = why  # why that strategy (`strategy`)
         self.plan = plan
         self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
         self.columns = list(columns)  # per output column: the (source, column) pairs it is computed from
@@ -76,6 +79,21 @@ class Lineage:
         return built and (self._holding is None or self._holding.done())
 
     @property
+    def strategy(self) -> str:
+        """How capture ran: "inject" (lineage rode in the job) or "defer" (the result came
+        first, lineage is built in the background), and why, as `"defer: ..."`."""
+        return f"{self.mode}: {self.why}" if self.why else self.mode
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits until the lineage is `ready` (at most `timeout` seconds) and returns `ready`.
+        A deferred capture that failed raises its error here."""
+        pending: list[Future[Any]] = [f for f in (self._state, self._holding) if isinstance(f, Future)]
+        wait(pending, timeout=timeout)
+        if isinstance(self._state, Future) and self._state.done():
+            self._settle()
+        return self.ready
+
+    @property
     def _index(self) -> LineageIndex:
         self._settle()
         assert not isinstance(self._state, Future)
@@ -89,6 +107,8 @@ class Lineage:
     def _settle(self) -> None:
         with self._settling:
             if isinstance(self._state, Future):
+                if not self._state.done():
+                    progress.note(f"ember: waiting for the background capture of {self.plan or 'the job'} (strategy defer)")
                 index, sources, groupings = self._state.result()
                 self._named = {s.name: s for s in sources if s.kind != "none"}
                 self._groupings = groupings
