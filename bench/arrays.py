@@ -1,6 +1,6 @@
 """ember.arrays: lineage storage (DSLog Table VII), forward query latency, capture overhead.
 
-    .venv/bin/python -m bench.arrays            # about 6 minutes on 2 cores
+    .venv/bin/python -m bench.arrays
 
 (a) Storage of one operation's lineage on ~10^6-cell arrays: raw int64 coordinate rows,
     the same as a .npy file, Parquet (pyarrow defaults), Parquet+gzip, and ember
@@ -10,28 +10,27 @@
     10-step workflows on a 250x400 array: ember in situ vs the same lineage as Parquet
     tables joined hop by hop in DuckDB.
 (c) Capture: the tracked workflow vs plain numpy, first run and with reuse warm.
-Writes docs/benchmarks/arrays.md.
+Writes the run's record and arrays.md (`bench.results`).
 """
 
 from __future__ import annotations
 
+import argparse
 import io
-import os
-import platform
 import statistics
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from datetime import date
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.common import ROOT, timed
+from bench.common import ROOT, Run, figure, timed, worst
 from ember import arrays
 from ember.arrays.provrc import Relation, Table, compress
 
@@ -222,15 +221,42 @@ def queries(steps: int, count: int) -> dict[str, list[float]]:
     return times
 
 
-def main() -> None:
+ELEMENTWISE = 6  # the first storage cases: element-wise, aggregation, repetition, products
+
+
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    storage = [r for r in rows if r["part"] == "storage"]
+    shares = [dict(r, share=r["ember"] / r["raw"]) for r in storage[:ELEMENTWISE]]
+    top, top_op = worst(shares, "share", lambda r: r["operation"])
+    gains = [dict(r, gain=-r["parquet_gzip"] / r["ember"]) for r in storage]
+    least, least_op = worst(gains, "gain", lambda r: r["operation"])
+    steps = {r["steps"]: r for r in rows if r["part"] == "queries"}
+    figs = [
+        figure("elementwise", "Element-wise and aggregation lineage / raw, largest", top, "%", 4, note=top_op),
+        figure("vs_gzip", "Parquet+gzip / ember, smallest", -least if least is not None else None, "x", 1,
+               note=least_op),
+    ]
+    for n, r in steps.items():
+        figs.append(figure(f"forward_{n}", f"Forward query vs DuckDB joins, {n} steps (median of ratios)",
+                           r["speedup"], "x", note=f"{r['ember'] * 1000:.1f} ms vs {r['duckdb'] * 1000:.1f} ms"))
+    if steps:
+        r = steps[max(steps)]
+        figs.append(figure("capture", f"First capture / plain numpy, {max(steps)} steps (medians)",
+                           r["capture"] / r["numpy"], "x", note=f"reuse warm: {r['capture_warm'] / r['numpy']:.1f}\u00d7"))
+    return figs
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="results folder (history/, pages)")
+    args = p.parse_args(argv)
+    run = Run("arrays", args.out, argv)
     warnings.simplefilter("ignore", arrays.LineageWarning)
     np.seterr(all="ignore")  # random workflows overflow exp; lineage does not care
+    rows: list[dict[str, Any]] = []
     lines = [
-        "# ember.arrays benchmarks",
-        "",
-        f"Run {date.today()} on {platform.node() or 'a VM'} ({os.cpu_count()} cores, shared with other work), "
-        f"Python {platform.python_version()}, numpy {np.__version__}. Reproduce: "
-        "`.venv/bin/python -m bench.arrays` (about 6 minutes).",
+        f"numpy {np.__version__}; no Spark.",
         "",
         "## (a) Lineage storage (DSLog Table VII operations)",
         "",
@@ -242,6 +268,7 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in storage():
+        rows.append({"part": "storage", "operation": name, **s})
         pct = {k: 100 * s[k] / s["raw"] for k in ("npy", "parquet", "parquet_gzip", "ember")}
         lines.append(
             f"| {name} | {s['pairs']:,} | {s['raw'] / 1e6:.2f} MB | {s['npy'] / 1e6:.2f} MB ({pct['npy']:.0f}%) "
@@ -253,11 +280,11 @@ def main() -> None:
     start = time.perf_counter()
     tables = captured(lambda x, y: x @ y, big, big.T.copy())
     seconds = time.perf_counter() - start
+    mm = {"bytes": sum(t.nbytes for t in tables), "rows": sum(t.rows for t in tables), "seconds": seconds}
     lines += [
         "",
         f"Matrix*Matrix at 1000x1000 (2x10^9 raw pairs, 64 GB as int64; no baseline can hold "
-        f"it): ember stores {sum(t.nbytes for t in tables):,} bytes in "
-        f"{sum(t.rows for t in tables)} ProvRC rows after a {seconds:.1f} s capture.",
+        f"it): ember stores {mm['bytes']:,} bytes in {mm['rows']} ProvRC rows after a {seconds:.1f} s capture.",
     ]
     lines += [
         "",
@@ -279,17 +306,17 @@ def main() -> None:
             return f"{statistics.median(v) * 1000:.1f} ms ({min(v) * 1000:.1f}-{max(v) * 1000:.1f})"
 
         speed = statistics.median(d / e for d, e in zip(t["duckdb"], t["ember"], strict=True))
+        row: dict[str, Any] = {"part": "queries", "steps": steps, "speedup": speed}
+        for k, v in t.items():
+            row |= {k: statistics.median(v), f"{k}_min": min(v), f"{k}_max": max(v)}
+        rows.append(row)
         lines.append(
             f"| {steps} steps | {fmt(t['ember'])} | {fmt(t['duckdb'])} | {speed:.0f}x (median of ratios) "
             f"| {fmt(t['numpy'])} | {fmt(t['capture'])} | {fmt(t['capture_warm'])} |"
         )
         print(lines[-1], flush=True)
-    out = ROOT / "docs" / "benchmarks" / "arrays.md"
-    text = "\n".join(lines) + "\n"
-    marker = "\n## Reading the numbers"
-    if out.exists() and marker in out.read_text():
-        text += marker + out.read_text().split(marker, 1)[1]
-    out.write_text(text)
+    page = run.write("ember.arrays benchmarks", lines, rows, headline(rows), args, extra={"matmul_1000": mm})
+    print(f"wrote {page}")
 
 
 if __name__ == "__main__":

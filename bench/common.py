@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts."""
+"""Helpers shared by the benchmark scripts. Results are written by `Run` (bench/results.py):
+a record per run in `<out>/history/<bench>.jsonl`, the latest run's page, the summary."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
+from bench.results import ROOT, Run, figure, median, ms_text, numbers, worst
 from devkit import tpch
 
-ROOT = Path(__file__).resolve().parents[1]
+__all__ = ["ROOT", "CpuClock", "Run", "figure", "median", "ms_text", "numbers", "worst"]
 T = TypeVar("T")
 
 
@@ -62,7 +64,7 @@ def parser(doc: str | None, runs: int | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--queries", type=int, nargs="*", default=list(range(1, 23)))
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="results folder (history/, pages)")
     if runs is not None:
         p.add_argument("--runs", type=int, default=runs)
     return p
@@ -93,8 +95,3 @@ def per_query(
                 done(results)
             progress.advance(task)
     return results
-
-
-def write_markdown(out: Path, name: str, lines: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / name).write_text("\n".join(lines) + "\n")

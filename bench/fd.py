@@ -1,6 +1,6 @@
 """FD profiling: ember's lineage-based profiler vs a plain PySpark implementation.
 
-    .venv/bin/python -m bench.fd                 # 2M rows, about 5 minutes on 2 cores
+    .venv/bin/python -m bench.fd                 # 2M rows
 
 Generated addresses (zip → city → state, zip → areacode) with violations injected into a
 small share of rows. Both sides produce the same bipartite graph for each FD — violating
@@ -8,17 +8,16 @@ lhs value, rhs value, rids of the rows behind it — and the script checks they 
 Plain: per FD, group by lhs with a distinct count of rhs, keep the violations, join back
 to the table and collect (lhs, rhs, row index). ember: `FDProfiler.prepare` captures one
 grouping over all the FDs' columns, then every FD is checked in-process from its index.
-Runs alternate; the medians and their ratio are from the same run. Writes docs/benchmarks/fd.md.
+Runs alternate; the medians and their ratio are from the same run. Writes the run's record
+and fd.md (`bench.results`).
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import tempfile
 import time
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
-from bench.common import ROOT
+from bench.common import ROOT, Run, figure
 from devkit import tpch
 from ember.apps import FDProfiler
 
@@ -84,13 +83,24 @@ def ember_fd(df: DataFrame) -> tuple[dict[int, Graph], float]:
     return graphs, checks
 
 
-def main() -> None:
+def headline(med: dict[str, float]) -> list[dict[str, Any]]:
+    """The figures the summary shows (medians over the runs)."""
+    return [
+        figure("plain", "Plain PySpark, all FDs", med["plain"], "s", 1),
+        figure("ember", "ember (one captured grouping, FDs in-process)", med["ember"], "s", 1),
+        figure("ratio", "ember / plain", med["ember"] / med["plain"], "x", 2),
+        figure("checks", "In-process checks after the capture", med["checks"], "s", 2),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--bad", type=float, default=0.001, help="share of rows with an injected violation")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
-    a = p.parse_args()
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="results folder (history/, pages)")
+    a = p.parse_args(argv)
+    run = Run("fd", a.out, argv)
     console = Console()
     spark = tpch.local_spark("ember-bench-fd", **{"spark.driver.memory": "8g"})
     with tempfile.TemporaryDirectory(prefix="ember-fd-") as tmp:
@@ -100,7 +110,7 @@ def main() -> None:
         times: dict[str, list[float]] = {"plain": [], "ember": [], "checks": []}
         sizes: dict[int, int] = {}
         want: dict[int, Graph] = {}
-        for run in range(a.runs):
+        for k in range(a.runs):
             start = time.perf_counter()
             want = plain(df)
             t_plain = time.perf_counter() - start
@@ -111,7 +121,7 @@ def main() -> None:
             times["plain"].append(t_plain)
             times["ember"].append(t_ember)
             times["checks"].append(checks)
-            console.print(f"run {run + 1}: plain {t_plain:.1f} s, ember {t_ember:.1f} s (checks {checks:.2f} s)")
+            console.print(f"run {k + 1}: plain {t_plain:.1f} s, ember {t_ember:.1f} s (checks {checks:.2f} s)")
     med = {k: statistics.median(v) for k, v in times.items()}
     table = Table(title=f"FD profiling, {a.rows:,} rows, {len(FDS)} FDs")
     for col in ("FD", "violating lhs values", "edges (rows)"):
@@ -122,18 +132,15 @@ def main() -> None:
     console.print(table)
     ratio = med["ember"] / med["plain"]
     console.print(f"median: plain {med['plain']:.1f} s, ember {med['ember']:.1f} s (ratio {ratio:.2f}), in-process checks {med['checks']:.2f} s")
-    rows_md = "\n".join(f"| {','.join(lhs)} → {','.join(rhs)} | {sizes[i]} | {edges[i]} |" for i, (lhs, rhs) in enumerate(FDS))
-    (a.out / "fd.md").write_text(f"""# FD profiling benchmark
-
-`python -m bench.fd --rows {a.rows} --bad {a.bad} --runs {a.runs}`, {date.today()}, {platform.machine()},
-local[2] Spark, on a shared 2-core machine (read the ratio, not the seconds). Generated addresses
-(zip → city → state, zip → areacode) with violations injected into {a.bad:.1%} of the rows; both
+    rows_md = [f"| {','.join(lhs)} → {','.join(rhs)} | {sizes[i]} | {edges[i]} |" for i, (lhs, rhs) in enumerate(FDS)]
+    body = f"""Local[2] Spark; read the ratio, not the seconds. Generated addresses ({a.rows:,} rows;
+zip → city → state, zip → areacode) with violations injected into {a.bad:.1%} of the rows; both
 implementations return the same bipartite graph (checked in the run): per violating lhs value, each
 rhs value and the row ids behind it.
 
 | FD | violating lhs values | edges (rows) |
 |---|---|---|
-{rows_md}
+{chr(10).join(rows_md)}
 
 | implementation | median time for all {len(FDS)} FDs |
 |---|---|
@@ -149,8 +156,13 @@ the join back), {len(FDS) * 2} scans in all; ember runs one captured grouping ov
 (a scan plus the capture's side-table job), then answers each FD in-process from that index
 (Smoke §6.5: the grouping's indexes are the violation graph, reused across FDs). The in-process
 part is one backward trace per (lhs, rhs) pair of a violation, so it grows with the number of
-violating pairs, not with the table.
-""")
+violating pairs, not with the table."""
+    rows = [
+        {"fd": f"{','.join(lhs)} → {','.join(rhs)}", "violating": sizes[i], "edges": edges[i]}
+        for i, (lhs, rhs) in enumerate(FDS)
+    ]
+    page = run.write("FD profiling benchmark", body.splitlines(), rows, headline(med), a, extra={"runs": times})
+    console.print(f"wrote {page}")
 
 
 if __name__ == "__main__":

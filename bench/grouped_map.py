@@ -8,18 +8,17 @@ alternating the plain job (`df.toArrow()`), `ember.capture(df, strategy="inject"
 then awaited and timed on its own; defer refuses a partition map), each on a fresh
 DataFrame. Reported: medians, the
 overhead against the plain job, the rids the lineage holds and one-row backward trace
-latency (ids). Writes docs/benchmarks/grouped_map.md. Machines here are noisy: read
-ratios, not seconds.
+latency (ids). Writes the run's record and grouped_map.md (`bench.results`). Machines
+here are noisy: read ratios, not seconds.
 """
 
 from __future__ import annotations
 
 import functools
-import platform
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -28,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 
 import ember
-from bench.common import parser, settled, timed, tpch_session, write_markdown
+from bench.common import Run, figure, median, parser, settled, timed, tpch_session, worst
 
 
 def _summary(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -111,8 +110,25 @@ def measure(spark: SparkSession, case: Case, runs: int) -> dict[str, object]:
     }
 
 
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    def name(r: dict[str, Any]) -> str:
+        return str(r["case"]).split(" (")[0]
+
+    top, top_case = worst(rows, "inject", name)
+    slowest, slowest_case = worst(rows, "trace", name)
+    return [
+        figure("inject_median", "Inject overhead, median over the cases", median(rows, "inject"), "%"),
+        figure("inject_worst", "Inject overhead, worst", top, "%", note=top_case),
+        figure("defer_median", "Defer overhead on the user's job, median (grouped maps)", median(rows, "defer"), "%"),
+        figure("trace_worst", "One-row backward trace, ids, worst", slowest * 1000 if slowest is not None else None,
+               "ms", 1, note=slowest_case),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__, runs=5).parse_args(argv)
+    run = Run("grouped_map", args.out, argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
     results = []
@@ -120,10 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         with console.status(case.name):
             results.append(measure(spark, case, args.runs))
     lines = [
-        f"# Grouped and partition maps: capture overhead at SF{args.scale:g}",
-        "",
-        f"{date.today()}, {platform.node()}, {args.runs} alternating runs after a warm-up "
-        f"(`python -m bench.grouped_map --scale {args.scale:g} --runs {args.runs}`).",
+        f"{args.runs} alternating runs after a warm-up.",
         "",
         "| case | plain s | inject | defer (job) | defer capture after, s | lineage rids | backward trace ms |",
         "|---|---|---|---|---|---|---|",
@@ -134,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         + f" | {r['rids']:,} | {float(r['trace']) * 1000:.1f} |"  # type: ignore[arg-type]
         for r in results
     ]
-    write_markdown(args.out, "grouped_map.md", lines)
+    title = f"Grouped and partition maps: capture overhead at SF{args.scale:g}"
+    page = run.write(title, lines, results, headline(results), args)
     console.print("\n".join(lines))
+    console.print(f"wrote {page}")
     return 0
 
 

@@ -5,7 +5,8 @@ Per query, in one process: the plain job and the job under `ember.infer` alterna
 exact mode, iterative superset mode and naive superset mode, and compared with eager
 capture's trace and with the naive lazy answer (re-running the whole annotated job,
 timed as an `ember.capture` run). False-positive rates are the superset rows outside the
-exact lineage, over all sources. Writes docs/benchmarks/lazy.md and docs/lazy.md's table.
+exact lineage, over all sources. Writes the run's record and lazy.md as it goes
+(`bench.results`).
 
     python -m bench.lazy --scale 1
 """
@@ -13,16 +14,25 @@ exact lineage, over all sources. Writes docs/benchmarks/lazy.md and docs/lazy.md
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
-from datetime import date
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 
 import ember
-from bench.common import parser, per_query, settled, timed, tpch_session, write_markdown
+from bench.common import (
+    Run,
+    figure,
+    median,
+    numbers,
+    parser,
+    per_query,
+    settled,
+    timed,
+    tpch_session,
+    worst,
+)
 from devkit import tpch
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import import_plan
@@ -97,18 +107,49 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, runs=3)
     p.add_argument("--traces", type=int, default=3)
     args = p.parse_args(argv)
+    run = Run("lazy", args.out, argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
     # The report is written after every query, so a long run shows its progress.
-    per_query(
-        console, args.queries, lambda n: (n, measure(spark, n, args.runs, args.traces)), lambda r: write_report(args, r)
+    results = per_query(
+        console,
+        args.queries,
+        lambda n: (n, measure(spark, n, args.runs, args.traces)),
+        lambda r: write_report(run, args, r, final=False),
     )
     spark.stop()
-    console.print(f"wrote {args.out / 'lazy.md'}")
+    console.print(f"wrote {write_report(run, args, results)}")
     return 0
 
 
-def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, object]]]) -> None:
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    over = [dict(r, over=r["job"] / r["plain"] - 1) for r in rows if numbers([r], "job") and numbers([r], "plain")]
+    slower = [dict(r, slower=r["rerun"] / r["t_exact"]) for r in rows if numbers([r], "rerun") and numbers([r], "t_exact")
+              and r["t_exact"] > 0]
+    top, top_q = worst(over, "over")
+    exact, exact_q = worst(rows, "t_exact")
+    ratios = numbers(slower, "slower")
+    fpr = {k: numbers(rows, f"fpr_{k}") for k in ("naive", "iterative")}
+    return [
+        figure("overhead_mean", "Job overhead of `infer`, mean", statistics.mean(numbers(over, "over")) if over else None,
+               "%", 1),
+        figure("overhead_worst", "Job overhead of `infer`, worst", top, "%", note=top_q),
+        figure("exact_median", "Exact backward trace, median", median(rows, "t_exact"), "s", 2,
+               note=f"worst {exact:.2f} s, {exact_q}" if exact is not None else None),
+        figure("rerun_ratio", "Naive lazy answer (whole re-run) / exact trace, median",
+               statistics.median(ratios) if ratios else None, "x", 1,
+               note=f"under 10\u00d7 on {sum(v < 10 for v in ratios)} of {len(ratios)}" if ratios else None),
+        figure("fpr_naive", "False positives, naive superset, mean", statistics.mean(fpr["naive"]) if fpr["naive"] else None,
+               "%", 1),
+        figure("fpr_iterative", "False positives, iterative superset, mean",
+               statistics.mean(fpr["iterative"]) if fpr["iterative"] else None, "%", 1),
+    ]
+
+
+def write_report(
+    run: Run, args: argparse.Namespace, results: list[tuple[int, dict[str, object]]], final: bool = True
+) -> object:
     def col(key: str) -> list[float]:
         return [float(r[key]) for _, r in results if float(r[key]) == float(r[key])]  # type: ignore[arg-type]
 
@@ -117,11 +158,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, ob
     slower = [f"Q{n} {float(r['rerun']) / float(r['t_exact']):.1f}x" for n, r in results  # type: ignore[arg-type]
               if float(r["t_exact"]) > 0 and float(r["rerun"]) / float(r["t_exact"]) < 10]  # type: ignore[arg-type]
     lines = [
-        f"# Lazy lineage (`ember.infer`) — TPC-H SF{args.scale:g}",
-        "",
-        f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"`python -m bench.lazy --scale {args.scale:g}` ({args.runs} alternating runs, "
-        f"{args.traces} traced rows per query). An exact trace is the pushed predicates cut across joins "
+        f"{args.runs} alternating runs, {args.traces} traced rows per query. An exact trace is the pushed predicates cut across joins "
         "where the plan makes that exact (path \"predicates\", `ember/infer/exact.py`); else those candidates "
         "joined in-process (\"joined\", `ember/infer/block.py`), through intermediates the job saved where "
         "the plan needs them (\"saved intermediates\", `ember/infer/segments.py`; the job then runs rebuilt "
@@ -150,7 +187,8 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, ob
     lines += ["", "## What inference pins, per query", ""]
     for n, r in results:
         lines += [f"**Q{n}**", "", "```", str(r["explain"]), "```", ""]
-    write_markdown(args.out, "lazy.md", lines)
+    rows = [{"n": n, **r} for n, r in results]
+    return run.write(f"Lazy lineage (`ember.infer`) — TPC-H SF{args.scale:g}", lines, rows, headline(rows), args, final=final)
 
 
 if __name__ == "__main__":

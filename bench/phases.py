@@ -1,4 +1,4 @@
-"""Where an Inject capture spends its time, per TPC-H query: a tuning aid, not a report.
+"""Where an Inject capture spends its time, per TPC-H (or TPC-DS) query: a tuning aid.
 
     .venv/bin/python -m bench.phases --queries 2 4 20 --runs 3
     .venv/bin/python -m bench.phases --tpcds --queries 14 24 --runs 3   # TPC-DS (`make tpcds TPCDS_SF=1`)
@@ -11,11 +11,14 @@ many Spark DataFrames one capture builds (its job and each side table's). Stages
 nest: `build` and `jobs` include the side tables' own builds and jobs, which `sides`
 also counts. With `--lists`, each round also captures with every aggregate at the
 result carrying its groups as lists (no groups read by DuckDB), the rule before
-2026-11-25, and prints that capture's overhead beside.
+2026-11-25, and prints that capture's overhead beside. Writes the run's record and
+phases.md (`bench.results`): point `--out` elsewhere for a tuning run you do not want
+recorded.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import importlib
@@ -29,7 +32,7 @@ from pyspark.sql import DataFrame
 from rich.console import Console
 
 import ember
-from bench.common import parser, settled, timed, tpch_session
+from bench.common import Run, figure, median, parser, settled, timed, tpch_session
 from ember import tpcds, tpch
 
 spent: defaultdict[str, float] = defaultdict(float)
@@ -83,7 +86,10 @@ def all_listed() -> Iterator[None]:
         local_sides.readable = readable
 
 
-def measure(query: Callable[[], DataFrame], n: int, runs: int, lists: bool = False) -> str:
+STAGES = ("import", "number", "annotate", "build", "jobs", "sides", "index", "check")
+
+
+def measure(query: Callable[[], DataFrame], n: int, runs: int, lists: bool = False) -> dict[str, Any]:
     plain, inject, listed, stages = [], [], [], []
     for round_ in range(runs + 1):  # round 0 warms up
         took, _ = timed(lambda: query().toArrow())
@@ -103,9 +109,56 @@ def measure(query: Callable[[], DataFrame], n: int, runs: int, lists: bool = Fal
             listed += [took_listed] if lists else []
     mid = {k: statistics.median(s.get(k, 0.0) for s in stages) for k in stages[0]}
     p, i = statistics.median(plain), statistics.median(inject)
-    parts = " ".join(f"{k} {v * 1000:.0f}" for k, v in mid.items())
-    versus = f", all listed {statistics.median(listed) / p - 1:+.0%}" if lists else ""
-    return f"Q{n}: plain {p * 1000:.0f} ms, inject {i * 1000:.0f} ms ({i / p - 1:+.0%}){versus}; {parts}; {built} DataFrames"
+    return {
+        "n": n,
+        "plain": p,
+        "inject": i,
+        "overhead": i / p - 1,
+        "listed": statistics.median(listed) / p - 1 if lists else None,
+        "stages": mid,
+        "fixed": mid.get("import", 0.0) + mid.get("build", 0.0),
+        "dataframes": built,
+    }
+
+
+def line(r: dict[str, Any]) -> str:
+    parts = " ".join(f"{k} {v * 1000:.0f}" for k, v in r["stages"].items())
+    versus = f", all listed {r['listed']:+.0%}" if r["listed"] is not None else ""
+    return (
+        f"Q{r['n']}: plain {r['plain'] * 1000:.0f} ms, inject {r['inject'] * 1000:.0f} ms ({r['overhead']:+.0%}){versus}; "
+        f"{parts}; {r['dataframes']} DataFrames"
+    )
+
+
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    fixed = median(rows, "fixed")
+    return [
+        figure("fixed", "Fixed per-capture cost (plan import + building the rewritten plan), median",
+               fixed * 1000 if fixed is not None else None, "ms"),
+        figure("overhead", "Inject overhead, median over the queries run", median(rows, "overhead"), "%"),
+    ]
+
+
+def write_report(run: Run, args: argparse.Namespace, rows: list[dict[str, Any]], final: bool = True) -> object:
+    bench = "TPC-DS" if args.tpcds else "TPC-H"
+    lines = [
+        f"{bench} SF{args.scale:g}; medians of {args.runs} runs after a warm-up, ms. Stages nest: *build* and *jobs* "
+        "include the side tables' own builds and jobs, which *sides* also counts. *fixed* = import + build.",
+        "",
+        "| query | plain | inject | overhead | " + ("all listed | " if args.lists else "")
+        + " | ".join(STAGES) + " | fixed | DataFrames |",
+        "|---|---|---|---|" + ("---|" if args.lists else "") + "---|" * (len(STAGES) + 2),
+    ]
+    for r in rows:
+        listed = f"{r['listed']:+.0%} | " if args.lists and r["listed"] is not None else ("| " if args.lists else "")
+        stages = " | ".join(f"{r['stages'].get(k, 0.0) * 1000:.0f}" for k in STAGES)
+        lines.append(
+            f"| Q{r['n']} | {r['plain'] * 1000:.0f} | {r['inject'] * 1000:.0f} | {r['overhead']:+.0%} | {listed}"
+            f"{stages} | {r['fixed'] * 1000:.0f} | {r['dataframes']} |"
+        )
+    title = f"Where an Inject capture spends its time — {bench} SF{args.scale:g}"
+    return run.write(title, lines, rows, headline(rows), args, final=final)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     options.add_argument("--lists", action="store_true", help="also capture with every aggregate listed")
     options.add_argument("--tpcds", action="store_true", help="TPC-DS queries instead of TPC-H's")
     args = options.parse_args(argv)
+    run = Run("phases", args.out, argv)
     console = Console()
     if args.tpcds:
         spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
@@ -124,9 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         spark, _ = tpch_session(console, args.scale)
         queries = {n: functools.partial(tpch.query, spark, n) for n in args.queries}
     instrument()
+    rows = []
     for n, query in queries.items():
-        console.print(measure(query, n, args.runs, args.lists))
+        rows.append(measure(query, n, args.runs, args.lists))
+        console.print(line(rows[-1]))
+        write_report(run, args, rows, final=False)
     spark.stop()
+    console.print(f"wrote {write_report(run, args, rows)}")
     return 0
 
 

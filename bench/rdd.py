@@ -11,17 +11,15 @@ of each variant, then `--runs` rounds alternating the plain program and the trac
 of the medians. Traces, on the last tracked word count: backward from the count of a
 word of rank 100 to its input lines, and forward from one input line (by its id) to the
 counts of its words. Grep's backward trace goes from one matching line to itself. Writes
-docs/benchmarks/rdd.md. Machines here are shared and noisy: read ratios, not seconds.
+the run's record and rdd.md (`bench.results`). Machines here are shared and noisy: read
+ratios, not seconds.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 from collections.abc import Callable
-from datetime import date
 from operator import add
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ import numpy as np
 from pyspark import SparkContext
 from rich.console import Console
 
-from bench.common import ROOT, timed
+from bench.common import ROOT, Run, figure, median, timed, worst
 from devkit import tpch
 from ember.rdd import LineageContext
 
@@ -108,14 +106,28 @@ def measure(sc: SparkContext, path: Path, name: str, runs: int, partitions: int)
     return row
 
 
-def write_report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows (traces at the largest size measured)."""
+    over = [dict(r, over=r["ratio"] - 1) for r in rows]
+    top, top_at = worst(over, "over", lambda r: f"{r['workload']}, {r['mb']} MB")
+    counts = [r for r in rows if r["workload"] == "word count"]
+    big = max(counts, key=lambda r: r["mb"]) if counts else None
+    return [
+        figure("overhead_median", "Capture overhead (tracked / plain), median", median(over, "over"), "%"),
+        figure("overhead_worst", "Capture overhead, worst", top, "%", note=top_at),
+        figure("back", "Word count backward trace, largest input", big["back"] if big else None, "s", 2,
+               note=f"{big['mb']} MB, {big['traced']:,} lines" if big else None),
+        figure("fwd", "Word count forward trace, largest input", big["fwd"] if big else None, "s", 2,
+               note=f"{big['mb']} MB" if big else None),
+        figure("cache", "Lineage cache, largest word count", big["lineage_mb"] if big else None, "MB",
+               note=f"{big['mb']} MB of text" if big else None),
+    ]
+
+
+def write_report(run: Run, args: argparse.Namespace, results: list[dict[str, Any]]) -> Path:
     ratios = [r["ratio"] for r in results]
     lines = [
-        "# RDD lineage benchmark (Titian workloads), local[2]",
-        "",
-        f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}; median of {args.runs} alternating runs after a warm-up; "
-        f"`.venv/bin/python -m bench.rdd --sizes {' '.join(map(str, args.sizes))} --runs {args.runs}`.",
+        f"Median of {args.runs} alternating runs after a warm-up, local[2].",
         "",
         f"- Capture overhead (tracked / plain, ratio of medians): median "
         f"{statistics.median(ratios) - 1:.0%}, worst {max(ratios) - 1:.0%}; target ≤ 30 %.",
@@ -135,8 +147,7 @@ def write_report(args: argparse.Namespace, results: list[dict[str, Any]]) -> Non
         )
     if args.notes:
         lines += ["", args.notes.read_text()]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rdd.md").write_text("\n".join(lines) + "\n")
+    return run.write("RDD lineage benchmark (Titian workloads)", lines, results, headline(results), args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[8, 32, 128], help="input sizes in MB")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="results folder (history/, pages)")
     p.add_argument("--notes", type=Path, help="markdown appended to the report (shortfalls)")
     args = p.parse_args(argv)
+    run = Run("rdd", args.out, argv)
     console = Console()
     spark = tpch.local_spark("ember-bench-rdd", **{"spark.driver.memory": "8g"})
     sc = spark.sparkContext
@@ -161,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             row.update(workload=name, mb=mb)
             console.print(row)
             results.append(row)
-    write_report(args, results)
     spark.stop()
+    console.print(f"wrote {write_report(run, args, results)}")
     return 0
 
 

@@ -12,26 +12,36 @@ the plain job, how many side-table rows each capture brought to the driver (rows
 levels not built as parts), the index bytes of each saved, and one-row backward traces (ids) on the
 parts-built index: the first one (opens the parts it touches) and the median of 20.
 Traces of both captures are compared on those rows (they must be equal).
-Writes docs/benchmarks/remote.md. Machines here are noisy: read ratios, not milliseconds.
+Writes the run's record and remote.md as it goes (`bench.results`). Machines here are
+noisy: read ratios, not milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 from collections.abc import Callable
-from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 
 import ember
-from bench.common import parser, per_query, settled, timed, tpch_session, write_markdown
+from bench.common import (
+    Run,
+    figure,
+    median,
+    ms_text,
+    parser,
+    per_query,
+    settled,
+    timed,
+    tpch_session,
+    worst,
+)
 from devkit import tpch
 from ember.capture.capture import DRIVER_RIDS
 from ember.store.parts import Parts
@@ -108,25 +118,43 @@ def measure(spark: SparkSession, n: int, runs: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__, runs=3).parse_args(argv)
+    run = Run("remote", args.out, argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
-    results = per_query(console, args.queries, lambda n: (n, measure(spark, n, args.runs)), lambda r: write_report(args, r))
+    results = per_query(
+        console, args.queries, lambda n: (n, measure(spark, n, args.runs)), lambda r: write_report(run, args, r, final=False)
+    )
     spark.stop()
-    write_report(args, results)
-    console.print(f"wrote {args.out / 'remote.md'}")
+    console.print(f"wrote {write_report(run, args, results)}")
     return 0
 
 
-def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, float]]]) -> None:
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    slowest, slowest_q = worst(rows, "trace")
+    driver, driver_q = worst(rows, "driver_rows")
+    return [
+        figure("driver_median", "Capture overhead, side tables indexed on the driver, median",
+               median(rows, "driver_over"), "%"),
+        figure("remote_median", "Capture overhead, side tables indexed by the executors, median",
+               median(rows, "remote_over"), "%"),
+        figure("first", "First trace on the parts-built index, median",
+               1000 * v if (v := median(rows, "first")) is not None else None, "ms", 1),
+        figure("trace", "One-row backward trace, ids, parts-built index, median",
+               1000 * v if (v := median(rows, "trace")) is not None else None, "ms", 1,
+               note=f"worst {ms_text(slowest * 1000)}, {slowest_q}" if slowest is not None else None),
+        figure("driver_rows", "Most side-table rows through the driver (driver path)", driver, note=driver_q),
+    ]
+
+
+def write_report(
+    run: Run, args: argparse.Namespace, results: list[tuple[int, dict[str, float]]], final: bool = True
+) -> Path:
     def med(key: str) -> float:
         return statistics.median(r[key] for _, r in results if r[key] == r[key])
 
     lines = [
-        f"# Side tables indexed by the executors — TPC-H SF{args.scale:g}",
-        "",
-        f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"local[2]; `python -m bench.remote --scale {args.scale:g} --runs {args.runs}` (medians of {args.runs} "
-        "alternating runs after a warm-up). *driver*: ember as it ships (lineage under 32 M rids indexed on the "
+        f"Local[2]; medians of {args.runs} alternating runs after a warm-up. *driver*: ember as it ships (lineage under 32 M rids indexed on the "
         "driver); *executors*: nothing through the driver (`spark.ember.driverRids` = 0), every side table indexed by the "
         "executors as parts. Rows to driver = side-table rows indexed on the driver.",
         "",
@@ -144,7 +172,9 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, dict[str, fl
             f"{r['remote_over']:+.0%} | {r['driver_rows']:,.0f} / {r['remote_rows']:,.0f} | {r['levels']:.0f} | "
             f"{r['driver_bytes'] / 1e6:.2f} / {r['remote_bytes'] / 1e6:.2f} | {r['first'] * 1000:.1f} | {r['trace'] * 1000:.1f} |"
         )
-    write_markdown(args.out, "remote.md", lines)
+    rows = [{"n": n, **r} for n, r in results]
+    title = f"Side tables indexed by the executors — TPC-H SF{args.scale:g}"
+    return run.write(title, lines, rows, headline(rows), args, final=final)
 
 
 if __name__ == "__main__":

@@ -13,19 +13,18 @@ For each query: capture once, save the store, load it back, and measure
   in the trace; first call after loading, then the median of 5), forward of one rid;
   and one-row backward ids on the Parquet+zstd form (columns read whole, then traced); and backward ids on the in-memory plain arrays,
   for comparison.
-Writes docs/benchmarks/store.md. Machines here are noisy: read ratios, not milliseconds.
+Writes the run's record and store.md (`bench.results`). Machines here are noisy: read
+ratios, not milliseconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import os
-import platform
 import shutil
 import statistics
-from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +32,19 @@ import pyarrow.parquet as pq
 from rich.console import Console
 
 import ember
-from bench.common import ROOT, input_bytes, parser, per_query, timed, tpch_session, write_markdown
+from bench.common import (
+    ROOT,
+    Run,
+    figure,
+    input_bytes,
+    median,
+    ms_text,
+    parser,
+    per_query,
+    timed,
+    tpch_session,
+    worst,
+)
 from devkit import tpch
 from ember.store.columns import IntColumn, Plain
 from ember.store.index import LineageIndex, as_plain, map_columns
@@ -110,6 +121,7 @@ def measure(lin: ember.Lineage, store: Path) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__).parse_args(argv)
+    run = Run("store", args.out, argv)
     console = Console()
     spark, data = tpch_session(console, args.scale)
     stores = ROOT / "data" / "bench-stores"
@@ -120,12 +132,36 @@ def main(argv: list[str] | None = None) -> int:
     results = per_query(console, args.queries, one)
     spark.stop()
     shutil.rmtree(stores, ignore_errors=True)
-    write_report(args, results)
-    console.print(f"wrote {args.out / 'store.md'}")
+    console.print(f"wrote {write_report(run, args, results)}")
     return 0
 
 
-def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[str, float]]]) -> None:
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows: bytes over all the queries' input, latencies per query."""
+    total_in = sum(r["input"] for r in rows)
+
+    def share(key: str) -> float | None:
+        found = [r[key] for r in rows if r.get(key) is not None]
+        return sum(found) / total_in if total_in and found else None
+
+    back, back_q = worst(rows, "back")
+    with_rows, rows_q = worst(rows, "rows")
+    index, kept = share("index"), share("kept")
+    return [
+        figure("ember_share", "ember's store / input bytes, all queries", share("ember"), "%", 1,
+               note=f"index {index * 100:.1f} %, row copies {kept * 100:.1f} %" if index is not None and kept is not None else None),
+        figure("pq_share", "Parquet+zstd / input bytes", share("pq"), "%", 1),
+        figure("raw_share", "Raw int64 / input bytes", share("raw"), "%", 1),
+        figure("back", "Loaded store, one-row backward trace, ids, median", median(rows, "back"), "ms", 1,
+               note=f"worst {ms_text(back)}, {back_q}" if back is not None else None),
+        figure("first", "First trace after loading, median", median(rows, "first"), "ms", 1),
+        figure("rows", "Loaded store, with rows, median", median(rows, "rows"), "ms", 1,
+               note=f"worst {ms_text(with_rows)}, {rows_q}" if with_rows is not None else None),
+        figure("pq_ms", "The same trace on the Parquet+zstd form, median", median(rows, "pq_ms"), "ms", 1),
+    ]
+
+
+def write_report(run: Run, args: argparse.Namespace, results: list[tuple[int, int, dict[str, float]]]) -> Path:
     total_in = sum(i for _, i, _ in results)
     totals = {k: sum(r[k] for _, _, r in results) for k in ("raw", "pq", "index", "kept", "ember")}
 
@@ -133,10 +169,7 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[st
         return [r[key] for _, _, r in results if r[key] == r[key]]
 
     lines = [
-        f"# Lineage store — TPC-H SF{args.scale:g}",
-        "",
-        f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"`python -m bench.store --scale {args.scale:g}`. Bytes are the index files plus the store's copies "
+        "Bytes are the index files plus the store's copies "
         "of reached source rows (not the output or the sources); input = the Parquet files a query reads.",
         "",
         f"Over the {len(results)} queries: raw int64 {totals['raw'] / total_in:.1%} of input bytes, "
@@ -162,7 +195,8 @@ def write_report(args: argparse.Namespace, results: list[tuple[int, int, dict[st
             f"{r['ember'] / inb:.2%} | {r['plain']:.1f} | {r['pq_ms']:.1f} | {r['back']:.1f} | {r['first']:.1f} | "
             f"{r['rows_first']:.1f} | {r['rows']:.1f} | {r['fwd']:.1f} |"
         )
-    write_markdown(args.out, "store.md", lines)
+    rows = [{"n": n, "input": inb, **r} for n, inb, r in results]
+    return run.write(f"Lineage store — TPC-H SF{args.scale:g}", lines, rows, headline(rows), args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """TPC-DS coverage and capture overhead: the 99 queries, each captured, against the plain job.
 
-    make tpcds TPCDS_SF=1                                  # the data, once (~20 s)
-    .venv/bin/python -m bench.tpcds --scale 1 --runs 3     # docs/benchmarks/tpcds.md (~1 h)
+    make tpcds TPCDS_SF=1                                  # the data, once
+    .venv/bin/python -m bench.tpcds --scale 1 --runs 3     # docs/benchmarks/tpcds.md
     .venv/bin/python -m bench.tpcds --scale 1 --queries 14 23 --runs 1
 
 For each query: one warm-up of the plain job and of `ember.capture(df,
@@ -10,22 +10,22 @@ DataFrame; a query Spark cannot run or ember refuses is recorded with its error 
 the run goes on. Reported per query: medians, Inject's overhead against the plain job,
 the output rows, the source rows in the whole output's lineage, and a one-row backward
 trace's latency (ids). Correctness is the tests' (tests/tpcds, at sf 0.01, against a
-DuckDB replay); this measures breadth and cost at scale. Machines here are noisy: read
-ratios, not seconds.
+DuckDB replay); this measures breadth and cost at scale. Writes the run's record and
+tpcds.md as it goes (`bench.results`). Machines here are noisy: read ratios, not seconds.
 """
 
 from __future__ import annotations
 
-import platform
+import argparse
 import statistics
 from collections.abc import Callable
-from datetime import date
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 import ember
-from bench.common import parser, per_query, settled, timed, write_markdown
+from bench.common import Run, figure, numbers, parser, per_query, settled, timed, worst
 from ember import tpcds, tpch
 
 
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, runs=3)
     p.set_defaults(queries=list(range(1, 100)))
     args = p.parse_args(argv)
+    run = Run("tpcds", args.out, argv)
     console = Console()
     data = tpcds.folder(args.scale)
     with console.status(f"TPC-DS SF{args.scale:g} data"):
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             return {"n": n, "error": f"ember: {type(e).__name__}: {_first_line(e)}"}
         return {"n": n, **found}
 
-    per_query(console, args.queries, one, lambda r: write_report(args.out, args.scale, args.runs, r))
-    console.print((args.out / "tpcds.md").read_text())
+    results = per_query(console, args.queries, one, lambda r: write_report(run, args, r, final=False))
+    console.print(write_report(run, args, results).read_text())
     return 0
 
 
@@ -87,15 +88,33 @@ def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [""])[0][:200]
 
 
-def write_report(out: Path, scale: float, runs: int, results: list[dict[str, object]]) -> None:
+def headline(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    done = [r for r in results if "error" not in r]
+    ours = [r for r in results if str(r.get("error", "")).startswith("ember")]
+    runnable = len(results) - sum(1 for r in results if str(r.get("error", "")).startswith("Spark"))
+    over = numbers(done, "inject")
+    top, top_q = worst(done, "inject")
+    traces = [1000 * t for t in numbers(done, "trace")]
+    slowest, slowest_q = worst([r for r in done if r.get("trace") is not None], "trace")
+    return [
+        figure("captured", "Queries captured", f"{len(done)} of {len(results)}"),
+        figure("ember_errors", "Spark-runnable queries ember could not capture", len(ours), note=f"of {runnable}"),
+        figure("inject_median", "Inject overhead, median", statistics.median(over) if over else None, "%"),
+        figure("inject_worst", "Inject overhead, worst", top, "%", note=top_q),
+        figure("within_20", "Queries with Inject overhead ≤ 20 %", f"{sum(v <= 0.2 for v in over)} of {len(over)}"),
+        figure("trace", "One-row backward trace, ids, median", statistics.median(traces) if traces else None, "ms", 1),
+        figure("trace_worst", "One-row backward trace, ids, worst", slowest * 1000 if slowest is not None else None,
+               "ms", note=slowest_q),
+    ]
+
+
+def write_report(run: Run, args: argparse.Namespace, results: list[dict[str, object]], final: bool = True) -> Path:
     done = [r for r in results if "error" not in r]
     overheads = sorted(float(r["inject"]) for r in done)  # type: ignore[arg-type]
     traces = sorted(float(r["trace"]) for r in done if r["trace"] is not None)  # type: ignore[arg-type]
     lines = [
-        f"# TPC-DS at SF{scale:g}: coverage and Inject capture overhead",
-        "",
-        f"{date.today()}, {platform.node()}, {platform.machine()}, {runs} alternating runs after a warm-up "
-        f"(`python -m bench.tpcds --scale {scale:g} --runs {runs}`; data: `make tpcds TPCDS_SF={scale:g}`).",
+        f"{args.runs} alternating runs after a warm-up; data: `make tpcds TPCDS_SF={args.scale:g}`.",
         "",
         f"Captured: {len(done)} of {len(results)} queries run.",
     ]
@@ -115,7 +134,8 @@ def write_report(out: Path, scale: float, runs: int, results: list[dict[str, obj
         lines.append(
             f"| Q{r['n']} | {float(r['plain']):.2f} | {float(r['inject']):+.0%} | {r['outputs']:,} | {r['rids']:,} | {trace} |"  # type: ignore[arg-type]
         )
-    write_markdown(out, "tpcds.md", lines)
+    title = f"TPC-DS at SF{args.scale:g}: coverage and Inject capture overhead"
+    return run.write(title, lines, results, headline(results), args, final=final)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

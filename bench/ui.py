@@ -11,23 +11,22 @@ ranges of ship months, clicks and shift-clicks on heat-map cells. The page measu
 each brush itself (performance.now from the input event to the frame painted after
 the redraw, fetch and JSON included); a drag sends a brush per mouse move, one request
 in flight, so its later brushes also count the wait behind the earlier ones.
-Writes docs/benchmarks/ui.md.
+Writes the run's record and ui.md (`bench.results`).
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import random
 import time
-from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from playwright.sync_api import Page
 from rich.console import Console
 
-from bench.common import ROOT, parser
+from bench.common import ROOT, Run, figure, parser
 from devkit import tpch
 from devkit.browser import chromium
 from ember.ui import build_app
@@ -152,13 +151,30 @@ def row(name: str, ms: list[float]) -> str:
     return f"| {name} | {len(ms)} | {np.median(ms):.0f} | {np.percentile(ms, 95):.0f} | {max(ms):.0f} |"
 
 
-def main() -> None:
+def stats(name: str, ms: list[float]) -> dict[str, Any]:
+    return {"gesture": name, "brushes": len(ms), "median": float(np.median(ms)),
+            "p95": float(np.percentile(ms, 95)), "max": float(max(ms))}
+
+
+def headline(rows: list[dict[str, Any]], server: float | None, startup: float | None) -> list[dict[str, Any]]:
+    """The figures the summary shows (`server`: the server side's median ms)."""
+    every = next(r for r in rows if r["gesture"] == "all")
+    return [
+        figure("median", "Brush to every view redrawn, median", every["median"], "ms"),
+        figure("p95", "Brush to every view redrawn, p95", every["p95"], "ms"),
+        figure("server", "Server side of a brush, median", server, "ms", 1),
+        figure("startup", "Start-up on captured views", startup, "s", 1),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.set_defaults(scale=1.0)
     p.add_argument("--gestures", type=int, default=300)
     p.add_argument("--seed", type=int, default=8)
     p.add_argument("--screenshots", type=Path, help="also save the docs' screenshots here (docs/img)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    run = Run("ui", args.out, argv)
     console = Console()
     folder = store(args.scale)
     cached = (folder / ".ui-views").exists()
@@ -181,14 +197,11 @@ def main() -> None:
     median, p95 = float(np.median(every)), float(np.percentile(every, 95))
     load = os.getloadavg()
     lines = [
-        "# Web page: brush-to-redraw latency (`bench/ui.py`)",
-        "",
-        f"`python -m bench.ui --scale {args.scale:g} --gestures {args.gestures}`, {date.today()}, "
-        f"{platform.machine()}, {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
-        "at the end (other sessions share the machine). Headless Debian Chromium driven by Playwright; "
+        f"Load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end (other sessions share the machine). "
+        "Headless Debian Chromium driven by Playwright; "
         f"lineitem at SF{args.scale:g} ({', '.join(f'{n:,} rows' for n in rows.values())}), four views: "
         + ", ".join(f"{v.name} ({v.groups} groups)" for v in board.views.values())
-        + ".",
+        + f"; {args.gestures} gestures (seed {args.seed}).",
         "",
         "Each latency is measured by the page: `performance.now()` from the input event to the frame painted "
         "after every view is redrawn (the brush request, its JSON and the SVG update included; the details "
@@ -209,10 +222,18 @@ def main() -> None:
         "",
         f"Start-up ({'views already captured' if cached else 'first run: views captured with Spark'}): "
         f"{startup:.1f} s to read the four stores into rid arrays and build the forward arrays.",
-        "",
     ]
-    out = args.out / "ui.md"
-    out.write_text("\n".join(lines))
+    table = [stats(kind, ms) for kind, ms in sorted(by_kind.items())] + [stats("all", every)]
+    out = run.write(
+        "Web page: brush-to-redraw latency (`bench/ui.py`)",
+        lines,
+        table,
+        headline(table, float(np.median(server)) if server else None, startup),
+        args,
+        extra={"server_median": float(np.median(server)) if server else None,
+               "server_p95": float(np.percentile(server, 95)) if server else None,
+               "startup": startup, "cached": cached, "rows": rows},
+    )
     console.print("\n".join(lines))
     console.print(f"wrote {out}")
 

@@ -7,25 +7,25 @@ process: capture without and with the workload (median of --runs, alternating, f
 DataFrames), the bytes of the groupings it adds (saved store, `groups/`), and per output
 row the latency of the declared question answered from the workload's groupings vs
 answered the unoptimised way (source scan for `source_where`, rows fetched and
-aggregated in DuckDB for a consuming query). Writes docs/benchmarks/workload.md.
+aggregated in DuckDB for a consuming query). Writes the run's record and workload.md as it
+goes (`bench.results`).
 """
 
 from __future__ import annotations
 
-import os
-import platform
+import argparse
 import shutil
 import statistics
 import tempfile
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress
 
 import ember
-from bench.common import parser, settled, timed, tpch_session
+from bench.common import Run, figure, median, parser, settled, timed, tpch_session, worst
 from devkit import tpch
 
 MONTHLY = "SELECT date_trunc('month', l_shipdate) AS month, count(*) AS n, sum(l_extendedprice) AS revenue FROM lineitem GROUP BY month"
@@ -88,14 +88,24 @@ def measure(spark: object, case: Case, runs: int, traces: int) -> dict[str, floa
     }
 
 
-def report(rows: dict[str, dict[str, float]], scale: float, runs: int, traces: int) -> str:
+def headline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures the summary shows."""
+    gains = [dict(r, gain=r["slow"] / max(r["fast"], 1e-9), cost=r["capture_w"] / r["capture"] - 1) for r in rows]
+    least, least_case = worst([dict(r, gain=-r["gain"]) for r in gains], "gain", lambda r: r["case"])
+    top, top_case = worst(gains, "cost", lambda r: r["case"])
+    return [
+        figure("speedup_median", "Answer with the workload's groupings vs without, median speed-up",
+               median(gains, "gain"), "x"),
+        figure("speedup_least", "… least speed-up", -least if least is not None else None, "x", note=least_case),
+        figure("cost_worst", "Capture with the workload vs without, worst", top, "%", note=top_case),
+    ]
+
+
+def write_report(run: Run, args: argparse.Namespace, rows: dict[str, dict[str, float]], final: bool = True) -> Path:
     lines = [
-        f"# Workload-aware capture — TPC-H SF{scale:g}",
-        "",
-        f"{date.today()}, {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}; "
-        f"`python -m bench.workload --scale {scale:g}`; capture: median of {runs} runs (inject, index built); "
-        f"trace: median over the first {traces} output rows. Unoptimised = the same question on a capture without "
-        "the workload (source scan for `source_where`; rows fetched and aggregated by DuckDB for a consuming query).",
+        f"Capture: median of {args.runs} runs (inject, index built); trace: median over the first {args.traces} "
+        "output rows. Unoptimised = the same question on a capture without the workload (source scan for "
+        "`source_where`; rows fetched and aggregated by DuckDB for a consuming query).",
         "",
         "| case | capture s | with workload s | groupings KB | index MB | answer ms (workload) | answer ms (unoptimised) | speed-up |",
         "|---|---|---|---|---|---|---|---|",
@@ -105,25 +115,27 @@ def report(rows: dict[str, dict[str, float]], scale: float, runs: int, traces: i
             f"| {name} | {r['capture']:.2f} | {r['capture_w']:.2f} | {r['bytes'] / 1e3:.1f} | {r['index'] / 1e6:.2f} "
             f"| {r['fast']:.1f} | {r['slow']:.1f} | {r['slow'] / max(r['fast'], 1e-9):.0f}x |"
         )
-    return "\n".join(lines) + "\n"
+    table = [{"case": name, **r} for name, r in rows.items()]
+    title = f"Workload-aware capture — TPC-H SF{args.scale:g}"
+    return run.write(title, lines, table, headline(table), args, final=final)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__, runs=3)
     p.add_argument("--traces", type=int, default=4)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    run = Run("workload", args.out, argv)
     console = Console()
     spark, _ = tpch_session(console, args.scale)
     rows: dict[str, dict[str, float]] = {}
-    out = args.out / "workload.md"
     with Progress(console=console) as progress:
         task = progress.add_task("cases", total=len(CASES))
         for case in CASES:
             progress.update(task, description=case.name)
             rows[case.name] = measure(spark, case, args.runs, args.traces)
-            out.write_text(report(rows, args.scale, args.runs, args.traces))
+            write_report(run, args, rows, final=False)
             progress.advance(task)
-    console.print(f"wrote {out}")
+    console.print(f"wrote {write_report(run, args, rows)}")
 
 
 if __name__ == "__main__":
