@@ -33,7 +33,7 @@ from rich.console import Console
 
 import ember
 from bench.common import Run, figure, median, parser, settled, timed, tpch_session
-from ember import tpcds, tpch
+from devkit import tpcds, tpch
 
 spent: defaultdict[str, float] = defaultdict(float)
 calls: defaultdict[str, int] = defaultdict(int)
@@ -77,13 +77,13 @@ def instrument() -> None:
 @contextlib.contextmanager
 def all_listed() -> Iterator[None]:
     """Captures in which DuckDB reads no aggregate's groups: nothing is readable to it."""
-    local_sides = importlib.import_module("ember.capture.local_sides")
-    readable = local_sides.readable
-    local_sides.readable = lambda *_, **__: False
+    local_reads = importlib.import_module("ember.capture.local.reads")
+    readable = local_reads.readable
+    local_reads.readable = lambda *_, **__: False
     try:
         yield
     finally:
-        local_sides.readable = readable
+        local_reads.readable = readable
 
 
 STAGES = ("import", "number", "annotate", "build", "jobs", "sides", "index", "check")

@@ -26,7 +26,7 @@ from rich.console import Console
 
 import ember
 from bench.common import Run, figure, numbers, parser, per_query, settled, timed, worst
-from ember import tpcds, tpch
+from devkit import tpcds, tpch
 
 
 def measure(run: Callable[[], object], capture: Callable[[], ember.Lineage], runs: int) -> dict[str, object]:
