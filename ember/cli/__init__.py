@@ -141,6 +141,7 @@ def trace(
     source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward).")] = None,
     columns: Annotated[str | None, typer.Option("--columns", help="Columns to show, comma-separated (default: all).")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Rows (and ids in JSON) shown per source; 0 for all.")] = 20,
+    ids_only: Annotated[bool, typer.Option("--ids-only", help="Backward: print the source row ids, not the rows (reads no source).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """Traces an entry's lineage backward (output → sources) or forward (source → output)."""
@@ -155,6 +156,11 @@ def trace(
     if backward:
         t = lin.backward(oids=_numbers(oids, "--oids"), where=where)
         names = [source] if source else lin.sources
+        if ids_only:
+            ids_of = {n: t.ids(n) for n in names}
+            print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
+                n: {"count": int(i.size), "ids": i[:cap].tolist()} for n, i in ids_of.items()}})
+            return
         found = {n: (t.ids(n), _pick(t.rows(n, limit=cap), columns)) for n in names}
         if as_json:
             print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {

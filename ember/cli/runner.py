@@ -24,9 +24,9 @@ from rich.console import Console
 
 import ember
 from ember.cli.record import Action, Script, Stop
-from ember.cli.runstore import OUTPUT_FILE, CliError, Entry, Run, store_manifest, write_run
+from ember.cli.runstore import OUTPUT_FILE, CliError, Entry, Run, write_run
 from ember.infer import InferredLineage
-from ember.plan.sources import COUNTED, OID
+from ember.plan.sources import OID
 from ember.query.lineage import Lineage
 
 
@@ -85,9 +85,7 @@ def open_entry(folder: Path, run: Run, entry: Entry, err: Console) -> Lineage | 
     if entry.status == "skipped":
         raise CliError(f"entry {entry.name!r} was not captured: {entry.reason}")
     if entry.status == "eager":
-        kinds = {s.get("kind") for s in store_manifest(folder, entry).get("sources", [])}
-        spark = _session() if kinds & set(COUNTED) else None
-        return ember.load(str(folder / entry.name), spark)
+        return ember.load(str(folder / entry.name), _session)  # Spark starts only to read counted sources' rows
     return _replay(folder, run, entry, err)
 
 
@@ -132,4 +130,11 @@ def _session() -> SparkSession:
     """The active SparkSession, else a quiet local one (Spark reads counted sources' rows)."""
     from ember.engines.spark.session import local_spark
 
-    return SparkSession.getActiveSession() or local_spark("ember")
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    try:
+        return local_spark("ember")
+    except Exception as e:  # pyspark's launcher errors share no base class worth naming
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CliError(f"showing rows of a CSV, JSON, XML, text or ORC source starts Spark, which failed ({first}); --ids-only needs none") from None

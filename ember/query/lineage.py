@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import duckdb
@@ -319,11 +319,13 @@ class Lineage:
         return f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"
 
 
-def load(path: str, spark: SparkSession | None = None) -> Lineage:
+def load(path: str, spark: SparkSession | Callable[[], SparkSession] | None = None) -> Lineage:
     """Opens a lineage store written by `Lineage.save`.
 
-    Traces need no Spark; `spark` is needed only to fetch rows of CSV, JSON, XML, text,
-    ORC and binary-file sources (they are counted again in this session).
+    Traces need no Spark and start none. Fetching rows of a CSV, JSON, XML, text, ORC or
+    binary-file source (or selecting them `where=`) counts its files again on Spark, at
+    the first such fetch: in `spark` (or the session a callable returns), else in the
+    active session.
     """
     stored = read_store(path)
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
@@ -337,10 +339,39 @@ def load(path: str, spark: SparkSession | None = None) -> Lineage:
     return lin
 
 
-def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | None) -> Source:
-    if source.kind not in COUNTED or spark is None or source.key not in recipes:
+def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | Callable[[], SparkSession] | None) -> Source:
+    if source.kind not in COUNTED or source.key not in recipes:
         return source
-    return reopen_text(spark, source, recipes[source.key])
+    return replace(source, data=_Recount(source, recipes[source.key], spark))
+
+
+class _Recount:
+    """A loaded counted source's reader, counted again on Spark at its first use, so a
+    store whose traces never fetch such rows starts no JVM."""
+
+    def __init__(self, source: Source, recipe: dict[str, Any], spark: SparkSession | Callable[[], SparkSession] | None):
+        self._source, self._recipe, self._spark = source, recipe, spark
+        self._counted: Any = None
+        self._lock = threading.Lock()
+
+    def _data(self) -> Any:
+        with self._lock:
+            if self._counted is None:
+                spark = self._spark() if callable(self._spark) else self._spark or SparkSession.getActiveSession()
+                if spark is None:
+                    raise EmberError(
+                        f"source {self._source.name!r} is {self._source.kind.upper()}: reading its rows needs Spark: "
+                        "ember.load(path, spark)"
+                    )
+                self._counted = reopen_text(spark, self._source, self._recipe).data
+            return self._counted
+
+    def rows(self, rids: list[int]) -> Any:
+        return self._data().rows(rids)
+
+    def numbered(self) -> DataFrame:
+        numbered: DataFrame = self._data().numbered()
+        return numbered
 
 
 def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
