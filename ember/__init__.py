@@ -28,6 +28,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
+from ember.engines.spark.frames import spark_frame
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import name_source
 from ember.errors import (
@@ -50,7 +51,8 @@ from ember.version import __version__ as __version__
 
 def source(df: DataFrame, name: str) -> DataFrame:
     """Names the single source `df` reads; lineage then reports it as `name`."""
-    name_source(Jvm.of(df, "ember.source"), df, name)
+    frame = spark_frame(df)
+    name_source(Jvm.of(frame, "ember.source"), frame, name)
     return df
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from ember.capture.annotate import annotate
+from ember.engines.spark.frames import spark_frame
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import number_source
 from ember.engines.spark.plan_import import import_plan, reads_clock
@@ -32,6 +33,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
 
     Output rows with equal values are traced together (set semantics).
     """
+    df = spark_frame(df)  # a pandas-on-Spark frame is a DataFrame underneath
     jvm = Jvm.of(df, "ember.infer")
     written, sources = import_plan(jvm, df)
     _check_deterministic(written, exact)
