@@ -106,7 +106,7 @@ def click_cell(page: Page, group: int, shift: bool = False) -> None:
 
 
 def screenshots(page: Page, folder: Path) -> None:
-    """The pictures of docs/tour.md and docs/ui.md: the page at rest, a drag over ship
+    """The pictures of docs/guide/ui.md: the page at rest, a drag over ship
     months, and a heat-map cell with the details panel."""
     folder.mkdir(parents=True, exist_ok=True)
     before = counters(page)

@@ -3,7 +3,7 @@
 Exit codes: 0 success; 1 a user error (missing store, unknown entry, bad `--where`, a
 script that raised: its traceback is shown, since it is the script's own); 2 a usage
 error (unknown option, missing argument); a script's own `sys.exit(n)` gives n.
-Reference: docs/cli.md.
+Reference: docs/guide/cli.md.
 """
 
 from __future__ import annotations

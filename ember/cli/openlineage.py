@@ -34,7 +34,7 @@ FACET_SCHEMA = "https://ember-lineage.dev/spec/EmberRowLineageRunFacet.json"
 
 @attr.define
 class EmberRowLineageRunFacet(RunFacet):
-    """Where the row-level lineage of this run is: an ember lineage store (docs/store.md)."""
+    """Where the row-level lineage of this run is: an ember lineage store (docs/design/store.md)."""
 
     store: str
     entry: str

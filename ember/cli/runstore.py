@@ -117,7 +117,7 @@ def folder_bytes(path: Path) -> int:
 
 
 def store_manifest(folder: Path, entry: Entry) -> dict[str, Any]:
-    """The lineage store manifest of an eager entry (docs/store.md)."""
+    """The lineage store manifest of an eager entry (docs/design/store.md)."""
     try:
         doc: dict[str, Any] = json.loads((folder / entry.name / "manifest.json").read_text())
     except (OSError, ValueError) as e:

@@ -5,7 +5,7 @@
     counts.collect()
     counts.filter(lambda kv: kv[0] == "x").getLineage().goBackAll().collect()  # input lines
 
-See docs/rdd.md.
+See docs/guide/rdd.md.
 """
 
 from ember.rdd.context import LineageContext

@@ -290,7 +290,7 @@ class TrackedRDD:
         if name in _ABOUT:
             return getattr(self.data, name)
         if name not in _ACTIONS:
-            plain = " is not traced (docs/rdd.md); rdd() gives the plain RDD" if hasattr(RDD, name) else ""
+            plain = " is not traced (docs/guide/rdd.md); rdd() gives the plain RDD" if hasattr(RDD, name) else ""
             raise AttributeError(f"TrackedRDD has no attribute {name!r}{plain}")
         action = getattr(self.rdd(), name)
 
