@@ -8,7 +8,7 @@ TPCDS_SF ?= 0.01
 TPCDS := data/tpcds/sf$(TPCDS_SF)
 TPCDS_GEN := $(VENV)/tpcds
 
-.PHONY: demo test lint setup data tpcds check-java clean chromium ui jar
+.PHONY: demo test test-fast lint setup data tpcds check-java clean chromium ui jar
 
 check-java:
 	@scripts/check_java.sh
@@ -52,6 +52,21 @@ lint: setup
 
 test: setup data tpcds lint chromium
 	EMBER_TPCH=$(abspath $(DATA)) EMBER_TPCDS=$(abspath $(TPCDS)) $(BIN)/python -m pytest -q
+
+# The fast tier, while editing (about a minute; `make test` runs everything): each test that
+# starts no JVM and needs neither Chromium nor TPC-DS (tests/conftest.py marks the others
+# `jvm`), and ember's doctests, with Hypothesis's `dev` profile unless HYPOTHESIS_PROFILE or
+# CI=true says otherwise. Its `java` refuses to start: a test that starts a JVM unmarked fails.
+NOJAVA := $(VENV)/nojava
+
+$(NOJAVA)/java:
+	@mkdir -p $(NOJAVA)
+	@printf '#!/bin/sh\necho "make test-fast: no JVM in the fast tier ($$0 $$*): mark the test jvm (tests/conftest.py)" >&2\nexit 1\n' > $@
+	@chmod +x $@
+	@ln -sf java $(NOJAVA)/javac
+
+test-fast: setup $(NOJAVA)/java
+	JAVA_HOME= PATH="$(abspath $(NOJAVA)):$$PATH" $(BIN)/python -m pytest -q -m "not jvm" --doctest-modules tests ember
 
 # The web page's browser tests drive Debian's Chromium (a test tool's own browser download
 # cannot work here): installed with apt-get, as root, only when it is missing.

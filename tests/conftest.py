@@ -1,4 +1,5 @@
-"""Shared fixtures: one local SparkSession for the whole run and small TPC-H data."""
+"""Shared fixtures: one local SparkSession for the whole run and small TPC-H data; the
+test tiers (which tests start a JVM) and the Hypothesis profiles."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import settings
 from pyspark.sql import SparkSession
 
 from devkit import tpch as tpch_data
@@ -17,6 +19,58 @@ from tests.oracle.tpch_lineage import oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 TPCH_SCALE = 0.01
+
+# Test tiers. `make test` runs everything; `make test-fast` runs `pytest -m "not jvm"`: every
+# test that starts no JVM and needs neither Chromium nor the TPC-DS data (and it runs them with
+# a `java` that refuses to start, so a test that starts Spark unmarked fails there). A test is
+# marked `jvm` below when its fixture closure (the fixtures it asks for, and theirs, and so on)
+# holds one of these; the few modules that start Spark with no fixture (a job in a subprocess)
+# say `pytestmark = pytest.mark.jvm` themselves.
+JVM_FIXTURES = frozenset(
+    {
+        "spark",  # the run's local SparkSession, and all that is built on it (tpch, lc, ui_app, ...)
+        "cluster",  # tests/capture/test_cluster.py: a standalone master and two workers (spark-class)
+        "page",  # tests/ui/test_page.py: the page in headless Chromium (make chromium)
+        "browser",  # a Playwright browser, should a test ask for one by that name
+        "tpcds_dir",  # tests/tpcds: the TPC-DS data (make tpcds), read only with Spark
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if JVM_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.jvm)
+
+
+# Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (or pytest's --hypothesis-profile); with
+# neither, `ci` when the CI variable is set (CI=true) and `dev` otherwise. Tests give no
+# `max_examples` of their own: the profile decides. A test whose every example runs a Spark
+# job takes its settings from the profile "spark-jobs" instead,
+#     @settings(settings.get_profile("spark-jobs"), deadline=None, ...)
+# which is the chosen profile with the fewer examples SPARK_JOB_EXAMPLES gives (those tests
+# had 20 to 60 examples before the profiles, the plain ones 20 to 300). `ci` is Hypothesis's
+# own `ci` profile (derandomized, no deadline, no example database, failures printed as
+# blobs), which it loaded by itself under CI before these profiles, with its example counts.
+settings.register_profile("dev", settings.get_profile("default"), max_examples=10)  # make test-fast
+settings.register_profile("ci", settings.get_profile("ci"), max_examples=100)
+settings.register_profile(  # bug hunting: slow, and failures stay in .hypothesis/ to replay
+    "hunt", settings.get_profile("default"), max_examples=2000, deadline=None, print_blob=True
+)
+SPARK_JOB_EXAMPLES = {"dev": 3, "ci": 25, "hunt": 200}
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or (
+    "ci" if os.environ.get("CI", "").lower() not in {"", "0", "false", "no"} else "dev"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Loaded here, not at import: test modules import this file again as `tests.conftest`.
+    name = config.getoption("hypothesis_profile", None) or PROFILE
+    settings.load_profile(name)
+    base = settings.get_profile(name)
+    examples = SPARK_JOB_EXAMPLES.get(name, max(1, base.max_examples // 4))
+    settings.register_profile("spark-jobs", base, max_examples=examples)
 
 
 @pytest.fixture(scope="session")

@@ -40,7 +40,7 @@ def relations(draw: st.DrawFn) -> Relation:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(relations(), st.sampled_from(["backward", "forward"]))
 def test_round_trip(rel: Relation, form: str) -> None:
     table = compress(rel, form)  # type: ignore[arg-type]
@@ -50,7 +50,7 @@ def test_round_trip(rel: Relation, form: str) -> None:
     assert table.rows <= (len(rel.out) if form == "backward" else len(truth))  # only ever merges
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(relations(), st.sampled_from(["backward", "forward"]), st.data())
 def test_hops_equal_brute_force(rel: Relation, form: str, data: st.DataObject) -> None:
     table = compress(rel, form)  # type: ignore[arg-type]
@@ -132,7 +132,7 @@ MOVES = [
 ]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(deadline=None)
 @given(
     st.tuples(st.integers(1, 4), st.integers(1, 4), st.integers(1, 3)),
     st.sampled_from(range(len(MOVES))),
@@ -162,7 +162,7 @@ def test_reversed_and_permuted_axes(
         assert rows(hop(table, query, to_input).cells()) == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(st.integers(1, 4), max_size=3), st.lists(st.booleans(), max_size=3), st.integers(0, 1)
 )

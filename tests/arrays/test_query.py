@@ -34,7 +34,7 @@ STEPS: list[tuple[str, Step]] = [
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(st.sampled_from(range(len(STEPS))), min_size=1, max_size=5),
     st.integers(2, 4),

@@ -138,7 +138,7 @@ def test_unique_groups_cells() -> None:
     assert wf.forward(t, [(2,)], to=u).tolist() == [[1]]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(st.integers(1, 3), min_size=1, max_size=3),
     st.lists(st.booleans(), min_size=3, max_size=3),
@@ -149,7 +149,7 @@ def test_broadcast_and_reduce_random_shapes(shape: list[int], ones: list[bool], 
     check(lambda a, b: np.sum(a * b, axis=axis % len(shape)), tuple(shape), other)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.integers(1, 2))
 def test_matmul_random_shapes(n: int, k: int, m: int, batch: int) -> None:
     check(lambda a, b: a @ b, (batch, n, k), (k, m))
@@ -221,7 +221,7 @@ SINGLE_STEP: list[tuple[str, Callable[[Any], Any]]] = [
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     st.sampled_from(range(len(SINGLE_STEP))),
     st.lists(st.integers(1, 4), min_size=1, max_size=3),

@@ -498,7 +498,7 @@ def check(spark: SparkSession, plan: Plan, tables: dict[str, Table], strategy: s
         o.assert_same_lineage(ember.load(store), expected)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]))
 # found by CI: a table cogrouped with its own semi join (the generator's columns were ambiguous to Spark)
 @example(plan=("cogrouped map", ("scan", "t0"), ("join", ("scan", "t0"), ("scan", "t0"), ("semi", "k"))),
@@ -509,7 +509,7 @@ def test_generated_pipeline_lineage_equals_oracle(
     check(spark, plan, register(spark, t0, t1), strategy)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]),
     layout=st.sampled_from(["plain", "flipped", "partitioned"]),
@@ -521,7 +521,7 @@ def test_generated_pipeline_over_parquet_equals_oracle(
         check(spark, plan, register(spark, t0, t1, Path(folder), layout=layout), strategy)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     plan=plans, t0=table, t1=table, strategy=st.sampled_from(["inject", "defer"]),
     fmt=st.sampled_from(["csv", "json", "xml", "orc"]),

@@ -21,7 +21,7 @@ from tests.oracle import rows as o
 _K = 1  # the value of `k` the pushed-down and the partitioned predicates ask for
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     plan=generated.plans,
     t0=generated.table,

@@ -397,7 +397,7 @@ def test_wanted_groups_named_by_text_are_sorted_by_their_number(
     assert reads and all("__ember_group" in q and "ORDER BY" not in q for q in reads)
 
 
-@settings(max_examples=200)
+@settings()  # examples: the Hypothesis profile (tests/conftest.py)
 @given(
     st.lists(
         st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.integers(-3, 3)), st.one_of(st.none(), st.dates())),

@@ -34,7 +34,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Source, pa.Table]:
     return Source("k", "events", "parquet", offset, tuple(entries)), pa.concat_tables(parts)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_rows_fetched_by_rid_are_the_files_rows(files: tuple[Source, pa.Table], data: st.DataObject) -> None:
     source, whole = files

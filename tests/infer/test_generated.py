@@ -31,7 +31,7 @@ from tests.capture.test_generated_pipelines import (
 from tests.oracle import rows as o
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=plans, t0=table, t1=table, pick=st.randoms(use_true_random=False))
 def test_generated_pipeline_inferred_lineage_equals_oracle(
     spark: SparkSession, plan: Plan, t0: Table, t1: Table, pick: object

@@ -165,7 +165,7 @@ def _joined(how: str, left: list[Rec], right: list[Rec]) -> list[Rec]:
     return out
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=programs, d=pairs, o=pairs, pick=st.randoms(use_true_random=False))
 def test_generated_program_lineage_equals_oracle(
     spark: SparkSession, program: Program, d: list[Pair], o: list[Pair], pick: Any
@@ -216,7 +216,7 @@ def _split_lines(content: bytes) -> list[tuple[int, bytes]]:
     return found + ([(start, content[start:])] if start < len(content) else [])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=texts, splits=st.integers(1, 4), pick=st.randoms(use_true_random=False))
 def test_generated_text_file_lines_are_their_byte_offsets(
     spark: SparkSession, tmp_path_factory: Any, text: tuple[str, list[tuple[str, str]], bool], splits: int, pick: Any
@@ -253,7 +253,7 @@ def test_generated_text_file_lines_are_their_byte_offsets(
 _TRICKY = st.sampled_from([0x41, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=st.lists(st.one_of(_TRICKY, st.integers(0, 255)), max_size=7).map(bytes))
 def test_a_re_read_line_is_decoded_as_hadoop_decodes_it(spark: SparkSession, raw: bytes) -> None:
     """Bytes that are not UTF-8 become U+FFFD as Java's decoder replaces them (`\\xed\\xa0`

@@ -44,7 +44,7 @@ def check(table: Table, rows: list[list[int]]) -> None:
     assert children(table, np.array(probe, np.int64)).tolist() == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(rows=tables)
 def test_tables_answer_like_their_rows(rows: list[list[int]], tmp_path_factory: object) -> None:
     table = encode_table(rows)
@@ -65,7 +65,7 @@ def test_one_split_is_stored_in_four_bytes_a_parent(tmp_path: Path) -> None:
     assert Path(path).stat().st_size == 8 * (5 + 3) + 4 * 3
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(parents=st.one_of(st.lists(narrow_ids, max_size=6), st.lists(wide_ids, max_size=6)), rows=st.integers(0, 5))
 def test_a_shared_table_answers_like_its_rows_and_keeps_its_parents_once(
     parents: list[int], rows: int, tmp_path_factory: object

@@ -20,6 +20,8 @@ from ember.rdd.points import SHIFT, Captured, table_rows
 from tests.conftest import ROOT
 from tests.rdd.logs import DSCR, program, write_log
 
+pytestmark = pytest.mark.jvm  # test_retried_tasks_leave_the_same_lineage runs Spark in a subprocess, no fixture
+
 
 @pytest.fixture
 def lc(spark: SparkSession) -> Iterator[LineageContext]:
@@ -47,7 +49,6 @@ def test_tables_stay_with_their_partitions_and_ids_move_to_theirs(lc: LineageCon
         assert all(pid == table_pid for row in rows for _, pid, _ in row)
 
 
-@pytest.mark.slow
 def test_retried_tasks_leave_the_same_lineage(tmp_path: Path) -> None:
     log = write_log(tmp_path / "log.txt", n=1500)
     markers = tmp_path / "markers"

@@ -182,7 +182,6 @@ def word_count(lines: Any) -> Any:
     return lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b)
 
 
-@pytest.mark.slow
 def test_s8_word_count_outlier_and_delta_debugging(
     lc: LineageContext, tmp_path: Path, spark: SparkSession
 ) -> None:

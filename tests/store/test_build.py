@@ -17,7 +17,7 @@ from ember.plan.slots import RefSlot, SideTable
 from ember.store.build import Sets, _groups, _in_order, _in_sets, _resolve, _run_starts
 
 
-@settings(max_examples=150, deadline=None)  # its first example opens DuckDB (0.3 s on a busy machine)
+@settings(deadline=None)  # its first example opens DuckDB (0.3 s on a busy machine)
 @given(
     st.lists(st.tuples(st.none() | st.integers(-3, 3), st.none() | st.sampled_from(["a", "b", "é"])), max_size=30),
     st.booleans(),
@@ -52,7 +52,7 @@ def _same(a: object, b: object) -> bool:
     return a == b or a is b is None or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.lists(_rollup_key(), max_size=24),
        st.lists(st.tuples(_rollup_key(), st.sampled_from([0, 1, 3, 7, 5]), st.booleans()), max_size=10),
        st.sampled_from([1, 3]))  # fmt: skip
@@ -87,7 +87,7 @@ def test_a_ref_to_a_rollup_group_finds_the_rows_equal_on_its_leading_keys(
     assert dict(zip(rn.tolist(), zip(start.tolist(), end.tolist(), strict=True), strict=True)) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(st.tuples(st.none() | st.integers(-2, 2), st.none() | st.sampled_from(["a", "b", "é"]), st.integers(0, 3)),
              max_size=12),
@@ -110,7 +110,7 @@ def test_rows_are_in_order_exactly_when_sorting_keeps_them(rows: list[tuple[int 
     assert not _in_order(floating, ["k", "s"]) or len(rows) < 2  # floats are left to DuckDB's sort
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     st.lists(st.tuples(st.none() | st.sampled_from(["a", "b", "é"]), st.integers(0, 2), st.booleans()), max_size=20),
     st.lists(st.none() | st.sampled_from(["a", "b", "c"]), unique=True, max_size=4),

@@ -33,7 +33,7 @@ def columns(draw: st.DrawFn) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, np.int64)
 
 
-@settings(max_examples=200)
+@settings()  # examples: the Hypothesis profile (tests/conftest.py)
 @given(columns(), st.data())
 def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject) -> None:
     runs, plain = to_runs(values), Plain(values)
@@ -51,7 +51,7 @@ def test_runs_answer_as_the_plain_array(values: np.ndarray, data: st.DataObject)
 
 
 @pytest.mark.parametrize("short", [0, 1 << 40], ids=["cut at runs", "row by row"])
-@settings(max_examples=200)
+@settings()  # examples: the Hypothesis profile (tests/conftest.py)
 @given(columns(), st.data())
 def test_ranges_of_rows_are_taken_as_their_rows(short: int, values: np.ndarray, data: st.DataObject) -> None:
     """Whole ranges (a trace's walk down a level), in any order and overlapping, read

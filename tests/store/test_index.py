@@ -65,7 +65,7 @@ def two_levels(draw: st.DrawFn) -> tuple[LineageIndex, list[set[int]]]:
     return LineageIndex(out, (side,)), truth
 
 
-@settings(max_examples=60)
+@settings()  # examples: the Hypothesis profile (tests/conftest.py)
 @given(two_levels(), st.data())
 def test_backward_and_forward_agree_with_sets(case: tuple[LineageIndex, list[set[int]]], data: st.DataObject) -> None:
     index, truth = case

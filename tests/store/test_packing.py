@@ -30,7 +30,7 @@ def _python_sorted(rows: pa.Table, order: list[str]) -> list[dict[str, int | Non
     return sorted(rows.to_pylist(), key=lambda r: [(r[c] is not None, r[c] or 0) for c in order])
 
 
-@settings(max_examples=300)
+@settings()  # examples: the Hypothesis profile (tests/conftest.py)
 @given(_tables())
 def test_rows_come_sorted_as_python_sorts_them_or_not_at_all(case: tuple[pa.Table, list[str]]) -> None:
     rows, order = case

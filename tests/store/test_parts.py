@@ -43,7 +43,7 @@ def write_parts(root: Path, values: np.ndarray, starts: list[int]) -> tuple[dict
     return {"encoding": "parts", "rows": int(values.size), "parts": metas}, sizes
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(parted(), st.data())
 def test_parts_answer_as_the_array_they_tile(tmp_path_factory: pytest.TempPathFactory, case: tuple, data: st.DataObject) -> None:
     values, starts = case

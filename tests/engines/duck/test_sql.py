@@ -241,7 +241,7 @@ def test_a_decimal_quotient_is_cut_then_rounded_as_spark_does(spark: SparkSessio
 _scales = st.integers(1, 20).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p)))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(types=st.tuples(_scales, _scales), seed=st.integers(0, 2**32 - 1))
 def test_generated_decimal_quotients_are_spark_quotients(spark: SparkSession, tmp_path: Path, types: tuple, seed: int) -> None:
     """Quotients of decimals of any two types (most computed in DuckDB's 128-bit integers,
@@ -497,7 +497,7 @@ _conditions = st.recursive(
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=_conditions)
 def test_generated_conditions_select_what_spark_selects(spark: SparkSession, varied: Path, where: str) -> None:
     """Whatever translates selects in DuckDB the rows Spark's filter selects."""
@@ -554,7 +554,7 @@ _grouped = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(settings.get_profile("spark-jobs"), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from(["n", "s", "d", "day"]), columns=st.lists(_grouped, min_size=1, max_size=3))
 def test_generated_aggregates_compute_what_spark_computes(spark: SparkSession, varied: Path, key: str, columns: list[str]) -> None:
     """Whatever translates of an aggregate's keys and columns computes in DuckDB what Spark's
