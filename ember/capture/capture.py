@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ember.capture import local_sides, sides
+from ember.capture import sides
 from ember.capture.align import match_rows
 from ember.capture.annotate import annotate
 from ember.capture.keys import rekey, unique_keys
+from ember.capture.local import reads as local_reads
 from ember.capture.untie import Tied, held, untied
 from ember.engines.spark.build import Builder
 from ember.engines.spark.jvm import Jvm
@@ -320,7 +321,7 @@ def _annotated(
     """The capture rewrite with join keys checked and DuckDB's reach known; with `guess`,
     windows guessed untied where DuckDB checks the guess wherever it matters
     (`capture.untie`)."""
-    local = functools.partial(local_sides.readable, sources=sources)
+    local = functools.partial(local_reads.readable, sources=sources)
     rewrite = functools.partial(
         annotate,
         workload=workload,
@@ -333,7 +334,7 @@ def _annotated(
     guessed = untied(plan) if guess else plan
     if guessed is not plan:
         annotated = rewrite(guessed)
-        if held(annotated, lambda t: local_sides.same_rows(t, sources) is not None):
+        if held(annotated, lambda t: local_reads.same_rows(t, sources) is not None):
             return annotated
     return rewrite(plan)
 

@@ -32,8 +32,9 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ember.capture import local_sides
 from ember.capture.annotate import input_rows
+from ember.capture.local import reads as local_reads
+from ember.capture.local.inputs import Inputs
 from ember.capture.untie import Tied, computes_again
 from ember.engines.spark.build import Builder
 from ember.errors import EmberError
@@ -103,8 +104,8 @@ class Started:
     """What runs beside the job: side tables, by id, and the aggregate inputs two read."""
 
     tables: dict[int, Future[pa.Table | None]]
-    inputs: local_sides.Inputs
-    same: dict[int, int]  # table id → the table whose read gives its rows (`local_sides.same_rows`)
+    inputs: Inputs
+    same: dict[int, int]  # table id → the table whose read gives its rows (`local_reads.same_rows`)
     later: set[int]  # tables read at trace time (`read_at_trace`)
 
 
@@ -118,7 +119,7 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
     again, and a nondeterministic one could give other rows). A `local` one is read by
     DuckDB (None if it cannot be, and it waits for the waves). Whether the result points
     at them at all is known after the job (`fetch` then drops their rows if not). So do
-    the aggregate inputs two side tables read (`local_sides.Inputs`). Tables left to
+    the aggregate inputs two side tables read (`Inputs`). Tables left to
     traces (`read_at_trace`, past `at_trace` scanned rows) are not read at all: those
     only the result points at (its rows, or lists they carry), whose groups each output
     row reaches its own of. Under another side table a trace reaches them through that
@@ -140,22 +141,22 @@ def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | N
         and not any(isinstance(n, ir.Shared) for n in ir.walk(t.plan))
     ]
     started: dict[int, Future[pa.Table | None]] = {}
-    read: dict[str, int] = {}  # by `local_sides.same_rows`: each read once
+    read: dict[str, int] = {}  # by `local_reads.same_rows`: each read once
     same: dict[int, int] = {}
     for t in early:
         if t.local:
-            text = local_sides.same_rows(t, builder.sources)
+            text = local_reads.same_rows(t, builder.sources)
             if text is not None and text in read:
                 same[t.id] = read[text]
                 started[t.id] = pool("side", 2).submit(_renamed, started[same[t.id]], t)
                 continue
-            started[t.id] = pool("side", 2).submit(local_sides.side_table, t, None, builder.sources)
+            started[t.id] = pool("side", 2).submit(local_reads.side_table, t, None, builder.sources)
             if text is not None:
                 read[text] = same[t.id] = t.id
         else:  # built only if DuckDB cannot read it: each Spark plan built here delays the job
             job = builder.jvm.threaded(lambda plan=t.plan: builder.dataframe(plan).toArrow())
             started[t.id] = pool("side", 2).submit(_either, t, builder.sources, job)
-    inputs = local_sides.Inputs(annotated.tables, builder.sources, set(started))
+    inputs = Inputs(annotated.tables, builder.sources, set(started))
     inputs.start(pool("side", 2))
     return Started(started, inputs, same, later)
 
@@ -173,7 +174,7 @@ def read_at_trace(table: SideTable, sources: dict[str, Source], rows: int = AT_T
         and not table.order
         and all(isinstance(s, RidSlot) and s.key_column is None for s in table.slots)
         and input_rows(table.plan) > rows
-        and local_sides.same_rows(table, sources) is not None
+        and local_reads.same_rows(table, sources) is not None
     )
 
 
@@ -184,7 +185,7 @@ def _reader(table: SideTable, sources: dict[str, Source]) -> Reader:
     def rows(wanted: pa.Table | None) -> pa.Table:
         for source in read.values():  # each once, however many scans read it
             check_unchanged(source)
-        found = local_sides.side_table(table, wanted, sources)
+        found = local_reads.side_table(table, wanted, sources)
         if found is None:
             raise EmberError(f"DuckDB could not read the lineage of the {table.why} this trace reaches")
         return found
@@ -193,15 +194,15 @@ def _reader(table: SideTable, sources: dict[str, Source]) -> Reader:
 
 
 def _renamed(rows: Future[pa.Table | None], table: SideTable) -> pa.Table | None:
-    """Another table's rows (the same query's: `local_sides.same_rows`) under this one's names."""
+    """Another table's rows (the same query's: `local_reads.same_rows`) under this one's names."""
     got = rows.result()
-    return None if got is None else local_sides.renamed(got, table)
+    return None if got is None else local_reads.renamed(got, table)
 
 
 def _either(table: SideTable, sources: dict[str, Source], job: Callable[[], pa.Table]) -> pa.Table:
     """The table read by DuckDB where it can (a scalar subquery's groups), else
     built and computed by its Spark job."""
-    local = local_sides.side_table(table, None, sources)
+    local = local_reads.side_table(table, None, sources)
     if local is None:
         _unchecked(table)
     return job() if local is None else local
@@ -258,7 +259,7 @@ def fetch(
     jobs = [t for t in tables if not t.inline]
     referrers = _referrers(annotated)
     scratch = Scratch(staging) if not small and any(not t.bounded for t in jobs) else None
-    reads = local_sides.Reads(
+    reads = local_reads.Reads(
         builder.sources, started.inputs if started is not None else None, min(LOCAL_ROWS, annotated.inline_rids)
     )
     with ThreadPoolExecutor(4) as workers:
@@ -307,7 +308,7 @@ def _job(
     keys: Keys,
     small: bool,
     scratch: Scratch | None,
-    reads: local_sides.Reads,
+    reads: local_reads.Reads,
 ) -> Callable[[], pa.Table | Staged]:
     """The side table built (on this thread, once the tables started beside the job are
     done: `builder.keys` serves one table at a time) as a job to run;

@@ -2,9 +2,10 @@
 
 A superset trace (and an exact trace on a plan `infer.exact` accepts) only needs, per
 scan, the rids and key columns of the rows its bindings and filters select. Spark
-answers that with one job per scan, ~0.3 s each before it reads a byte; DuckDB reads
-the same Parquet files with the same row-group skipping in-process, when the scan's
-conditions translate (`engines.duck.sql`); otherwise the scan stays on Spark.
+answers that with one job per scan, scheduled before it reads a byte; DuckDB reads the
+same Parquet files with the same row-group skipping in-process, when the scan's
+conditions translate (`engines.duck.compile` reads the scan); otherwise the scan stays
+on Spark.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import duckdb
 import pyarrow as pa
 
 from ember.engines import duck
-from ember.engines.duck.sql import numbered_parquet, python_literal, quoted, sql
+from ember.engines.duck.compile import Compiler, run
+from ember.engines.duck.sql import python_literal
+from ember.engines.duck.syntax import Column
 from ember.fetch.rows import check_unchanged
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.infer.spark import MAX_DISJUNCTS, RID
@@ -43,43 +46,41 @@ def candidates(
     saved = source.kind == SAVED
     if not saved and (source.kind != "parquet" or not source.files):
         return None
-    conds = [None if f.tree is None else sql(f.tree) for f in plan.filters]
-    if tuples is not None:
-        terms = [_term(b) for b in plan.bindings]
-        conds.append(_match_any(terms, tuples))
-    if any(c is None for c in conds):
+    query = Compiler.of({plan.scan.source.key: source})
+    if not query.read(plan.scan):
         return None
-    for n, (attr, _) in enumerate(keys):
-        among = f"{quoted(attr.name)} IN (SELECT v FROM k{n})"
-        conds.append(f"({among} OR {quoted(attr.name)} IS NULL)" if keep_nulls else among)
-    where = " AND ".join(c for c in conds if c is not None) or "TRUE"
-    columns = "".join(f", {quoted(a.name)} AS a{a.id}" for a in attrs)
-    if saved:
-        parts = [f"SELECT {RID}{columns} FROM saved WHERE {where}"]
-    else:
-        rows = numbered_parquet(source, RID)
-        if rows is None:
+    conds = [query.expr(f, subqueries=False) for f in plan.filters]
+    if tuples is not None:
+        terms = [_term(query, b) for b in plan.bindings]
+        conds.append(_match_any(terms, tuples))
+    for attr, values in keys:
+        column = query.column(attr.id)
+        if column is None:
             return None
+        among = f"{column} IN (SELECT v FROM {query.register('k', pa.table({'v': values}))})"
+        conds.append(f"({among} OR {column} IS NULL)" if keep_nulls else among)
+    rid = query.rid(plan.scan)
+    columns = [query.column(a.id) for a in attrs]
+    if rid is None or any(c is None for c in (*conds, *columns)):
+        return None
+    query.conditions += [c for c in conds if c is not None]
+    selected = [Column(rid, RID), *(Column(c, f"a{a.id}") for c, a in zip(columns, attrs, strict=True) if c is not None)]
+    if not saved:
         check_unchanged(source)
-        parts = [f"SELECT {RID}{columns} FROM ({rows}) WHERE {where}"]
     con = duck.connect()
     try:
-        if saved:
-            con.register("saved", source.data)
-        for n, (_, values) in enumerate(keys):
-            con.register(f"k{n}", pa.table({"v": values}))
-        return con.sql(" UNION ALL ".join(parts)).to_arrow_table()
+        return run(query.compiled(query.rows_query(selected)), con)
     except duckdb.Error:  # an overflow in translated arithmetic: Spark's own semantics decide
         return None
     finally:
         con.close()
 
 
-def _term(b: Binding) -> str | None:
+def _term(query: Compiler, b: Binding) -> str | None:
     """The scan-side SQL a binding compares: a column, or a computed column re-evaluated."""
     if b.attr is not None:
-        return quoted(b.attr.name)
-    return None if b.expr is None or b.expr.tree is None else sql(b.expr.tree)
+        return query.column(b.attr.id)
+    return None if b.expr is None else query.expr(b.expr, subqueries=False)
 
 
 def _match_any(terms: list[str | None], tuples: list[tuple[tuple[int, Any], ...]]) -> str | None:

@@ -1,4 +1,4 @@
-"""Side tables read in-process by DuckDB (`capture.local_sides`), against the pure-Python oracle.
+"""Side tables read in-process by DuckDB (`capture.local`), against the pure-Python oracle.
 
 Every case counts the side tables DuckDB answered, so a test cannot pass by leaving
 them all to Spark; one case checks that what does not translate still goes to Spark.
@@ -21,10 +21,17 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from ember.capture import annotate, local_sides, sides, untie
+from ember.capture import annotate, sides, untie
+from ember.capture.local import batch as local_batch
+from ember.capture.local import inputs as local_inputs
+from ember.capture.local import reads as local_reads
+from ember.engines.duck import compile as duck_compile
+from ember.engines.duck import wanted as duck_wanted
+from ember.engines.duck.compile import Compiled
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
+from ember.plan.slots import SideTable
 from ember.plan.workload import Workload
 from ember.store.parts import Parts
 from tests.capture.test_operators import check
@@ -55,16 +62,16 @@ def views(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Spar
     return spark
 
 
-Noted: TypeAlias = Callable[[local_sides.SideTable, pa.Table | None, pa.Table | None], str | None]
+Noted: TypeAlias = Callable[[SideTable, pa.Table | None, pa.Table | None], str | None]
 
 
 def _noted(monkeypatch: pytest.MonkeyPatch, note: Noted) -> list[str]:
     """What `note` says of each side table read (table, wanted keys, DuckDB's rows or None)."""
     found: list[str] = []
-    read = local_sides.Reads.side_table
+    read = local_reads.Reads.side_table
 
     def counted(
-        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
+        self: local_reads.Reads, table: SideTable, wanted: pa.Table | None, capped: bool = False
     ) -> pa.Table | None:
         rows = read(self, table, wanted, capped)
         said = note(table, wanted, rows)
@@ -72,7 +79,7 @@ def _noted(monkeypatch: pytest.MonkeyPatch, note: Noted) -> list[str]:
             found.append(said)
         return rows
 
-    monkeypatch.setattr(local_sides.Reads, "side_table", counted)
+    monkeypatch.setattr(local_reads.Reads, "side_table", counted)
     return found
 
 
@@ -98,13 +105,13 @@ def on_spark(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def duck_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The queries DuckDB ran for side tables (a table given another's rows runs none)."""
     found: list[str] = []
-    run = local_sides._run
+    run = local_reads._run
 
-    def counted(query: str, *args: object) -> pa.Table | None:
-        found.append(query)
+    def counted(query: Compiled, *args: object) -> pa.Table | None:
+        found.append(query.sql)
         return run(query, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(local_sides, "_run", counted)
+    monkeypatch.setattr(local_reads, "_run", counted)
     yield found
 
 
@@ -121,15 +128,15 @@ def inputs_read(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The rows of each aggregate input read once for two side tables (-1: too many), from
     the sources (not those computed from another input's rows)."""
     found: list[int] = []
-    read = local_sides.Inputs._read
+    read = local_inputs.Inputs._read
 
-    def counted(query: str, registered: dict[str, pa.Table] | None = None) -> pa.Table | None:
+    def counted(query: Compiled, registered: dict[str, pa.Table] | None = None) -> pa.Table | None:
         rows = read(query, registered)
         if not registered:
             found.append(-1 if rows is None else rows.num_rows)
         return rows
 
-    monkeypatch.setattr(local_sides.Inputs, "_read", staticmethod(counted))
+    monkeypatch.setattr(local_inputs.Inputs, "_read", staticmethod(counted))
     yield found
 
 
@@ -255,16 +262,14 @@ def test_groups_kept_by_a_having_are_read_after_the_job(views: SparkSession, ans
 def queries(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The SQL of each side table DuckDB was asked for ("" where none was made)."""
     found: list[str] = []
-    text = local_sides._Query.text
+    query = local_reads.query
 
-    def kept(
-        self: local_sides._Query, table: local_sides.SideTable, wanted: pa.Table | None, cap: int | None = None
-    ) -> str | None:
-        made = text(self, table, wanted, cap)
-        found.append(made or "")
+    def kept(table: SideTable, wanted: pa.Table | None, *args: object) -> tuple[Compiled, object] | None:
+        made = query(table, wanted, *args)  # type: ignore[arg-type]
+        found.append("" if made is None else made[0].sql)
         return made
 
-    monkeypatch.setattr(local_sides._Query, "text", kept)
+    monkeypatch.setattr(local_reads, "query", kept)
     yield found
 
 
@@ -314,7 +319,7 @@ def test_wanted_groups_sharing_the_first_keys_are_joined_on_a_hash_of_all(
 ) -> None:
     # TPC-DS Q47's shape (882 wanted groups of 18 brands): each key's value is cast to one
     # type on both sides, so equal keys hash alike; the rows read are those of the exact test.
-    monkeypatch.setattr(local_sides, "_FANOUT", 1)
+    monkeypatch.setattr(duck_wanted, "FANOUT", 1)
     df = views.sql(
         "SELECT i.okey, r.prio, sum(i.qty) AS q FROM ls_orders r JOIN ls_items i ON r.total = i.okey * 10"
         " GROUP BY i.okey, r.prio ORDER BY q DESC, i.okey LIMIT 3"
@@ -355,19 +360,6 @@ def test_groups_of_a_rollup_are_read_after_the_job(
     assert max(computed_once) <= 1 and any(computed_once) == (grouping == "CUBE")
 
 
-def test_anchored_compares_the_most_distinct_scans_keys_alone() -> None:
-    compared = {0: 'w.k0 = (s0."a")', 1: 'w.k1 IS NOT DISTINCT FROM (s2."b")', 2: 'w.k2 = (s0."c" + s2."d")'}
-    few_years = pa.table({"k0": [1, 2, 3], "k1": [7, 7, 7], "k2": [0, 0, 1]})
-    assert local_sides._anchored(compared, few_years) == [
-        'w.k0 = (s0."a")',
-        'coalesce(w.k0 = (s0."a") AND w.k1 IS NOT DISTINCT FROM (s2."b") AND w.k2 = (s0."c" + s2."d"), FALSE)',
-    ]
-    many_years = pa.table({"k0": [1, 1, 1], "k1": [7, 8, None], "k2": [0, 0, 1]})
-    assert local_sides._anchored(compared, many_years)[0] == 'w.k1 IS NOT DISTINCT FROM (s2."b")'
-    one_scan = {0: 'w.k0 = (s0."a")', 1: 'w.k1 = (s0."b")'}
-    assert local_sides._anchored(one_scan, few_years) == list(one_scan.values())
-
-
 def test_wanted_groups_keep_a_null_key(views: SparkSession, answered: list[str]) -> None:
     # Items of orders the join's condition leaves out group under a null `prio`; the HAVING
     # has the groups read after the job for the keys the result names, that null among them.
@@ -385,7 +377,7 @@ def test_wanted_groups_named_by_text_are_sorted_by_their_number(
 ) -> None:
     # Keyed by two names, one of them null for items of orders the join leaves out: the
     # read returns each wanted group's number in key order and the rids, no ORDER BY, and
-    # the rows are sorted as packed integers (`local_sides.Packing`), the names looked up.
+    # the rows are sorted as packed integers (`capture.local.packing`), the names looked up.
     df = views.sql(
         "SELECT i.flag, o.prio, count(*) AS n FROM ls_items i LEFT JOIN ls_orders o"
         " ON i.okey = o.okey AND o.total > 25 GROUP BY i.flag, o.prio HAVING count(*) >= 1 AND i.flag <> 'z'"
@@ -397,7 +389,7 @@ def test_wanted_groups_named_by_text_are_sorted_by_their_number(
     assert reads and all("__ember_group" in q and "ORDER BY" not in q for q in reads)
 
 
-@settings()  # examples: the Hypothesis profile (tests/conftest.py)
+@settings(deadline=None)  # Arrow's first sort of a kind is slow on a loaded machine
 @given(
     st.lists(
         st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.integers(-3, 3)), st.one_of(st.none(), st.dates())),
@@ -407,7 +399,7 @@ def test_wanted_groups_named_by_text_are_sorted_by_their_number(
 )
 def test_wanted_keys_are_numbered_as_duckdb_sorts_them(keys: list[tuple[object, ...]]) -> None:
     wanted = pa.table({f"k{i}": [k[i] for k in keys] for i in range(3)}, schema=pa.schema([("k0", pa.string()), ("k1", pa.int32()), ("k2", pa.date32())]))
-    numbered = local_sides._in_key_order(wanted)
+    numbered = duck_wanted.in_key_order(wanted)
     con = duckdb.connect()
     con.register("w", numbered)
     by_duckdb = con.sql("SELECT * FROM w ORDER BY k0 NULLS FIRST, k1 NULLS FIRST, k2 NULLS FIRST").to_arrow_table()
@@ -541,7 +533,7 @@ def test_witnesses_over_a_correlated_aggregate(
     # and each witness's lineage holds its group's rows too: the sum's input, read once for
     # both tables (unless it has more rows than are kept: then each reads it again).
     if not kept:
-        monkeypatch.setattr(local_sides, "SHARED_ROWS", 3)
+        monkeypatch.setattr(local_inputs, "SHARED_ROWS", 3)
     df = views.sql(
         "SELECT okey, prio FROM ls_orders WHERE okey IN (SELECT i.okey FROM ls_items i WHERE i.qty >"
         " (SELECT 0.9 * sum(x.qty) FROM ls_items x WHERE x.okey = i.okey AND x.flag = 'a'))"
@@ -738,16 +730,16 @@ def test_annotate_asks_strictly_what_duckdb_reads(views: SparkSession) -> None:
     df = views.sql("SELECT flag, avg(double(qty)) AS q FROM ls_items GROUP BY flag")
     plan, sources = import_plan(Jvm(views), df)
     aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
-    assert local_sides._Query(sources).read(aggregate)
-    assert not local_sides.readable(aggregate, sources)
-    assert local_sides.readable(aggregate.child, sources)
+    assert duck_compile.readable(aggregate, sources, strict=False)
+    assert not local_reads.readable(aggregate, sources)
+    assert local_reads.readable(aggregate.child, sources)
     # So is a projected column (a length: not translated).
     df = views.sql("SELECT okey, length(flag) AS n FROM ls_items WHERE qty > 1")
     plan, sources = import_plan(Jvm(views), df)
     assert isinstance(plan, ir.Project)
-    assert local_sides._Query(sources).read(plan)
-    assert not local_sides.readable(plan, sources)
-    assert local_sides.readable(plan.child, sources)
+    assert duck_compile.readable(plan, sources, strict=False)
+    assert not local_reads.readable(plan, sources)
+    assert local_reads.readable(plan.child, sources)
 
 
 def test_groups_over_a_union_of_two_sources(views: SparkSession, answered: list[str]) -> None:
@@ -1070,14 +1062,14 @@ def test_aggregates_over_one_aggregate_read_its_input_once(
     rows += [(r, lin) for r, (_, lin) in zip(ranked, finest, strict=True)]
     check(df, sorted(rows, key=lambda r: (-r[0][3], r[0][1] is not None, r[0][1] or "", r[0][4]))[:5])
     computed: list[int] = []
-    read_from = local_sides.Inputs._read_from
+    read_from = local_inputs.Inputs._read_from
 
-    def spied(via: str, bases: object, own: str) -> pa.Table | None:
+    def spied(via: Compiled, bases: object, own: Compiled) -> pa.Table | None:
         rows = read_from(via, bases, own)  # type: ignore[arg-type]
         computed.append(-1 if rows is None else rows.num_rows)
         return rows
 
-    monkeypatch.setattr(local_sides.Inputs, "_read_from", staticmethod(spied))
+    monkeypatch.setattr(local_inputs.Inputs, "_read_from", staticmethod(spied))
     inputs_read.clear()
     ember.capture(df, strategy="inject")
     assert inputs_read == [len(joined)] and computed and -1 not in computed
@@ -1085,9 +1077,9 @@ def test_aggregates_over_one_aggregate_read_its_input_once(
 
 def test_wanted_keys_are_the_same_in_any_order() -> None:
     keys = pa.table({"k0": [1, 2, None], "k1": ["x", "y", "z"]})
-    assert local_sides._same_keys(keys, keys.take([2, 0, 1]))
-    assert not local_sides._same_keys(keys, keys.take([0, 1, 1]))
-    assert not local_sides._same_keys(keys, None) and local_sides._same_keys(None, None)
+    assert local_batch.same_keys(keys, keys.take([2, 0, 1]))
+    assert not local_batch.same_keys(keys, keys.take([0, 1, 1]))
+    assert not local_batch.same_keys(keys, None) and local_batch.same_keys(None, None)
 
 
 def test_what_does_not_translate_stays_on_spark(views: SparkSession, answered: list[str]) -> None:

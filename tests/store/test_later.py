@@ -14,8 +14,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from ember.capture import local_sides
 from ember.capture.capture import AT_TRACE_ROWS
+from ember.capture.local import reads as local_reads
 from ember.errors import EmberError, StaleSourceError
 from tests.oracle import rows as o
 
@@ -68,15 +68,15 @@ def expected() -> list[o.Row]:
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     """The wanted keys (None: all) of each DuckDB read of a side table."""
     found: list[int | None] = []
-    read = local_sides.Reads.side_table
+    read = local_reads.Reads.side_table
 
     def counted(
-        self: local_sides.Reads, table: local_sides.SideTable, wanted: pa.Table | None, capped: bool = False
+        self: local_reads.Reads, table: local_reads.SideTable, wanted: pa.Table | None, capped: bool = False
     ) -> pa.Table | None:
         found.append(None if wanted is None else wanted.num_rows)
         return read(self, table, wanted, capped)
 
-    monkeypatch.setattr(local_sides.Reads, "side_table", counted)
+    monkeypatch.setattr(local_reads.Reads, "side_table", counted)
     return found
 
 

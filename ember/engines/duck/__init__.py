@@ -1,6 +1,7 @@
-"""One in-process DuckDB database for the package: opening a database costs ~25 ms, a cursor
-on an open one well under 1 ms, and traces open one per question. It holds the functions
-Spark has and DuckDB lacks that translated expressions call (`engines.duck.sql`)."""
+"""One in-process DuckDB database for the package: opening a database costs far more than
+a cursor on an open one, and traces open one per question. It holds the functions
+Spark has and DuckDB lacks that translated expressions call (`engines.duck.sql`), and the
+one a tie check calls (`engines.duck.ties`). Plans compile to SQL in `engines.duck.compile`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 from duckdb.func import ARROW, SPECIAL
-from duckdb.sqltypes import DOUBLE, INTEGER, VARCHAR
+from duckdb.sqltypes import BIGINT, BOOLEAN, DOUBLE, INTEGER, VARCHAR
+
+from ember.engines.duck import ties
 
 _lock = threading.Lock()
 _db: list[duckdb.DuckDBPyConnection] = []
@@ -31,6 +34,7 @@ def connect() -> duckdb.DuckDBPyConnection:
             db.create_function(
                 "spark_cast_double", spark_cast_double, [DOUBLE, INTEGER, INTEGER], VARCHAR, type=ARROW, side_effects=False
             )
+            db.create_function("ember_tie", ties.tie, [BIGINT], BOOLEAN, side_effects=True)  # never folded: only tied rows call it
             db.execute(_UNSCALED)
             _db.append(db)
         return _db[0].cursor()
