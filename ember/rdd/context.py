@@ -16,7 +16,8 @@ from pyspark.sql import DataFrame
 
 from ember.errors import EmberError
 from ember.rdd.debug import LIST_PARAM, CulpritError, Guard, culprit
-from ember.rdd.points import MASK, MAX_SLOTS, SHIFT, IndexedInput, Point, Ref, TextInput
+from ember.rdd.ids import MASK, MAX_SLOTS, SHIFT, Ref
+from ember.rdd.points import IndexedInput, Point, TextInput
 from ember.rdd.tracked import TrackedRDD
 
 if TYPE_CHECKING:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import RDD
 
-from ember.rdd.points import SHIFT, Captured, Point, Ref
+from ember.rdd.ids import SHIFT, Ref
+from ember.rdd.points import Captured, Point
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext, LineageId

@@ -1,12 +1,5 @@
-"""Titian's capture points: where lineage ids are assigned and where their tables live.
-
-A lineage id names a record at a capture point: its partition there, so a trace can send
-the id straight to that partition (the directed shuffle), and `n`, the record's number
-within that partition (a byte offset for text input, the element index for `parallelize`,
-the output position for every other point). Users see ids as `(point uid, partition, n)`;
-inside, an id is one int, `slot << SHIFT | n`, where `slot` numbers the (point, partition)
-pairs of a context: an int is a third of a tuple's cost to build, hash and pickle on every
-record, and a table of them is a numpy array.
+"""Titian's capture points: where lineage ids (`rdd.ids`) are assigned and where their
+tables (`rdd.tables`) live.
 
 Input points keep no table: their ids name the record itself. Every other point runs as one
 blocking pass per partition that yields the partition's lineage table first and then its
@@ -16,17 +9,13 @@ that produced it and exists only once that attempt has succeeded.
 
 from __future__ import annotations
 
-import codecs
 import mmap
 import os
-import pickle
 import socket
-import uuid
 from abc import ABC, abstractmethod
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, islice, pairwise
-from typing import TYPE_CHECKING, Any, NamedTuple
+from itertools import islice
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -35,151 +24,25 @@ from pyspark import RDD, StorageLevel
 
 from ember.errors import EmberError
 from ember.rdd.debug import SET_PARAM
-from ember.store.columns import sorted_unique
+from ember.rdd.ids import MASK, SHIFT, Ref, Row
+from ember.rdd.tables import (
+    Shared,
+    Table,
+    children,
+    encode_table,
+    load_records,
+    lookup,
+    read_table,
+    write_table,
+)
+from ember.rdd.text import line_after, read_lines
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext
 
-Ref = int  # slot << SHIFT | n
-Row = Sequence[Ref]
-SHIFT = 40  # n below 2**40: byte offsets of files up to 1 TB
-MASK = (1 << SHIFT) - 1
-MAX_SLOTS = 1 << 23  # (point, partition) pairs per context, so an id fits an int64
-
-NARROW = 1 << 32  # a table whose parent ids span less than this stores them as uint32
-
-
-class Table(NamedTuple):
-    """Row i names parents `base + parents[offsets[i]:offsets[i + 1]]`. A combiner's or a
-    stage's parents all lie in one input split, so they span less than 2**32 and are kept
-    as uint32 offsets from `base`: half the bytes in every block, file and page fault.
-
-    A shared table (`offsets` of two, `rows` other than one) has every row name the same
-    parents: the records a function of a whole partition read, kept once instead of once
-    per output record."""
-
-    offsets: NDArray[np.int64]
-    base: int
-    parents: NDArray[np.integer[Any]]
-    rows: int
-
-    @property
-    def shared(self) -> bool:
-        return len(self.offsets) - 1 != self.rows
-
-    def ids(self, at: NDArray[np.int64] | slice) -> NDArray[np.int64]:
-        """Parent ids at positions `at` of `parents`, as int64."""
-        picked = self.parents[at].astype(np.int64, copy=False)
-        return picked + self.base if self.base else picked
-
-    def slots(self) -> set[int]:
-        """The parent slots the table names (exact: a narrow span touches at most two)."""
-        if not len(self.parents):
-            return set()
-        if self.parents.dtype == np.uint32:
-            return {self.base >> SHIFT, (self.base + int(self.parents.max())) >> SHIFT}
-        return set(sorted_unique([(self.parents >> SHIFT).astype(np.int64)]).tolist())
-
-
-class Shared(NamedTuple):
-    """Table rows for a function of a whole partition: `rows` outputs, each naming `parents`."""
-
-    parents: Row
-    rows: int
-
 
 class LineageSourceError(EmberError):
     """An input the RDD lineage cannot re-read by id (not a local text file, or CRLF lines)."""
-
-
-def encode_table(table_rows: Sequence[Row] | Shared) -> Table:
-    """The rows as one offsets array and one parents array: a lookup slices, a forward
-    step tests membership in one vectorised pass, and pickling copies two buffers."""
-    rows: Sequence[Row] = [table_rows.parents] if isinstance(table_rows, Shared) else table_rows
-    count = table_rows.rows if isinstance(table_rows, Shared) else len(table_rows)
-    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-    offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if rows and all(isinstance(row, array) for row in rows):
-        parents = np.frombuffer(b"".join(rows), np.int64)  # type: ignore[arg-type]
-    else:
-        parents = np.fromiter(chain.from_iterable(rows), np.int64, int(offsets[-1]))
-    if len(parents):
-        low = int(parents.min())
-        if int(parents.max()) - low < NARROW:
-            return Table(offsets, low, (parents - low).astype(np.uint32), count)
-    return Table(offsets, 0, parents, count)
-
-
-def lookup(table: Table, ns: Iterable[int]) -> NDArray[np.int64]:
-    """The parent ids of rows `ns` of one partition's table."""
-    offsets = table.offsets
-    rows = sorted_unique([np.fromiter(ns, np.int64)])
-    if table.shared:
-        rows = np.zeros(min(len(rows), 1), np.int64)
-    starts, ends = offsets[rows], offsets[rows + 1]
-    lengths = ends - starts
-    total = int(lengths.sum())
-    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    return table.ids(np.arange(total, dtype=np.int64) + shift)
-
-
-def children(table: Table, parents: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The rows of `table` that name any of `parents` (sorted)."""
-    named = table.parents
-    if named.dtype == np.uint32:
-        parents = parents - table.base
-        parents = parents[(parents >= 0) & (parents < NARROW)].astype(np.uint32)
-    hits = np.flatnonzero(np.isin(named, parents))
-    if table.shared:
-        return np.arange(table.rows if len(hits) else 0, dtype=np.int64)
-    return sorted_unique([np.searchsorted(table.offsets, hits, side="right") - 1])
-
-
-FILE_RECORDS = 100_000  # a partition with at most this many records also files them
-
-
-# int64s before a table file's arrays: rows, offsets, base, parent itemsize, parent count
-HEADER = 5
-
-
-def write_table(table: Table, records: list[Any], folder: str, name: str) -> tuple[str, str, bool]:
-    """Writes `table` as one file (header, offsets, parents) under `folder` on this host,
-    under a name of its own for this task attempt, and the partition's records next to it
-    when they are few; returns `(host, path, records filed)`."""
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"{name}-{uuid.uuid4().hex}.table")
-    filed = len(records) <= FILE_RECORDS
-    if filed:
-        with open(path + ".tmp", "wb") as f:
-            pickle.dump(records, f, protocol=5)
-        os.replace(path + ".tmp", path + ".records")
-    header = [table.rows, len(table.offsets), table.base, table.parents.itemsize, len(table.parents)]
-    with open(path + ".tmp", "wb") as f:
-        np.array(header, np.int64).tofile(f)
-        table.offsets.tofile(f)
-        table.parents.tofile(f)
-    os.replace(path + ".tmp", path)
-    return socket.gethostname(), path, filed
-
-
-def _load(path: str) -> Any:
-    with open(path, "rb") as f:
-        return pickle.load(f)
-
-
-def read_table(path: str) -> Table:
-    """A table file, memory-mapped: a step reads only the pages of the rows it looks up."""
-    whole = np.memmap(path, np.uint8, "r")
-    rows, offsets, base, itemsize, count = whole[: HEADER * 8].view(np.int64).tolist()
-    start = (HEADER + offsets) * 8
-    dtype = np.uint32 if itemsize == 4 else np.int64
-    return Table(
-        whole[HEADER * 8 : start].view(np.int64),
-        base,
-        whole[start : start + itemsize * count].view(dtype),
-        rows,
-    )
 
 
 DRAIN_RECORDS = 100_000
@@ -195,19 +58,10 @@ def _table_of(items: Iterable[Any]) -> Iterator[Table]:
 
 def _drain(rest: Iterator[Any], records: int) -> None:
     """Reads a partition to its end when that is cheap: PySpark reuses a Python worker only
-    if its task read all its input (a replaced worker costs ~0.1 s a task)."""
+    if its task read all its input (replacing one costs more than the read)."""
     if records <= DRAIN_RECORDS:
         for _ in rest:
             pass
-
-
-def table_rows(table: Table) -> Iterator[list[Ref]]:
-    if table.shared:
-        yield from [table.ids(slice(None)).tolist()] * table.rows
-        return
-    offsets = table.offsets.tolist()
-    for a, b in pairwise(offsets):
-        yield table.ids(slice(a, b)).tolist()
 
 
 def _identity(key: int) -> int:
@@ -340,7 +194,7 @@ class TextInput(Point):
                 return
             with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
                 if pos:  # Hadoop's reader skips the partial line a split starts in
-                    pos = _line_after(m, pos)
+                    pos = line_after(m, pos)
                 last = m.find(b"\n", end)
                 # With no CR in the split (its last line included), an ASCII line's bytes are
                 # its characters and an LF; else each line's end is found in the file.
@@ -349,14 +203,14 @@ class TextInput(Point):
                     yield line, slot | pos
                     # the line's own bytes where they may not be its characters: a file need
                     # not be UTF-8 (Spark decoded what is not with replacement characters)
-                    pos = pos + len(line) + 1 if plain and line.isascii() else _line_after(m, pos)
+                    pos = pos + len(line) + 1 if plain and line.isascii() else line_after(m, pos)
 
         return self.lines.mapPartitionsWithIndex(tag, preservesPartitioning=True)
 
     def records(self, refs: RDD[Any]) -> RDD[Any]:
         base, splits = self.base, self.splits
         return self.directed(refs).mapPartitionsWithIndex(
-            lambda pid, wanted: _lines(splits[pid][0], (base + pid) << SHIFT, _ns(wanted))
+            lambda pid, wanted: read_lines(splits[pid][0], (base + pid) << SHIFT, _ns(wanted))
         )
 
     def local_records(self, refs: Sequence[Ref]) -> list[tuple[Ref, Any]]:
@@ -365,64 +219,8 @@ class TextInput(Point):
         return [
             rec
             for pid, ns in sorted(self.split(refs).items())
-            for rec in _lines(self.splits[pid][0], (self.base + pid) << SHIFT, ns)
+            for rec in read_lines(self.splits[pid][0], (self.base + pid) << SHIFT, ns)
         ]
-
-
-def _lines(path: str, slot: int, ns: list[int]) -> Iterator[tuple[Ref, str]]:
-    """The lines starting at byte offsets `ns` of `path`."""
-    if not ns:
-        return
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        for n in ns:
-            yield slot | n, m[n : _line_end(m, n)].decode(errors=_AS_JAVA)  # as Spark decodes
-
-
-def _java_malformed(b: bytes, i: int) -> int:
-    """How many bytes from `i` Java's UTF-8 decoder (Hadoop's `Text`, so `sc.textFile`)
-    replaces with one U+FFFD: Python replaces the longest valid prefix's bytes one by one
-    (`\xed\xa0` at a line's end is two U+FFFD there, one in Java)."""
-    b1, left = b[i], len(b) - i
-
-    def bad(k: int) -> bool:  # byte i+k is not a continuation byte
-        return (b[i + k] & 0xC0) != 0x80
-
-    if 0xE0 <= b1 <= 0xEF:
-        if (b1 == 0xE0 and left > 1 and (b[i + 1] & 0xE0) == 0x80) or (left > 1 and bad(1)):
-            return 1
-        if left < 3:
-            return left  # cut short by the line's end: the rest is one
-        return 2 if bad(2) else 3  # (three: a surrogate's encoding)
-    if 0xF0 <= b1 <= 0xF4:
-        if left > 1 and ((b1 == 0xF0 and not 0x90 <= b[i + 1] <= 0xBF) or (b1 == 0xF4 and (b[i + 1] & 0xF0) != 0x80) or bad(1)):
-            return 1
-        if left > 2 and bad(2):
-            return 2
-        return left if left < 4 else 3
-    return 1
-
-
-def _java_replace(e: UnicodeError) -> tuple[str, int]:
-    assert isinstance(e, UnicodeDecodeError)
-    return "\ufffd", e.start + _java_malformed(e.object, e.start)
-
-
-_AS_JAVA = "ember-java-replace"
-codecs.register_error(_AS_JAVA, _java_replace)
-
-
-def _line_end(m: mmap.mmap, pos: int) -> int:
-    """Where the line starting at `pos` ends: at its LF or CR (Hadoop ends lines at either)."""
-    lf = m.find(b"\n", pos)
-    stop = len(m) if lf < 0 else lf
-    cr = m.find(b"\r", pos, stop)
-    return stop if cr < 0 else cr
-
-
-def _line_after(m: mmap.mmap, pos: int) -> int:
-    """Where the line after the one starting at `pos` starts (past an LF, a CRLF or a CR)."""
-    end = _line_end(m, pos)
-    return end + 2 if m[end : end + 2] == b"\r\n" else end + 1
 
 
 class Captured(Point):
@@ -488,7 +286,7 @@ class Captured(Point):
         read them; unpickled only for the partitions asked for."""
         files = {pid: path for pid, (path, filed) in self._local_files().items() if filed}
         wanted = files if pids is None else [pid for pid in pids if pid in files]
-        return {pid: _load(files[pid] + ".records") for pid in wanted}
+        return {pid: load_records(files[pid] + ".records") for pid in wanted}
 
     def parents_of(self, refs: RDD[Any]) -> RDD[Any]:
         """One backward step: a local join of the directed ids with this point's tables."""

@@ -22,7 +22,9 @@ from pyspark.rdd import portable_hash
 from pyspark.resultiterable import ResultIterable
 
 from ember.rdd.debug import Guard
-from ember.rdd.points import SHIFT, Captured, Point, Ref, Row, Shared
+from ember.rdd.ids import SHIFT, Ref, Row
+from ember.rdd.points import Captured, Point
+from ember.rdd.tables import Shared
 
 if TYPE_CHECKING:
     from ember.rdd.context import LineageContext

@@ -16,7 +16,9 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 
 from ember.rdd import LineageContext
-from ember.rdd.points import SHIFT, Captured, table_rows
+from ember.rdd.ids import SHIFT
+from ember.rdd.points import Captured
+from ember.rdd.tables import table_rows
 from tests.conftest import ROOT
 from tests.rdd.logs import DSCR, program, write_log
 

@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ember.rdd.points import (
+from ember.rdd.ids import SHIFT
+from ember.rdd.tables import (
     NARROW,
-    SHIFT,
     Shared,
     Table,
     children,
