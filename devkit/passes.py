@@ -169,10 +169,6 @@ class Module:
     ir_names: dict[str, str] = field(default_factory=dict)  # local name → IR name imported as
 
     @property
-    def stem(self) -> str:
-        return self.path.stem if self.path.name != "__init__.py" else self.path.parent.name
-
-    @property
     def shown(self) -> str:
         return str(self.path.relative_to(ROOT))
 
@@ -299,8 +295,7 @@ def refusals(modules: Sequence[Module]) -> list[tuple[list[str], str]]:
 
 @dataclass
 class Dispatcher:
-    """One way a pass picks what to do with a node: a class of `_<NodeClass>` handlers, or a
-    function branching on the node's class."""
+    """One way a pass picks what to do with a node: a class of `_<NodeClass>` handlers."""
 
     where: str  # shown in the table's sources
     answer: Callable[[type[ir.Node]], Cell]
@@ -475,8 +470,7 @@ def _dispatched(
                 cells[cls.__name__] = Cell(Status.REFUSED, tuple(dict.fromkeys(guard)))
                 continue
             cells[cls.__name__] = _best(d.answer(cls) for d in found)
-        sources = [d.where for d in found] + sorted({f"refusals in {m.shown}" for m in guards if any(
-            True for _ in refusals([m]))})  # fmt: skip
+        sources = [d.where for d in found] + [f"refusals in {m.shown}" for m in guards if refusals([m])]
         return cells, sources
 
     return read
