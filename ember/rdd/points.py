@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 
 class LineageSourceError(EmberError):
-    """An input the RDD lineage cannot re-read by id (not a local text file, or CRLF lines)."""
+    """An input the RDD lineage cannot re-read by id (not a local, uncompressed text file)."""
 
 
 DRAIN_RECORDS = 100_000
@@ -169,11 +169,16 @@ class TextInput(Point):
     def __init__(self, lc: LineageContext, path: str, min_partitions: int | None) -> None:
         lines = lc.sc.textFile(path, min_partitions)
         splits = []
+        jvm = lc.sc._jvm
+        assert jvm is not None
+        codecs = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(lc.sc._jsc.hadoopConfiguration())
         for part in lines._jrdd.rdd().partitions():
             split = part.inputSplit().value()
             url = urlparse(split.getPath().toString())
             if url.scheme not in ("", "file"):
                 raise LineageSourceError(f"{path}: only local files can be re-read by offset")
+            if codecs.getCodec(split.getPath()) is not None:  # offsets would be into the compressed bytes
+                raise LineageSourceError(f"{url.path}: a compressed file cannot be re-read by offset; decompress it first")
             splits.append((url.path, int(split.getStart()), int(split.getStart() + split.getLength())))
         for file in {p for p, *_ in splits}:
             if os.path.getsize(file) > MASK:

@@ -4,14 +4,17 @@ and re-read lines are decoded as Hadoop decodes them."""
 
 from __future__ import annotations
 
+import gzip
 from operator import add
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from ember.rdd import LineageContext
+from ember.rdd import LineageContext, LineageSourceError
 from ember.rdd.text import AS_JAVA
 
 # text files: lines of ASCII, Latin-1 or any text (never a line end), empty at times,
@@ -80,3 +83,11 @@ def test_a_re_read_line_is_decoded_as_hadoop_decodes_it(spark: SparkSession, raw
     """Bytes that are not UTF-8 become U+FFFD as Java's decoder replaces them (`\\xed\\xa0`
     at a line's end is one, Python's own "replace" gives two)."""
     assert raw.decode(errors=AS_JAVA) == spark._jvm.org.apache.hadoop.io.Text(bytearray(raw)).toString()
+
+
+def test_a_compressed_text_file_is_refused_not_misread(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "words.txt.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("alpha one\nbeta two\n")
+    with pytest.raises(LineageSourceError, match="compressed file cannot be re-read by offset"):
+        LineageContext(spark.sparkContext).textFile(str(path))
