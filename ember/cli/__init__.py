@@ -211,13 +211,19 @@ def ui(
     store: Annotated[Path, typer.Argument(help="A folder written by `ember run`, or one with a views.toml.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
+    token: Annotated[str | None, typer.Option("--token", help="The token the page's API asks for (default: a random one, printed in the URL).")] = None,
+    no_token: Annotated[bool, typer.Option("--no-token", help="Ask for no token (trusted setups only; prints a warning).")] = False,
 ) -> None:
     """Serves the linked-brushing web page over a store's entries (or the views of its views.toml)."""
     from ember import ui as page
 
+    if token is not None and no_token:
+        raise UsageError("give --token or --no-token, not both")
     if not (store / "views.toml").is_file():
         read_run(store)  # its errors say what is missing
-    page.serve(str(store), host=host, port=port)
+    # neither option: serve's default, a random token
+    auth: dict[str, Any] = {"token": token} if token is not None else {"no_token": True} if no_token else {}
+    page.serve(str(store), host=host, port=port, **auth)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""`python -m ember.ui DIR [--host H] [--port P]`: the page without the `ember` command
+"""`python -m ember.ui DIR [--host H] [--port P] [--token T | --no-token]`: the page without the `ember` command
 (which serves folders written by `ember run`); any folder of stores or a views.toml."""
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ def main() -> int:
     parser.add_argument("folder", help="store folders and/or a views.toml (docs/ui.md)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    auth = parser.add_mutually_exclusive_group()
+    auth.add_argument("--token", help="the token the page's API asks for (default: a random one, printed)")
+    auth.add_argument("--no-token", action="store_true", help="no token: for trusted setups only (docs/guide/security.md)")
     args = parser.parse_args()
     try:
-        serve(args.folder, args.host, args.port)
+        serve(args.folder, args.host, args.port, token=args.token, no_token=args.no_token)
     except EmberError as e:
         print(f"ember ui: {e}", file=sys.stderr)
         return 1

@@ -6,7 +6,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -22,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from ember.errors import EmberError
 from ember.ui.catalog import declare, load_views
+from ember.ui.guard import Guard, new_token
 from ember.ui.views import Crossfilter, View, plain
 
 STATIC = Path(__file__).with_name("static")
@@ -31,19 +33,46 @@ Handler = Callable[[Request], Awaitable[Response]]
 Declare = Callable[[str, list[str], str | None], View]  # name, group-by expressions, sum → a captured view
 
 
-def build_app(store_dir: str | Path, spark: SparkSession | None = None) -> Starlette:
-    """The app for the views of `store_dir` (built now, so a bad folder fails at start)."""
+def build_app(
+    store_dir: str | Path,
+    spark: SparkSession | None = None,
+    *,
+    token: str | None = None,
+    no_token: bool = False,
+    hosts: Sequence[str] = (),
+) -> Starlette:
+    """The app for the views of `store_dir` (built now, so a bad folder fails at start);
+    `token`, `no_token` and `hosts` as for `make_app`."""
     folder = Path(store_dir)
     board = Crossfilter(load_views(folder, spark))
     can_declare = (folder / "views.toml").exists()
-    return make_app(board, partial(declare, folder, spark=spark) if can_declare else None)
+    return make_app(
+        board, partial(declare, folder, spark=spark) if can_declare else None, token=token, no_token=no_token, hosts=hosts
+    )
 
 
-def make_app(board: Crossfilter, declare: Declare | None = None) -> Starlette:
+def make_app(
+    board: Crossfilter,
+    declare: Declare | None = None,
+    *,
+    token: str | None = None,
+    no_token: bool = False,
+    hosts: Sequence[str] = (),
+) -> Starlette:
     """The routes over an already built crossfilter (docs/ui.md lists them); with
-    `declare`, the page can add views."""
+    `declare`, the page can add views.
+
+    Its API answers only requests with `Authorization: Bearer <token>` (`token`, or a
+    random one; `app.state.token` holds it), unless `no_token`; requests whose Host is
+    not the address they came in on (or localhost, or one of `hosts`), cross-origin
+    POSTs and bodies over 64 KiB are refused (`ember.ui.guard`)."""
     if not (STATIC / "index.html").exists():
         raise EmberError(f"the page's files are missing from {STATIC}: rebuild them with `make ui`")
+    if no_token and token is not None:
+        raise EmberError("give a token or no_token, not both")
+    if token is not None and not token.strip():
+        raise EmberError("the token must not be empty")
+    token = None if no_token else (token.strip() if token is not None else new_token())
     adding = threading.Lock()  # one capture at a time; brushes go on meanwhile
 
     async def page(request: Request) -> Response:
@@ -104,10 +133,18 @@ def make_app(board: Crossfilter, declare: Declare | None = None) -> Starlette:
             Route("/api/brush", _errors(brush), methods=["POST"]),
             Route("/api/rows", _errors(rows), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
+        ],
+        middleware=[Middleware(Guard, token=token, hosts=hosts)],
     )
     app.state.board = board
+    app.state.token = token
     return app
+
+
+def page_url(host: str, port: int, token: str | None) -> str:
+    """The page's address, with its token for the page to read (and drop from the address bar)."""
+    netloc = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{netloc}:{port}/" + (f"?token={token}" if token else "")
 
 
 def _errors(handler: Handler) -> Handler:
@@ -156,13 +193,14 @@ def _ints(body: dict[str, Any], key: str) -> list[int]:
 @contextmanager
 def running(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
     """Serves `app` from a background thread on a free port, for tests, benchmarks and
-    notebooks; yields its address and stops it on exit."""
+    notebooks; yields the page's address (with the app's token, as `ember ui` prints it)
+    and stops it on exit."""
     import uvicorn
 
     with socket.socket() as probe:
         probe.bind((host, 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", proxy_headers=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -170,7 +208,7 @@ def running(app: Starlette, host: str = "127.0.0.1") -> Iterator[str]:
             if not thread.is_alive():
                 raise EmberError(f"the server did not start on {host}:{port}")
             time.sleep(0.02)
-        yield f"http://{host}:{port}"
+        yield page_url(host, port, getattr(app.state, "token", None))
     finally:
         server.should_exit = True
         thread.join(timeout=10)

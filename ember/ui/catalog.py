@@ -1,6 +1,10 @@
 """Where the page's views come from: entries captured into the store folder (any
 group-by over one source), and views declared in the folder's `views.toml`, which are
-captured on the first start and kept under `.ui-views/` for the next ones."""
+captured on the first start and kept under `.ui-views/` for the next ones.
+
+A declared view's group-by items and sum, whether read from views.toml or sent by the
+page, pass `ember.ui.expressions` first: Spark runs only the SQL written back from
+their checked trees (docs/guide/security.md)."""
 
 from __future__ import annotations
 
@@ -12,21 +16,25 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
 import ember
 from ember.errors import EmberError
+from ember.ui import expressions
 from ember.ui.views import View, build_view
 
 VIEWS_FILE = "views.toml"
 CACHE = ".ui-views"
 MAX_GROUPS = 10_000  # an entry with more output rows is not a chart anyone can brush
+MAX_NAME = 80  # characters of a view's name
 log = logging.getLogger("ember.ui")
 
 
 @dataclass(frozen=True)
 class Declared:
-    """A view declared in views.toml: `SELECT group_by, count(*) [, sum(sum)] FROM table GROUP BY group_by`."""
+    """A view declared in views.toml: `SELECT group_by, count(*) [, sum(sum)] FROM table GROUP BY group_by`;
+    `group_by` and `sum` as Spark SQL written back by `expressions.check` (never as read)."""
 
     name: str
     table: str
@@ -44,10 +52,10 @@ def load_views(store_dir: Path, spark: SparkSession | None = None) -> list[View]
     """Every view the folder offers; raises if it offers none."""
     if not store_dir.is_dir():
         raise EmberError(f"no store folder at {store_dir}")
-    views = [view for entry in entries(store_dir) if (view := entry_view(store_dir, entry, spark)) is not None]
     config = store_dir / VIEWS_FILE
-    if config.exists():
-        views += [declared_view(d, store_dir / CACHE, spark) for d in read_config(config)[1]]
+    declared = read_config(config)[1] if config.exists() else []  # checked before anything runs
+    views = [view for entry in entries(store_dir) if (view := entry_view(store_dir, entry, spark)) is not None]
+    views += [declared_view(d, store_dir / CACHE, spark) for d in declared]
     if not views:
         raise EmberError(f"{store_dir} has no group-by entries over one source and no {VIEWS_FILE}")
     seen: set[str] = set()
@@ -91,11 +99,43 @@ def read_config(path: Path) -> tuple[Declared, list[Declared]]:
         source = Path(table["path"])
         if not source.is_absolute():
             source = (path.parent / source).resolve()
+        if not isinstance(table["name"], str) or not expressions.PLAIN.fullmatch(table["name"]):
+            raise EmberError(f"{path}: the table's name {table['name']!r} must be letters, digits and _")
         base = Declared("", table["name"], str(source), ())
-        views = [replace(base, name=v["name"], group_by=tuple(v["group_by"]), sum=v.get("sum")) for v in doc.get("view", [])]
-        return base, views
+        listed = [(v["name"], v["group_by"], v.get("sum")) for v in doc.get("view", [])]
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise EmberError(f"{path}: not a views file ({type(e).__name__}: {e}); see docs/ui.md") from None
+    if not listed:
+        return base, []
+    columns = table_columns(source)
+    try:
+        return base, [checked(base, name, group_by, measure, columns) for name, group_by, measure in listed]
+    except EmberError as e:
+        raise EmberError(f"{path}: refused, nothing run: {e}") from None
+
+
+def checked(base: Declared, name: object, group_by: object, measure: object, columns: Sequence[str]) -> Declared:
+    """A view over `base`'s table whose items and sum pass the allowlist; raises
+    EmberError with the reason otherwise."""
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME or not name.isprintable():
+        raise EmberError(f"a view's name must be 1 to {MAX_NAME} printable characters, not {str(name)[:MAX_NAME]!r}")
+    label = f"view {name.strip()!r}"
+    if not isinstance(group_by, list | tuple) or not 1 <= len(group_by) <= 2:
+        raise EmberError(f"{label}: one or two group-by items")
+    try:
+        items = tuple(expressions.check(g, columns) for g in group_by)
+        total = None if measure in (None, "") else expressions.column(measure, columns)
+    except EmberError as e:
+        raise EmberError(f"{label}: {e}") from None
+    return replace(base, name=name.strip(), group_by=items, sum=total)
+
+
+def table_columns(path: Path) -> list[str]:
+    """The column names of a Parquet file or folder (its footer only; no Spark)."""
+    try:
+        return list(ds.dataset(str(path), format="parquet").schema.names)
+    except (OSError, ValueError) as e:
+        raise EmberError(f"cannot read the table at {path}: {str(e).splitlines()[0]}") from None
 
 
 def declare(store_dir: Path, name: str, group_by: Sequence[str], measure: str | None, spark: SparkSession | None) -> View:
@@ -105,16 +145,17 @@ def declare(store_dir: Path, name: str, group_by: Sequence[str], measure: str | 
     if not config.exists():
         raise EmberError(f"views can be added only over the table of a {VIEWS_FILE} in the store folder")
     base, known = read_config(config)
-    name = name.strip()
     group_by = [g.strip() for g in group_by if g.strip()]
-    if not name or not 1 <= len(group_by) <= 2:
+    if not name.strip() or not 1 <= len(group_by) <= 2:
         raise EmberError("a view needs a name and one or two group-by expressions")
-    if any(slug(d.name) == slug(name) for d in known):
-        raise EmberError(f"there is already a view named {name!r}")
-    view = declared_view(replace(base, name=name, group_by=tuple(group_by), sum=measure or None), store_dir / CACHE, spark)
-    block = f"\n[[view]]\nname = {json.dumps(name)}\ngroup_by = {json.dumps(group_by)}\n"
+    declared = checked(base, name, group_by, measure, table_columns(Path(base.path)))
+    if any(slug(d.name) == slug(declared.name) for d in known):
+        raise EmberError(f"there is already a view named {declared.name!r}")
+    view = declared_view(declared, store_dir / CACHE, spark)
+    # as written (checked again at every start); printable text, so JSON's escapes are TOML's
+    block = f"\n[[view]]\nname = {_toml(declared.name)}\ngroup_by = [{', '.join(_toml(g) for g in group_by)}]\n"
     with config.open("a") as out:
-        out.write(block + (f"sum = {json.dumps(measure)}\n" if measure else ""))
+        out.write(block + (f"sum = {_toml(measure)}\n" if measure else ""))
     return view
 
 
@@ -139,6 +180,11 @@ def declared_view(declared: Declared, cache: Path, spark: SparkSession | None) -
     lin = ember.load(str(stored), spark)
     keys = [c for c in lin.output().column_names if c not in ("count", "sum", "ember_oid")]
     return build_view(slug(declared.name), declared.name, lin, keys, declared.sum)
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (the text holds no control characters: `checked` refused them)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def slug(name: str) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 from pyspark.sql import SparkSession
 from starlette.applications import Starlette
+from starlette.testclient import TestClient
 
 import ember
 from ember.ui import build_app
@@ -53,7 +55,12 @@ def ui_store(spark: SparkSession, tpch: Path, tmp_path_factory: pytest.TempPathF
 
 @pytest.fixture(scope="session")
 def ui_app(ui_store: Path, spark: SparkSession) -> Starlette:
-    return build_app(ui_store, spark)
+    return build_app(ui_store, spark)  # with a random token, in app.state.token
+
+
+def authorized(app: Starlette, **options: Any) -> TestClient:
+    """A client sending the app's token, as the page does."""
+    return TestClient(app, headers={"Authorization": f"Bearer {app.state.token}"}, **options)
 
 
 @pytest.fixture(scope="session")
