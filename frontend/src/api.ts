@@ -34,26 +34,56 @@ export interface RowsPage {
   rows: Label[][];
 }
 
-async function post<T>(url: string, body: object): Promise<T> {
+const TOKEN = "ember-token";
+
+/** The API's token: `ember ui` prints the page's address with `?token=...`; the page
+ * keeps it for the tab (sessionStorage, so a reload works) and drops it from the
+ * address bar (and so from the history). Null when the server runs with --no-token. */
+function readToken(): string | null {
+  const url = new URL(window.location.href);
+  const given = url.searchParams.get("token");
+  if (given !== null) {
+    sessionStorage.setItem(TOKEN, given);
+    url.searchParams.delete("token");
+    window.history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+  return sessionStorage.getItem(TOKEN);
+}
+
+const token = readToken();
+
+/** An error answer of the API, with its status (401: no or a wrong token). */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+async function call<T>(url: string, body?: object): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
   const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
+    method: body === undefined ? "GET" : "POST",
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
   });
-  const data = await response.json();
-  if (!response.ok) throw new Error(data.error ?? response.statusText);
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(data.error ?? response.statusText, response.status);
   return data as T;
 }
+
+const post = <T>(url: string, body: object) => call<T>(url, body);
 
 export interface Views {
   views: ViewInfo[];
   can_add: boolean;
 }
 
-export async function views(): Promise<Views> {
-  const response = await fetch("/api/views");
-  return (await response.json()) as Views;
-}
+export const views = () => call<Views>("/api/views");
 
 /** Captures a new view over the views.toml's table (seconds to minutes: a Spark job). */
 export const addView = (name: string, group_by: string[], sum: string | null) =>

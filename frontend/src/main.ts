@@ -2,7 +2,8 @@
 // latest brush next), redraws the tallies, and pages through the brushed rows.
 // Each brush's time from the input event to the redrawn frame is kept in
 // window.__ember.latencies (milliseconds) for the benchmark and the tests; `settled`
-// counts brushes whose redraw and details panel are done, `busy` says one is under way.
+// counts brushes whose redraw and details panel are done, `busy` says one is under way,
+// `failed` that the views could not be loaded (the status line says why).
 
 import * as api from "./api";
 import { barChart, type Chart, heatMap, label } from "./charts";
@@ -20,9 +21,19 @@ interface Probe {
   details: number;
   settled: number;
   busy: boolean;
+  failed: boolean;
 }
 
-const probe: Probe = { ready: false, latencies: [], server: [], brushes: 0, details: 0, settled: 0, busy: false };
+const probe: Probe = {
+  ready: false,
+  latencies: [],
+  server: [],
+  brushes: 0,
+  details: 0,
+  settled: 0,
+  busy: false,
+  failed: false,
+};
 (window as unknown as { __ember: Probe }).__ember = probe;
 
 const PAGE = 50;
@@ -176,7 +187,18 @@ function adder() {
 }
 
 async function main() {
-  const listed = await api.views();
+  let listed: api.Views;
+  try {
+    listed = await api.views();
+  } catch (error) {
+    const unauthorized = error instanceof api.ApiError && error.status === 401;
+    $("status").textContent = unauthorized
+      ? "error: this page needs its token: open the address `ember ui` printed (…/?token=…)"
+      : `error: ${(error as Error).message}`;
+    $("status").classList.add("error");
+    probe.failed = true;
+    return;
+  }
   render(listed.views);
   if (listed.can_add) adder();
   $("clear").addEventListener("click", () => send(null, performance.now()));

@@ -1,7 +1,8 @@
-"""The page in headless Chromium (Debian's, driven by Playwright): brushing a bar and
-heat-map cells redraws the other views with the counts DuckDB computes, the details
-panel lists the brushed rows; a screenshot and the measured latencies are kept under
-test-artifacts/ui/."""
+"""The page in headless Chromium (Debian's, driven by Playwright): opened at the
+address `ember ui` prints (with its token), brushing a bar and heat-map cells redraws
+the other views with the counts DuckDB computes, the details panel lists the brushed
+rows; without the token it shows an error and no data. A screenshot and the measured
+latencies are kept under test-artifacts/ui/."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import BrowserContext, Page
 from starlette.applications import Starlette
 
 from devkit.browser import chromium
@@ -21,13 +22,30 @@ from tests.ui.conftest import group_key, tally
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 
 
+# The API as the page calls it, with the token the page keeps for the tab.
+VIEWS = "fetch('/api/views', {headers: {authorization: 'Bearer ' + sessionStorage.getItem('ember-token')}}).then(r => r.json())"
+
+
 @pytest.fixture(scope="module")
-def page(ui_app: Starlette) -> Iterator[Page]:
-    with running(ui_app) as url, chromium() as browser:
-        tab = browser.new_page()
-        tab.goto(url)
-        tab.wait_for_function("window.__ember && window.__ember.ready")
-        yield tab
+def url(ui_app: Starlette) -> Iterator[str]:
+    """The page's address as `ember ui` prints it: http://127.0.0.1:PORT/?token=..."""
+    with running(ui_app) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[BrowserContext]:
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture(scope="module")
+def page(url: str, browser: BrowserContext) -> Iterator[Page]:
+    tab = browser.new_page()
+    tab.goto(url)
+    tab.wait_for_function("window.__ember && window.__ember.ready")
+    yield tab
+    tab.close()
 
 
 def click_mark(page: Page, view: str, group: int, shift: bool = False) -> None:
@@ -46,7 +64,7 @@ def click_mark(page: Page, view: str, group: int, shift: bool = False) -> None:
 
 
 def views(page: Page) -> dict[str, dict]:
-    return {v["id"]: v for v in page.evaluate("fetch('/api/views').then(r => r.json())")["views"]}
+    return {v["id"]: v for v in page.evaluate(VIEWS)["views"]}
 
 
 def highlighted(page: Page) -> dict[str, dict[str, int]]:
@@ -118,3 +136,31 @@ def test_a_declared_sum_is_charted_on_request(page: Page, duck: duckdb.DuckDBPyC
     shown = page.eval_on_selector_all('rect.mark[data-view="discount"]', "ms => ms.map(m => +m.dataset.highlight)")
     discounts = [labels[0] for labels in views(page)["discount"]["labels"]]
     assert dict(zip(discounts, shown, strict=True)) == pytest.approx(expected)
+
+
+def test_the_token_leaves_the_address_bar_and_a_reload_keeps_working(url: str, browser: BrowserContext, ui_app: Starlette) -> None:
+    assert url.startswith("http://127.0.0.1:") and url.endswith(f"/?token={ui_app.state.token}")
+    tab = browser.new_page()
+    try:
+        tab.goto(url)
+        tab.wait_for_function("window.__ember && window.__ember.ready")
+        assert tab.evaluate("location.search") == ""  # nor in the history
+        assert tab.locator("rect.mark").count() > 0
+        tab.reload()
+        tab.wait_for_function("window.__ember && window.__ember.ready")
+        assert tab.locator("rect.mark").count() > 0
+    finally:
+        tab.close()
+
+
+@pytest.mark.parametrize("query", ["", "?token=wrong"])
+def test_without_the_token_the_page_shows_an_error_and_no_data(url: str, browser: BrowserContext, query: str) -> None:
+    tab = browser.new_page()  # a tab of its own: the token kept by another tab is not shared
+    try:
+        tab.goto(url.split("?")[0] + query)
+        tab.wait_for_function("window.__ember && window.__ember.failed")
+        assert "needs its token" in tab.inner_text("#status")
+        assert tab.locator("rect.mark").count() == 0 and tab.locator("figure.view").count() == 0
+        assert tab.evaluate("fetch('/api/views').then(r => r.status)") == 401
+    finally:
+        tab.close()
