@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from ember.engines import duck
 from ember.engines.duck.compile import Compiler, run, windowable
-from ember.engines.duck.sql import python_literal
+from ember.engines.duck.sql import one_of
 from ember.infer.exact import block_root, reaching
 from ember.infer.ids import distinct
 from ember.infer.pushdown import key_columns
@@ -117,10 +117,4 @@ def _in_group(plan: ir.Node, rows: pa.Table, pinned: set[int], query: Compiler) 
         return None
     if not terms:
         return "TRUE"
-    matches = []
-    for i in range(rows.num_rows):
-        values = [python_literal(rows.column(j)[i].as_py()) if rows.column(j)[i].is_valid else "NULL" for _, j in terms]
-        if any(v is None for v in values):
-            return None
-        matches.append(" AND ".join(f"({t} IS NOT DISTINCT FROM {v})" for (t, _), v in zip(terms, values, strict=True)))
-    return "(" + " OR ".join(f"({m})" for m in matches) + ")" if matches else "FALSE"
+    return one_of([[(t, rows.column(j)[i].as_py()) for t, j in terms] for i in range(rows.num_rows)])

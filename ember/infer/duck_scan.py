@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ember.engines import duck
 from ember.engines.duck.compile import Compiler, run
-from ember.engines.duck.sql import python_literal
+from ember.engines.duck.sql import one_of, python_literal
 from ember.engines.duck.syntax import Column
 from ember.fetch.rows import check_unchanged
 from ember.infer.pushdown import Binding, ScanPlan
@@ -84,12 +84,10 @@ def _term(query: Compiler, b: Binding) -> str | None:
 
 
 def _match_any(terms: list[str | None], tuples: list[tuple[tuple[int, Any], ...]]) -> str | None:
-    """SQL for: the scan row matches the bound values of some traced row."""
-    if not tuples:
-        return "FALSE"
+    """SQL for: the scan row matches the bound values of some traced row (past
+    `MAX_DISJUNCTS` rows, a superset: each bound column among its values)."""
     if len(tuples) <= MAX_DISJUNCTS:
-        rows = [_all([_equals(terms[n], v) for n, v in t]) for t in tuples]
-        return None if any(r is None for r in rows) else "(" + " OR ".join(r for r in rows if r is not None) + ")"
+        return one_of([[(terms[n], v) for n, v in t] for t in tuples])
     conds = []
     for n, term in enumerate(terms):
         values = {repr(v): v for t in tuples for m, v in t if m == n}
@@ -102,19 +100,4 @@ def _match_any(terms: list[str | None], tuples: list[tuple[tuple[int, Any], ...]
             return None
         cond = f"{term} IN ({', '.join(p for p in plain if p is not None)})" if plain else "FALSE"
         conds.append(f"({cond} OR {term} IS NULL)" if len(plain) < len(values) else cond)
-    return _all(conds)
-
-
-def _equals(term: str | None, value: Any) -> str | None:
-    if term is None:
-        return None
-    if value is None:
-        return f"({term} IS NULL)"
-    literal = python_literal(value)
-    return None if literal is None else f"({term} = {literal})"
-
-
-def _all(conds: Sequence[str | None]) -> str | None:
-    if any(c is None for c in conds):
-        return None
-    return "(" + " AND ".join(c for c in conds if c is not None) + ")" if conds else "TRUE"
+    return "(" + " AND ".join(conds) + ")" if conds else "TRUE"

@@ -11,6 +11,7 @@ leaves the table to Spark; a tie in a window guessed untied undoes the guess
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeAlias
 
 import duckdb
 import pyarrow as pa
@@ -31,7 +32,7 @@ from ember.plan.slots import GROUPS, SideTable
 from ember.plan.sources import Source
 from ember.store.build import SORTED, order_by
 
-Read = Mapping[str, tuple[tuple[ir.Node, ...], pa.Table]]  # inputs read beside the job (`Inputs.read`)
+Read: TypeAlias = Mapping[str, tuple[tuple[ir.Node, ...], pa.Table]]  # inputs read beside the job (`Inputs.read`)
 
 
 class Reads:

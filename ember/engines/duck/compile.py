@@ -47,6 +47,10 @@ from ember.plan.sources import SAVED, Source
 from ember.plan.trees import Tree, find
 
 Mode = Literal["plan", "lineage"]
+# FROM item aliases: scans, stored inputs, groups, rows beside an aggregate's values, a
+# window's values, an outer join's side, unions, expands and the CTE an expand reads.
+Alias = Literal["s", "m", "g", "a", "v", "r", "u", "e", "x"]
+Registered = Literal["f", "saved", "k"]  # relations a query registers: frames, saved rows, key lists
 RID = "__ember_rid"  # a scan's rid column, as a source's numbered rows and candidate frames name it
 
 # The nodes each mode reads (a join only of the kinds its method takes).
@@ -67,7 +71,7 @@ class Compiled:
     tables: Mapping[str, pa.Table] = field(default_factory=dict)  # relations it reads, registered by `run`
     copies: tuple[tuple[str, str], ...] = ()  # (temporary table, relation) copied before it runs
     ties: bool = False  # it checks a window's order for ties (`ties`)
-    inputs: frozenset[str] = frozenset()  # the caller's registered relations it reads (`Compiler.inputs`)
+    inputs: frozenset[str] = frozenset()  # the relations the caller registers (`Compiler.of`'s `inputs`) it reads
     rids: Mapping[str, int] = field(default_factory=dict)  # lineage: output column → id() of the scan whose rids it holds
 
 
@@ -81,9 +85,12 @@ def run(query: Compiled, con: duckdb.DuckDBPyConnection) -> pa.Table:
         con.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM {relation}")
     if not query.ties:
         return con.sql(query.sql).to_arrow_table()
+    (statement,) = con.extract_statements(query.sql)
+    if syntax.TIE not in statement.named_parameters:  # its checks were in parts left out
+        return con.sql(statement).to_arrow_table()
     run_token = ties.token()
     try:
-        return con.sql(query.sql, params={"tie": run_token}).to_arrow_table()
+        return con.sql(statement, params={syntax.TIE: run_token}).to_arrow_table()
     except duckdb.Error as e:
         if ties.tied(run_token):
             raise ties.Tie("rows of a window partition tie in its order") from e
@@ -124,10 +131,10 @@ class _Shared:
         """The name of a derived table's column for an attribute."""
         return f"c{self.numbers.setdefault(attr, len(self.numbers))}"
 
-    def alias(self, prefix: str) -> str:
+    def alias(self, prefix: Alias) -> str:
         return f"{prefix}{next(self.aliases)}"
 
-    def register(self, prefix: str, rows: pa.Table) -> str:
+    def register(self, prefix: Registered, rows: pa.Table) -> str:
         name = f"{prefix}{len(self.tables)}"
         self.tables[name] = rows
         return name
@@ -285,7 +292,7 @@ class Compiler:
         values = {c.attr.id: inner.expr(c.expr, window=window) for c in node.columns if inner.columns.get(c.attr.id) is None}
         return self.beside(node.child, inner, {i: v for i, v in values.items() if v is not None}, "a", None)
 
-    def beside(self, child: ir.Node, inner: Compiler, values: dict[int, str], prefix: str, check: TieCheck | None) -> bool:
+    def beside(self, child: ir.Node, inner: Compiler, values: dict[int, str], prefix: Alias, check: TieCheck | None) -> bool:
         """`child`'s rows as `inner` read them, with `values` computed over them, as a derived
         table: what `inner` read of the child's columns (and rids) passes through."""
         passed = {a.id: c.text for a in child.output if (c := inner.columns.get(a.id)) is not None}
@@ -414,7 +421,7 @@ class Compiler:
         columns = tuple(Column(m, self.s.name(a.id)) for m, a in zip(made, attrs, strict=True) if m is not None)
         return Select(columns, tuple(self.items), tuple(self.conditions))
 
-    def union_all(self, prefix: str, selects: Sequence[Select | None], attrs: tuple[ir.Attr, ...], ctes: tuple[Cte, ...] = ()) -> bool:
+    def union_all(self, prefix: Alias, selects: Sequence[Select | None], attrs: tuple[ir.Attr, ...], ctes: tuple[Cte, ...] = ()) -> bool:
         """The `selects` (None: one that does not translate) as one FROM item, UNION ALL,
         after the `ctes` they read."""
         if any(s is None for s in selects):
@@ -637,7 +644,7 @@ class Compiler:
         """The SQL of a scan's rids, once it is read."""
         return self.s.scan_rids.get(id(scan))
 
-    def register(self, prefix: str, rows: pa.Table) -> str:
+    def register(self, prefix: Registered, rows: pa.Table) -> str:
         """Rows the query reads, registered by `run` under the name returned."""
         return self.s.register(prefix, rows)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -452,6 +452,24 @@ def python_literal(value: Any) -> str | None:
     if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
         return f"DATE '{value.isoformat()}'"
     return None
+
+
+def one_of(rows: Sequence[Sequence[tuple[str | None, Any]]]) -> str | None:
+    """SQL for: the row equals one of `rows` (each a list of (column's SQL, traced value)),
+    a null matching a null. `=` (not IS NOT DISTINCT FROM) where the value is not null lets
+    DuckDB skip row groups of a scan by it. None where a column or a value does not translate."""
+    if not rows:
+        return "FALSE"
+    matched = []
+    for row in rows:
+        terms = []
+        for sql_, value in row:
+            literal = "NULL" if value is None else python_literal(value)
+            if sql_ is None or literal is None:
+                return None
+            terms.append(f"({sql_} IS NULL)" if value is None else f"({sql_} = {literal})")
+        matched.append("(" + " AND ".join(terms) + ")" if terms else "TRUE")
+    return "(" + " OR ".join(matched) + ")"
 
 
 def numbered_parquet(source: Source, rid: str) -> str | None:

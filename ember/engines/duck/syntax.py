@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-TIE = "$tie"  # the parameter a tie check passes to `ember_tie` (`engines.duck.ties`)
+TIE = "tie"  # the parameter a tie check passes to `ember_tie`, `$tie`: the run's token (`engines.duck.ties`)
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def render(query: Query) -> str:
         text += f" GROUP BY {', '.join(query.group_by)}"
     if query.qualify is not None:
         peers = ", ".join(query.qualify.peers)
-        text += f" QUALIFY (CASE WHEN count(*) OVER (PARTITION BY {peers}) > 1 THEN ember_tie({TIE}) ELSE TRUE END)"
+        text += f" QUALIFY (CASE WHEN count(*) OVER (PARTITION BY {peers}) > 1 THEN ember_tie(${TIE}) ELSE TRUE END)"
     if query.order_by:
         text += f" ORDER BY {', '.join(query.order_by)}"
     if query.limit is not None:

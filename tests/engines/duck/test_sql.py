@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ember.engines import duck
-from ember.engines.duck.sql import python_literal, sql
+from ember.engines.duck.sql import one_of, python_literal, sql
 from ember.engines.spark import catalyst
 from ember.engines.spark.jvm import Jvm
 from ember.plan.trees import PlanTree, Tree
@@ -420,6 +420,19 @@ def test_traced_values_become_exact_literals() -> None:
         assert literal is not None
         assert con.execute(f"SELECT {literal} = ?", [value]).fetchall() == [(True,)], value
     assert python_literal(float("nan")) is None and python_literal(datetime.datetime(2020, 1, 1)) is None
+
+
+def test_rows_equal_to_one_of_the_traced_rows_null_matching_null() -> None:
+    con = duckdb.connect()
+    values = [(1, "a"), (1, None), (2, "b"), (None, None), (3, "it's")]
+    con.execute("CREATE TABLE t (n INTEGER, s VARCHAR)")
+    con.executemany("INSERT INTO t VALUES (?, ?)", values)
+    traced = [(1, None), (None, None), (3, "it's")]
+    where = one_of([[('"n"', n), ('"s"', text)] for n, text in traced])
+    assert where is not None
+    assert sorted(con.sql(f"SELECT n, s FROM t WHERE {where}").fetchall(), key=repr) == sorted(traced, key=repr)
+    assert one_of([]) == "FALSE" and one_of([[]]) == "(TRUE)"
+    assert one_of([[('"n"', float("nan"))]]) is None and one_of([[(None, 1)]]) is None
 
 
 # --- generated conditions -----------------------------------------------------------------
