@@ -144,6 +144,8 @@ def _call(node: dict[str, Any], columns: dict[str, str], depth: int) -> str:
     arguments = node.get("arguments", [])
     if any(a.get("name") for a in arguments):
         raise EmberError(f"{name}: named arguments are not allowed")
+    if name not in OPERATORS and name not in FUNCTIONS:  # before the arguments: the first reason is this one
+        raise EmberError(f"function {name} is not allowed (allowed: {allowed()})")
     args = [_render(a["expression"], columns, depth + 1) for a in arguments]
     if name in OPERATORS:
         if len(args) == 2:
@@ -151,8 +153,6 @@ def _call(node: dict[str, Any], columns: dict[str, str], depth: int) -> str:
         if len(args) == 1 and name in ("-", "+"):
             return f"({name} {args[0]})"  # a space: `- -1` is not a `--` comment
         raise EmberError(f"operator {name} with {len(args)} operands")
-    if name not in FUNCTIONS:
-        raise EmberError(f"function {name} is not allowed (allowed: {allowed()})")
     fewest, most = FUNCTIONS[name]
     if not fewest <= len(args) <= most:
         raise EmberError(f"{name} takes {fewest}{'' if fewest == most else f' to {most}'} arguments, not {len(args)}")

@@ -202,6 +202,7 @@ def test_a_body_announced_over_64_kib_is_refused_before_it_is_read(app: Starlett
     [
         (["reflect('java.lang.System', 'getProperty', 'user.home')"], None, "function reflect is not allowed"),
         (["java_method('java.lang.System', 'getenv', 'HOME')"], None, "function java_method is not allowed"),
+        (['reflect("java.lang.System", "getProperty", "user.home")'], None, "function reflect is not allowed"),
         (["(SELECT max(a) FROM t)"], None, "subquery is not allowed"),
         (["a + (SELECT 1)"], None, "subquery is not allowed"),
         (["my_udf(a)"], None, "function my_udf is not allowed"),
