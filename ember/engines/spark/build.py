@@ -205,7 +205,7 @@ class Builder:
             append = _pandas_keys(names)
         else:  # Spark checks an Arrow function's column types strictly, as its worker would make them
             large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-            append = _arrow_keys(names, [to_arrow_type(t, timezone="UTC", prefers_large_types=large) for t in keys])
+            append = _arrow_keys(names, [_arrow_type(t, large) for t in keys])
         eval_type = int(fn.evalType())
         wrapped = _keyed(func, tables, append, eval_type in BATCHED_GROUP_MAPS)
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), eval_type, bool(fn.udfDeterministic()))
@@ -558,6 +558,14 @@ def _reporting(
         report.add([(key, j, *runs(np.concatenate(r) if r else empty)) for j, r in enumerate(read)])
 
     return wrapped
+
+
+def _arrow_type(dtype: Any, large: bool) -> pa.DataType:
+    """The Arrow type Spark's worker gives a Spark type's column, timestamps in UTC. Spark 4.2
+    renamed the argument that says so (`timestamp_utc=True` became `timezone="UTC"`)."""
+    if "timezone" in inspect.signature(to_arrow_type).parameters:
+        return to_arrow_type(dtype, timezone="UTC", prefers_large_types=large)
+    return to_arrow_type(dtype, timestamp_utc=True, prefers_large_types=large)  # type: ignore[call-arg]
 
 
 def _pandas_keys(names: tuple[str, ...]) -> Callable[[Any, tuple[Any, ...]], Any]:

@@ -65,3 +65,11 @@ def test_a_prepared_plan_gets_the_rules_spark_cannot_run_without(spark: SparkSes
     """`nvl` is runtime-replaceable: it cannot run until the optimizer replaces it."""
     df = spark.createDataFrame([(1, None), (2, 5)], "a int, b int").selectExpr("a", "nvl(b, a) AS c")
     assert sorted(prepared(df).collect()) == sorted(df.collect())
+
+
+def test_the_running_spark_gets_the_light_execution_its_query_execution_takes(spark: SparkSession) -> None:
+    """`QueryExecution`'s constructor changed in 4.1 and 4.2: the jar holds one light execution
+    per signature (jvm/shims), and `make test-spark40` runs this file on Spark 4.0 too."""
+    major, minor = (int(p) for p in spark.version.split(".")[:2])
+    expected = {(4, 0): "Light40", (4, 1): "Light41"}.get((major, minor), "Light")
+    assert str(jar.helper(Jvm(spark), "Prepared").lightClass()) == expected

@@ -54,6 +54,7 @@ import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.unsafe.types.UTF8String;
+import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
 
@@ -185,7 +186,7 @@ public final class PlanDump {
         } else if (p instanceof Sample x) {
             tops("exprs", p.expressions());
             field("seeded");
-            out.append(x.seed().isDefined());
+            out.append(seeded(x));
         } else if (p.children().isEmpty()) {
             leaf(p);
         } else {
@@ -194,7 +195,13 @@ public final class PlanDump {
         out.append('}');
     }
 
-    /** A grouped map's keys (a cogroup's left ones) and function, and the function's pickled
+    /** Whether a sample's seed is fixed: its fourth field is the seed, a `long` up to Spark 4.1
+     * (always fixed), an `Option` from 4.2 on (none: each run draws its own). */
+    private static boolean seeded(Sample x) {
+        return !(x.productElement(3) instanceof Option<?> seed) || seed.isDefined();
+    }
+
+        /** A grouped map's keys (a cogroup's left ones) and function, and the function's pickled
      * code (ember wraps it). */
     private void groupMap(scala.collection.Seq<Attribute> keys, PythonUDF function) {
         field("grouping");

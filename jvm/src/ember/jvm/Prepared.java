@@ -1,5 +1,7 @@
 package ember.jvm;
 
+import java.lang.reflect.Constructor;
+import java.lang.reflect.InvocationTargetException;
 import java.util.HashSet;
 import java.util.Set;
 
@@ -31,7 +33,7 @@ public final class Prepared {
     private static final String SUBQUERIES = "org.apache.spark.sql.catalyst.optimizer.Optimizer$OptimizeSubqueries";
 
     public Dataset<Row> dataframe(SparkSession session, LogicalPlan plan) {
-        QueryExecution qe = new Light(session, plan);
+        QueryExecution qe = light(session, plan);
         return new Dataset<>(qe, RowEncoder$.MODULE$.encoderFor(qe.analyzed().schema()));
     }
 
@@ -43,14 +45,71 @@ public final class Prepared {
      * puts the relation where the plan was and drops it when done.
      */
     public InMemoryRelation cached(SparkSession session, LogicalPlan plan) {
-        return InMemoryRelation$.MODULE$.apply(StorageLevel.MEMORY_AND_DISK(), new Light(session, plan), Option.empty());
+        return InMemoryRelation$.MODULE$.apply(StorageLevel.MEMORY_AND_DISK(), light(session, plan), Option.empty());
     }
 
-    private static final class Light extends QueryExecution {
+    /**
+     * The light execution's class for the running Spark, told by the arity of the one
+     * constructor of its `QueryExecution`, which each release from 4.0 to 4.2 changed: 5
+     * parameters in 4.0, 6 in 4.1, 8 from 4.2 on. `Light` is built against the newest;
+     * the others (`jvm/shims`) are compiled against a stub of their release's class, so
+     * one jar runs on every supported release.
+     */
+    private static final Constructor<? extends QueryExecution> LIGHT = lightConstructor();
+
+    private static Constructor<? extends QueryExecution> lightConstructor() {
+        Constructor<?>[] made = QueryExecution.class.getConstructors();
+        int arity = made.length == 1 ? made[0].getParameterCount() : -1;
+        String name = switch (arity) {
+            case 5 -> "ember.jvm.Light40";
+            case 6 -> "ember.jvm.Light41";
+            case 8 -> "ember.jvm.Prepared$Light";
+            default -> throw new UnsupportedOperationException(
+                "ember's Java helpers know no QueryExecution of " + made.length + " constructors, the first of "
+                    + (made.length == 0 ? 0 : made[0].getParameterCount()) + " parameters");
+        };
+        try {
+            return Class.forName(name).asSubclass(QueryExecution.class).getDeclaredConstructor(SparkSession.class, LogicalPlan.class);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("ember's jar lacks " + name, e);
+        }
+    }
+
+    /** The light execution's class for the running Spark (`Light40`, `Light41` or `Light`). */
+    public String lightClass() {
+        return LIGHT.getDeclaringClass().getSimpleName();
+    }
+
+    private static QueryExecution light(SparkSession session, LogicalPlan plan) {
+        try {
+            return LIGHT.newInstance(session, plan);
+        } catch (InvocationTargetException e) {
+            throw e.getCause() instanceof RuntimeException r ? r : new IllegalStateException(e.getCause());
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** A light execution's `analyzed`: every node is built resolved, from Catalyst's own
+     * resolved pieces; analyzing the whole plan again cost 12-15 ms per TPC-H capture. */
+    static LogicalPlan analyzed(LogicalPlan logical) {
+        logical.setAnalyzed();
+        return logical;
+    }
+
+    /** A light execution's `optimizedPlan`: only the rules Spark cannot plan without. */
+    static LogicalPlan optimized(QueryExecution qe) {
+        LogicalPlan optimized = required(qe.sparkSession(), qe.withCachedData().clone());
+        optimized.setAnalyzed();
+        return optimized;
+    }
+
+    /** The light execution for Spark 4.2 on (`Light40`, `Light41` for the older ones).
+     * Spark's defaults for the rest, as `Dataset.ofRows` gives them. */
+    static final class Light extends QueryExecution {
         private boolean analyzed;
         private LogicalPlan optimized;
 
-        /** Spark's defaults for the rest, as `Dataset.ofRows` gives them. */
         Light(SparkSession session, LogicalPlan plan) {
             super(
                 session, plan, QueryExecution$.MODULE$.$lessinit$greater$default$3(),
@@ -59,12 +118,10 @@ public final class Prepared {
                 QueryExecution$.MODULE$.$lessinit$greater$default$8());
         }
 
-        /** Every node is built resolved, from Catalyst's own resolved pieces; analyzing the whole
-         * plan again cost 12-15 ms per TPC-H capture. */
         @Override
         public synchronized LogicalPlan analyzed() {
             if (!analyzed) {
-                logical().setAnalyzed();
+                Prepared.analyzed(logical());
                 analyzed = true;
             }
             return logical();
@@ -73,8 +130,7 @@ public final class Prepared {
         @Override
         public synchronized LogicalPlan optimizedPlan() {
             if (optimized == null) {
-                optimized = required(sparkSession(), withCachedData().clone());
-                optimized.setAnalyzed();
+                optimized = Prepared.optimized(this);
             }
             return optimized;
         }
