@@ -20,8 +20,8 @@ from ember.capture.keys import rekey, unique_keys
 from ember.capture.local import reads as local_reads
 from ember.capture.untie import Tied, held, untied
 from ember.engines.spark.build import Builder
-from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.frames import spark_frame
+from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import number_source, shaped
 from ember.engines.spark.plan_import import import_plan, reads_clock
 from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
@@ -87,8 +87,8 @@ def capture(
     true then; 0 copies nothing). Large side tables all of whose groups reach the result
     are read by the traces that reach them (session setting `spark.ember.atTraceRows`).
     """
-    if strategy not in STRATEGIES:
     df = spark_frame(df)  # a pandas-on-Spark frame is a DataFrame underneath
+    if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if not 0 <= keep_rows <= 1:
         raise ValueError(f"keep_rows is a share of a source's rows, from 0 to 1, not {keep_rows!r}")
