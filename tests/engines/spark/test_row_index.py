@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from ember.engines.spark import javac
+from ember.engines.spark import jar
 from ember.engines.spark.jvm import JObj, Jvm
 from ember.plan.sources import spark_uri
 
@@ -35,8 +35,8 @@ def _scan(df: DataFrame) -> JObj:
 def _numbered(df: DataFrame, paths: list[Path], offsets: list[int]) -> DataFrame:
     jvm = Jvm(df.sparkSession)
     uris = [spark_uri(p.as_uri()) for p in paths] if len(paths) > 1 else []
-    plan = javac.helper(jvm, "RowIndex").numbered(_scan(df), uris, offsets, "rid", jvm.expr_id(RID_ID))
-    return DataFrame(javac.helper(jvm, "Prepared").dataframe(jvm.jsession, plan), df.sparkSession)
+    plan = jar.helper(jvm, "RowIndex").numbered(_scan(df), uris, offsets, "rid", jvm.expr_id(RID_ID))
+    return DataFrame(jar.helper(jvm, "Prepared").dataframe(jvm.jsession, plan), df.sparkSession)
 
 
 def _read_fields(df: DataFrame) -> str:
