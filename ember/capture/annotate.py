@@ -3,42 +3,25 @@
 Every row of the rewritten plan carries *slots* next to its own columns:
 
 - a rid slot holds the `ember_rid` of one source row in the row's lineage (null if none,
-  e.g. the missing side of an outer join);
+  e.g. the missing side of an outer join), or its value of a column unique in its source
+  that names the row as well (`policy.keyed`);
 - a ref slot points at a group of rows of a *side table*: the rows of an aggregate's
   input that form this row's group, a semi join's witnesses, the rows of a scalar
   subquery. It holds the group's key values (matched null-safely against the side
-  table's keys) and a `present` flag that is null where the ref does not apply.
+  table's keys) and a `present` flag that is null where the ref does not apply;
+- a list slot carries such a group in the row itself, where the group's side table rides
+  in the job's result (`policy.aggregate`).
 
 Side tables are themselves plans whose rows carry slots, so lineage stays normalized
 (Smoke's rid index, not Perm's repeated tuples): an aggregate's output row holds one
 ref, not the list of its input rows. Indexes are composed from slots and side tables
 after the job (`store.index`).
 
-A side table is its own Spark job, unless it can ride in the job's result: an aggregate
-whose output rows reach the result one for one (only projections, filters, sorts, limits
-and unions above it) carries its group's rows as a list column instead (a *list slot*),
-so the job's result is already the side table grouped by output row and no second job
-runs. Its input rows each land in one group's list, so an aggregate below it (and below
-only such operators) carries its groups as lists too, nested in the outer lists. The
-same holds within a scalar subquery, whose rows are its side table's result. Below
-a join a list would be copied into every row the output row meets, so there the side
-table stays separate. So does a group list too large for the driver to receive with
-the result (`inline_rids`), and one that costs more to carry than to read afterwards:
-lists make Spark aggregate with its slower object-based operator, which a
-count(DISTINCT) repeats over four aggregation stages (TPC-H Q16), a LIMIT or a HAVING
-above the aggregate drops groups whose lists were built all the same (Q3, Q10, Q11,
-Q21), a global aggregate gathers one list of all its input on one task (Q6, Q14, Q19),
-and an aggregate under a listing one has its lists nested in the outer lists (Q13), and an
-aggregate over a join whose groups all reach the result makes every joined scan carry
-its rids through the join's shuffles (Q5, Q7, Q8, Q9, Q12). Where DuckDB can read such an
-aggregate's input (`capture.local_sides`), its groups become a side table DuckDB reads
-(`local`): after the job, only the groups that reach the result; or beside the job,
-whole, where every group reaches it (`whole`: a global aggregate's one group, a distinct
-count's groups with no filter or limit above, an inner aggregate's groups in the lists
-of one whose groups all reach it, a join's groups, and an aggregate's groups that reach
-it through no operator that drops a row: a full join's sides, a left join's kept side, a
-union, the input of a table read whole, as TPC-DS Q97's two channels' groups below its
-count).
+`annotate` first refuses what ember cannot trace (`plan.traceable`), then decides where
+each aggregate's and side table's lineage goes (`capture.policy`: a pre-pass, pure), then
+rewrites the plan (`_Rewriter`): the mechanism, which adds the slots through the IR
+where the placements say, and asks the policy only about subplans it has made (whether
+a side table computes one again, whether its rows come back through the driver).
 """
 
 from __future__ import annotations
@@ -47,10 +30,21 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ember.capture.rollup import rollup
-from ember.errors import UnsupportedOperatorError
+from ember.capture.policy import (
+    INLINE_RIDS,
+    Placements,
+    Setting,
+    Site,
+    bounded,
+    computed_again,
+    input_rows,
+    join_key_columns,
+    keyed_scans,
+    place,
+    witness_scans,
+)
+from ember.capture.policy.keyed import ByKey
 from ember.plan import ir
-from ember.plan.ir import walk
 from ember.plan.slots import (
     FRESH_IDS_FROM,
     GROUPS,
@@ -62,52 +56,35 @@ from ember.plan.slots import (
     Slot,
     slot_attrs,
 )
-from ember.plan.sources import Source
+from ember.plan.traceable import check
 from ember.plan.workload import Workload
 
-# Joins whose output holds both sides' columns, so either side's key can be read above it.
-_BOTH_SIDES = ("inner", "cross", "left", "right", "full")
+__all__ = ["INLINE_RIDS", "annotate", "input_rows", "join_key_columns", "keyed_scans", "witness_scans"]
 
-# Operators that pass each input row to the output at most once (no join, no group):
-# a list slot made below them reaches the result without being copied.
-_ONE_FOR_ONE = (ir.Project, ir.Filter, ir.Limit, ir.Passthrough, ir.Union)
+Rewritten = tuple[ir.Node, tuple[Slot, ...]]
 
-# How many rows lineage may hold to come back through the driver's result channel (Spark
-# caps a result at `spark.driver.maxResultSize`, 1 GiB by default); past it, an aggregate's
-# groups become a side table, and side tables are written to files by the executors.
-INLINE_RIDS = 32_000_000
+
+@dataclass(frozen=True)
+class Here:
+    """The rewrite's context: the site of the node being rewritten (`policy.base`), at
+    which it reads the placements the policy made."""
+
+    site: Site = ()
+
+    def at(self, *steps: int) -> Here:
+        """The context of the input (`i`) or the scalar subquery (`~j`) at `steps` below."""
+        return replace(self, site=(*self.site, *steps))
 
 
 @dataclass
 class _Rewriter:
-    workload: Workload = field(default_factory=Workload)
-    keyed: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique in that source
-    local: Callable[[ir.Node], bool] | None = None  # whether DuckDB can read a subplan after the job
-    limited: frozenset[int] = frozenset()  # id() of aggregates reaching the result under a LIMIT or HAVING
-    by_key: set[int] = field(default_factory=set)  # id() of scans a join above names by key
-    inline_rids: int = 0
+    """The rewrite: a visitor (`_<Node class>` methods) over the plan and an immutable
+    context. It only accumulates what it makes: fresh attribute ids and side tables."""
+
+    setting: Setting
+    placements: Placements
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(FRESH_IDS_FROM))
     tables: list[SideTable] = field(default_factory=list)
-    # Whether the rows of the node being rewritten reach the result one for one, and
-    # whether its children's rows will (they do if it passes them on one for one).
-    at_result: bool = True
-    reaches_result: bool = True
-    # Whether every row of the node being rewritten reaches the result (none dropped above
-    # it), and whether its children's rows all will.
-    every_row: bool = True
-    keeps_every_row: bool = True
-    nested: bool = False  # rewriting the input of an aggregate that lists its groups
-    # Rewriting the input of one DuckDB reads after the job: a rid costs DuckDB nothing, and
-    # a scan named by key would cost turning the keys into rids afterwards.
-    read_after: bool = False
-    # Whether a partition map's wrapped function may report the rids it reads (else its
-    # input is cached and listed by a side-table job).
-    reported: bool = True
-    subquery: bool = False  # rewriting a scalar subquery's plan (its table is a job of its own)
-    # Whether a rollup's groups may be indexed from its expand's input: every table comes
-    # back through the driver, where `store.index` resolves refs to a set's leading keys.
-    compact: bool = False
-    at_trace: int | None = None  # scanned rows past which a table read whole is left to traces
 
     def fresh(self, like: str, dtype: str, nullable: bool = True) -> ir.Attr:
         i = next(self.ids)
@@ -128,31 +105,18 @@ class _Rewriter:
         prefixes: tuple[tuple[int, int], ...] = (),
     ) -> int:
         t = SideTable(
-            len(self.tables), plan, keys, slots, why, order, inline, local, self.bounded(plan), whole, self.keyed,
-            aggregated, reported, prefixes,
+            len(self.tables), plan, keys, slots, why, order, inline, local,
+            bounded(plan, self.setting.inline_rids), whole, self.setting.keyed, aggregated, reported, prefixes,
         )  # fmt: skip
         self.tables.append(t)
         return t.id
 
     def shared(self, plan: ir.Node) -> ir.Node:
-        """A subplan that both the job and a side table read: cached once if a second run
-        could give other rows, or if it aggregates and Spark would compute it again (its few
-        rows cost less to keep than to compute again); otherwise recomputed, which reads
-        only what the side table's keys reach (a scan and joins cost less to repeat than to
-        cache whole), by DuckDB where it can (Q20's witnesses, over a correlated sum)."""
-        if isinstance(plan, ir.Shared):
-            return plan
-        if ir.repeatable(plan) and (
-            not any(isinstance(n, ir.Aggregate) for n in walk(plan))
-            or (self.local is not None and self.bounded(plan) and self.local(plan))
-        ):
+        """A subplan that both the job and a side table read: as it is where the side table
+        may compute it again (`policy.cache`), else cached once."""
+        if isinstance(plan, ir.Shared) or computed_again(plan, self.setting):
             return plan
         return ir.Shared(plan, key=next(self.ids))
-
-    def bounded(self, plan: ir.Node) -> bool:
-        """Whether rows made from `plan` can come back through the driver's result channel
-        (else Spark writes them to files and the executors index them: `capture.sides`)."""
-        return self.inline_rids > 0 and input_rows(plan) <= self.inline_rids
 
     @staticmethod
     def job_input(original: ir.Node, side: ir.Node) -> ir.Node:
@@ -163,20 +127,11 @@ class _Rewriter:
         return side if isinstance(side, ir.Shared) else original
 
     # --- the rewrite ---------------------------------------------------------
-    def rewrite(self, node: ir.Node) -> tuple[ir.Node, tuple[Slot, ...]]:
+    def rewrite(self, node: ir.Node, here: Here) -> Rewritten:
         """`node` rewritten so its output is its own columns followed by its slots."""
-        method = getattr(self, f"_{type(node).__name__}")
-        here = self.at_result = self.reaches_result
-        every = self.every_row = self.keeps_every_row
-        self.reaches_result = here and isinstance(node, _ONE_FOR_ONE)
-        self.keeps_every_row = every and _keeps_every_row(node)
-        try:
-            new, slots = method(node)
-            # A subquery's rows are its side table's: they reach that job's result one for one.
-            self.reaches_result, self.keeps_every_row = True, False
-            new, slots = self._with_subqueries(node, new, slots)
-        finally:
-            self.reaches_result, self.keeps_every_row = here, every
+        method: Callable[[ir.Node, Here], Rewritten] = getattr(self, f"_{type(node).__name__}")
+        new, slots = method(node, here)
+        new, slots = self._with_subqueries(node, new, slots, here)
         return self._normalized(node.output, new, slots), slots
 
     def _normalized(self, output: tuple[ir.Attr, ...], new: ir.Node, slots: tuple[Slot, ...]) -> ir.Node:
@@ -185,25 +140,14 @@ class _Rewriter:
             return new
         return ir.Project(new, columns=_columns(want))
 
-    def _with_subqueries(
-        self, node: ir.Node, new: ir.Node, slots: tuple[Slot, ...]
-    ) -> tuple[ir.Node, tuple[Slot, ...]]:
+    def _with_subqueries(self, node: ir.Node, new: ir.Node, slots: tuple[Slot, ...], here: Here) -> Rewritten:
         """Rows of a node that evaluates a scalar subquery get that subquery's whole lineage."""
         subqueries = [s for e in node.expressions() for s in e.subqueries]
         if not subqueries:
             return new, slots
         extra: list[Slot] = []
-        for sub in subqueries:
-            if ir.varies(sub):
-                raise UnsupportedOperatorError(
-                    f"ember cannot trace a scalar subquery that samples rows or computes a random value "
-                    f"({ir.outline(sub)}): its lineage would come from another run than its value"
-                )
-            subquery, self.subquery = self.subquery, True
-            try:
-                plan, sub_slots = self.rewrite(sub)
-            finally:
-                self.subquery = subquery
+        for j, sub in enumerate(subqueries):
+            plan, sub_slots = self.rewrite(sub, here.at(~j))
             if not sub_slots:  # nothing of it is captured
                 continue
             if len(sub_slots) == 1 and isinstance(sub_slots[0], RefSlot) and not sub_slots[0].keys and _one_group(sub):
@@ -217,32 +161,33 @@ class _Rewriter:
         )
         return ir.Project(new, columns=columns), (*slots, *extra)
 
-    def _Scan(self, node: ir.Scan) -> tuple[ir.Node, tuple[Slot, ...]]:
-        if node.source.kind == "none" or not self.workload.keeps(node.source.name) or id(node) in self.by_key:
+    def _Scan(self, node: ir.Scan, here: Here) -> Rewritten:
+        workload = self.setting.workload
+        if node.source.kind == "none" or not workload.keeps(node.source.name) or id(node) in self.placements.unnamed:
             return node, ()
-        only = self.workload.where.get(node.source.name)
+        only = workload.where.get(node.source.name)
         rid = self.fresh("rid", "bigint", nullable=only is not None)
         return ir.Numbered(node, rid=rid, only=only), (RidSlot(node.source.key, rid),)
 
-    def _unary(self, node: ir.Unary) -> tuple[ir.Node, tuple[Slot, ...]]:
-        child, slots = self.rewrite(node.child)
+    def _unary(self, node: ir.Unary, here: Here) -> Rewritten:
+        child, slots = self.rewrite(node.child, here.at(0))
         return replace(node, child=child), slots
 
     _Filter = _unary
     _Limit = _unary
     _Passthrough = _unary
 
-    def _Project(self, node: ir.Project) -> tuple[ir.Node, tuple[Slot, ...]]:
-        child, slots = self.rewrite(node.child)
+    def _Project(self, node: ir.Project, here: Here) -> Rewritten:
+        child, slots = self.rewrite(node.child, here.at(0))
         keep = _columns(slot_attrs(slots))
         return replace(node, child=child, columns=node.columns + keep), slots
 
-    def _Generate(self, node: ir.Generate) -> tuple[ir.Node, tuple[Slot, ...]]:
-        child, slots = self.rewrite(node.child)
+    def _Generate(self, node: ir.Generate, here: Here) -> Rewritten:
+        child, slots = self.rewrite(node.child, here.at(0))
         return replace(node, child=child, kept=node.kept + slot_attrs(slots)), slots
 
-    def _Expand(self, node: ir.Expand) -> tuple[ir.Node, tuple[Slot, ...]]:
-        child, slots = self.rewrite(node.child)
+    def _Expand(self, node: ir.Expand, here: Here) -> Rewritten:
+        child, slots = self.rewrite(node.child, here.at(0))
         renamed = tuple(self._renamed(s) for s in slots)
         passed = tuple(ir.ColumnRef(a) for a in slot_attrs(slots))
         return (
@@ -264,44 +209,30 @@ class _Rewriter:
         lo, hi = (self.fresh("lo", "bigint"), self.fresh("hi", "bigint")) if slot.lo is not None else (None, None)
         return replace(slot, keys=keys, present=self.fresh("present", "boolean"), lo=lo, hi=hi)
 
-    def _Join(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
-        """A scan whose rows reach this join with a column it equates that is unique in the
-        scan's source needs no rid: above the join, that column's value names the row
-        (Smoke's rid through a key-foreign key join, without the rid in the scan's shuffles)."""
-        sides = () if self.read_after else _readable_sides(node)
-        found = [k for k in (self._keyed(node, left) for left in sides) if k is not None]
-        new, slots = self._joined(node)
+    def _Join(self, node: ir.Join, here: Here) -> Rewritten:
+        """The scans the policy names by key under this join get no rid; the join's output
+        carries their key column as a key slot instead (`policy.keyed`)."""
+        found = [self._key_slot(k) for k in self.placements.keyed.get(here.site, ())]
+        new, slots = self._joined(node, here)
         if not found:
             return new, slots
         columns = _columns(new.output) + tuple(c for _, c in found)
         return ir.Project(new, columns=columns), (*slots, *(s for s, _ in found))
 
-    def _keyed(self, join: ir.Join, left: bool) -> tuple[RidSlot, ir.Named] | None:
-        """Claims one scan under the join's `left` (or right) side to be named by key."""
-        for scan, column, attr in keyed_scans(join, left):
-            if id(scan) not in self.by_key and self._nameable(scan.source, column):
-                self.by_key.add(id(scan))
-                slot = RidSlot(scan.source.key, self.fresh("keyed", attr.dtype), key_column=column)
-                return slot, ir.Named(ir.ColumnRef(attr), slot.attr)
-        return None
+    def _key_slot(self, named: ByKey) -> tuple[RidSlot, ir.Named]:
+        slot = RidSlot(named.scan.source.key, self.fresh("keyed", named.attr.dtype), key_column=named.column)
+        return slot, ir.Named(ir.ColumnRef(named.attr), slot.attr)
 
-    def _nameable(self, source: Source, column: str) -> bool:
-        """Whether `column`'s value may name `source`'s rows: unique in it, and no workload
-        `where` (whose rows must keep a rid that is null outside the predicate)."""
-        return (source.key, column) in self.keyed and self.workload.keeps(source.name) and source.name not in self.workload.where
-
-    def _joined(self, node: ir.Join) -> tuple[ir.Node, tuple[Slot, ...]]:
-        every = self.every_row  # an outer join passes each row of its kept sides on
-        self.keeps_every_row = every and node.kind in ("left", "full", "existence")
-        left, lslots = self.rewrite(node.left)
+    def _joined(self, node: ir.Join, here: Here) -> Rewritten:
+        left, lslots = self.rewrite(node.left, here.at(0))
         if node.kind == "anti":
             return replace(node, left=left), lslots
-        witness = self._keyed_witness(node) if node.kind == "semi" else None
-        if witness is not None:
+        named = self.placements.witnesses.get(here.site)
+        if named is not None:  # one witness per row, named by the row's own probe value
+            slot, column = self._key_slot(named)
             semi = replace(node, left=left)
-            return witness.marked(semi), (*lslots, witness.slot)
-        self.keeps_every_row = every and node.kind in ("right", "full")
-        right, rslots = self.rewrite(node.right)
+            return ir.Project(semi, columns=(*_columns(semi.output), column)), (*lslots, slot)
+        right, rslots = self.rewrite(node.right, here.at(1))
         if node.kind not in ("semi", "existence"):
             return replace(node, left=left, right=right), lslots + rslots
         if not rslots:  # the witnesses carry no captured source
@@ -336,88 +267,21 @@ class _Rewriter:
         )
         return marked, (*lslots, RefSlot(tid, probe_keys, present))
 
-    def _keyed_witness(self, join: ir.Join) -> _Witness | None:
-        """A semi join on a column unique in the one source its right side reads has one
-        witness per kept row: the source row holding the row's probe value. That value
-        names it (as a key slot), so the right side gets no rid and no side table runs."""
-        for scan, column, probe in witness_scans(join):
-            if self._nameable(scan.source, column):
-                return _Witness(RidSlot(scan.source.key, self.fresh("keyed", probe.dtype), key_column=column), probe)
-        return None
-
-    def _read_after(self, node: ir.Aggregate) -> bool:
-        """Whether the aggregate's groups are read by DuckDB rather than listed in the result
-        (see the module doc): listing them costly, its input readable. A scalar subquery's
-        aggregate is read so too: its list would have Spark compute the subquery's table
-        as a job of its own (TPC-DS Q44's average, Q54's months)."""
-        # Read from the expression's text: a cost guess only, either way the lineage is the same.
-        distinct = any("(distinct " in c.expr.sql.lower() for c in node.columns if isinstance(c.expr, ir.Expr))
-        costly = (
-            not node.keys
-            or id(node) in self.limited
-            or distinct
-            or self.nested
-            or self.subquery
-            or self._joined_whole(node)
-        )
-        return costly and self.local is not None and not self._restricted(node.child) and self.local(node.child)
-
-    def _joined_whole(self, node: ir.Aggregate) -> bool:
-        """Whether every group of an aggregate over joins of three or more scans reaches the
-        result, and the driver could take them all: then DuckDB reads them beside the job.
-        Listed, they make every joined scan read each row's position and carry it through
-        every shuffle of the joins; DuckDB reads the same joins in-process, on the cycles
-        Spark leaves idle between its stages (TPC-H Q5, Q7, Q8, Q9:
-        docs/benchmarks/capture-history.md).
-        Fewer scans keep their lists: over one scan they add one column to it, which DuckDB
-        would read all over again (Q1); over one join, one rid (or a join key naming the
-        row) rides through one shuffle, less work than DuckDB reading both sides whole on
-        the job's cores — unless the join scans more than `at_trace` rows, where the table
-        is left to the traces that reach it (`store.later`) and nothing is read or carried
-        at capture (Q12: its `lineitem` positions cost the job as much as Perm's lists).
-        So does an aggregate whose only join is a semi join (Q4: its witnesses are a table
-        of their own, the lists hold the left side's rids alone), and one over another
-        aggregate, whose groups its lists nest (Q13's customers per count of orders)."""
-        grouped = any(isinstance(n, ir.Aggregate) for n in walk(node.child))
-        scans = _listing_scans(node.child)
-        traced = self.at_trace is not None and input_rows(node.child) > self.at_trace
-        joins = scans > 2 or (scans == 2 and traced)
-        return self.every_row and joins and not grouped and self.bounded(node.child)
-
-    def _local(self, plan: ir.Node) -> bool:
-        """Whether DuckDB can read `plan` after the job, giving the rows the job read."""
-        return self.local is not None and ir.repeatable(plan) and not self._restricted(plan) and self.local(plan)
-
-    def _restricted(self, plan: ir.Node) -> bool:
-        """Whether a workload `where` keeps only some rows of a source `plan` reads (their
-        rids are computed by Spark)."""
-        return any(isinstance(n, ir.Scan) and n.source.name in self.workload.where for n in walk(plan))
-
-    def _Aggregate(self, node: ir.Aggregate) -> tuple[ir.Node, tuple[Slot, ...]]:
+    def _Aggregate(self, node: ir.Aggregate, here: Here) -> Rewritten:
+        """Its groups go where the policy placed them: a list in its output rows, or a side
+        table (DuckDB's reads its own input; Spark's reads what the job reads)."""
         if node.domain:  # its rows carry no lineage: nothing below it is captured
             return node, ()
-        # Every group reaches the result though not one for one (below a full join, or in
-        # the input of a table read whole): DuckDB reads them all, beside the job.
-        reached = not self.at_result and self.every_row and self._local(node.child)
-        after = reached or (self.at_result and self._read_after(node))
-        # Spark runs no aggregate function (a list) beside a pandas UDAF in one aggregate
-        inline = self.at_result and not after and self.bounded(node.child) and not node.python
-        whole = after and self.every_row
-        self.reaches_result = inline  # each input row lands in one group's list
-        self.keeps_every_row = (inline or whole) and self.every_row  # and every group is kept
-        nested, self.nested = self.nested, inline
-        read_after, self.read_after = self.read_after, after
+        placed = self.placements.aggregates[here.site]
+        inline, after = placed.listed, placed.read_after
         # A rollup whose groups are a side table is indexed from its expand's input (`capture.rollup`).
-        shape = rollup(node) if self.compact and not inline else None
-        try:
-            child, slots = self.rewrite(node.child if shape is None else shape.expand.child)
-        finally:
-            self.nested, self.read_after = nested, read_after
+        shape = self.placements.rollup(node, placed)
+        if shape is None:
+            child, slots = self.rewrite(node.child, here.at(0))
+        else:
+            child, slots = self.rewrite(shape.expand.child, here.at(0, 0))
         if not slots:
             return replace(node, child=child if shape is None else node.child), ()
-        for k in node.keys:
-            if isinstance(k, ir.Expr) and not k.deterministic:
-                raise UnsupportedOperatorError(f"ember cannot trace a GROUP BY on the nondeterministic {k.sql}")
         if inline:
             attrs = slot_attrs(slots)
             tid = self.table(_keep(child, attrs), (), slots, "aggregate groups, listed in the result", inline=True)
@@ -437,7 +301,9 @@ class _Rewriter:
         else:
             job_child = replace(shape.expand, child=self.job_input(shape.expand.child, side_child))
         prefixes = () if shape is None else shape.prefixes
-        tid = self.table(side, side_keys, slots, GROUPS, local=after, whole=whole, aggregated=job_child, prefixes=prefixes)
+        tid = self.table(
+            side, side_keys, slots, GROUPS, local=after, whole=placed.whole, aggregated=job_child, prefixes=prefixes
+        )
         out_keys = tuple(self.fresh("key", ir.dtype_of(k)) for k in node.keys)
         present = self.fresh("present", "boolean")
         columns = (
@@ -448,8 +314,8 @@ class _Rewriter:
         job = replace(node, child=job_child, columns=columns)
         return job, (RefSlot(tid, out_keys, present),)
 
-    def _Union(self, node: ir.Union) -> tuple[ir.Node, tuple[Slot, ...]]:
-        rewritten = [self.rewrite(c) for c in node.inputs]
+    def _Union(self, node: ir.Union, here: Here) -> Rewritten:
+        rewritten = [self.rewrite(c, here.at(i)) for i, c in enumerate(node.inputs)]
         per_child: list[tuple[Slot, ...]] = [
             () if i in node.blind else s for i, (_, s) in enumerate(rewritten)
         ]
@@ -473,14 +339,14 @@ class _Rewriter:
             inputs.append(ir.Project(plan, columns=tuple(cols)))
         return replace(node, inputs=tuple(inputs), attrs=node.attrs + all_attrs), tuple(first_names)
 
-    def _Window(self, node: ir.Window) -> tuple[ir.Node, tuple[Slot, ...]]:
-        child, slots = self.rewrite(node.child)
+    def _Window(self, node: ir.Window, here: Here) -> Rewritten:
+        """A window's partitions are a side table Spark computes, keyed by the partition's
+        values; a frame narrower than the partition is a range of positions in it."""
+        child, slots = self.rewrite(node.child, here.at(0))
         if not slots:
             return replace(node, child=child), ()
         frames = list(dict.fromkeys(node.frames))
         partial = [f for f in frames if not f.partition_wide]
-        if partial and not node.order:
-            raise UnsupportedOperatorError("ember cannot trace a window frame over an unordered partition")
         extra: list[ir.Named] = []
         bounds: dict[ir.Frame, tuple[ir.Attr, ir.Attr]] = {}
         pos = self.fresh("pos", "bigint")
@@ -510,20 +376,13 @@ class _Rewriter:
         refs += [self._window_ref(tid, node.partition, columns, bounds[f]) for f in partial]
         return ir.Project(window, columns=tuple(columns)), (*slots, *refs)
 
-    def _GroupMap(self, node: ir.GroupMap) -> tuple[ir.Node, tuple[Slot, ...]]:
+    def _GroupMap(self, node: ir.GroupMap, here: Here) -> Rewritten:
         """A group's rows (each input's, cogrouped) are a side table keyed by the group's keys,
         as an aggregate's are; the function is wrapped to return its group's keys with each
         row it makes (the appended `attrs`), since nothing else in its output tells the group.
-        Where DuckDB can read an input again, it reads the groups the result kept after the
-        job; else a Spark job computes them."""
-        local = [self._local(c) for c in node.inputs]
-        rewritten = []
-        for c, after in zip(node.inputs, local, strict=True):
-            read_after, self.read_after = self.read_after, after
-            try:
-                rewritten.append(self.rewrite(c))
-            finally:
-                self.read_after = read_after
+        The policy places each input's groups (`policy.grouped`)."""
+        local = [p.read_after for p in self.placements.grouped[here.site]]
+        rewritten = [self.rewrite(c, here.at(i)) for i, c in enumerate(node.inputs)]
         if not any(slots for _, slots in rewritten):
             return replace(node, inputs=tuple(c for c, _ in rewritten)), ()
         out_keys = tuple(self.fresh("key", k.dtype) for k in node.keys[0])
@@ -552,26 +411,20 @@ class _Rewriter:
         job = replace(node, inputs=tuple(inputs), attrs=node.attrs + out_keys)
         return ir.Project(job, columns=(*_columns(job.output), *columns)), tuple(refs)
 
-    def _PartitionMap(self, node: ir.PartitionMap) -> tuple[ir.Node, tuple[Slot, ...]]:
+    def _PartitionMap(self, node: ir.PartitionMap, here: Here) -> Rewritten:
         """A partition's rows are a side table keyed by a number naming the partition, which
-        the wrapped function appends to the rows it returns. Where the input's slots are
-        rids, the function gets them as more columns (last) and reports those of the rows
-        it read itself, keyed by a number it draws (`reported`: no second job). Else the
-        input is cached and the job hands the function its partition's number as one more
-        column; the side table lists the cached partitions by the same number (a second run
-        could cut partitions otherwise)."""
+        the wrapped function appends to the rows it returns. Where the policy lets it report
+        (`policy.grouped`) and the input's slots are plain rids, the function gets them as
+        more columns (last) and reports those of the rows it read itself, keyed by a number
+        it draws (`reported`: no second job). Else the input is cached and the job hands the
+        function its partition's number as one more column; the side table lists the cached
+        partitions by the same number (a second run could cut partitions otherwise)."""
         (original,) = node.inputs
-        read_after, self.read_after = self.read_after, False
-        try:
-            child, slots = self.rewrite(original)
-        finally:
-            self.read_after = read_after
+        child, slots = self.rewrite(original, here.at(0))
         if not slots:
             return replace(node, inputs=(child,)), ()
-        reported = (
-            self.reported
-            and self.bounded(child)  # its rids come back to the driver
-            and all(isinstance(s, RidSlot) and s.key_column is None for s in slots)
+        reported = here.site in self.placements.reports and all(
+            isinstance(s, RidSlot) and s.key_column is None for s in slots
         )
         dtype = "bigint" if reported else "int"  # a drawn number, or Spark's partition id
         side_key, out_key = self.fresh("key", dtype), self.fresh("key", dtype)
@@ -604,142 +457,11 @@ class _Rewriter:
         return RefSlot(tid, keys, present, *bounds)
 
 
-@dataclass(frozen=True)
-class _Witness:
-    """A semi join's one witness per row, named by the row's own `probe` value."""
-
-    slot: RidSlot
-    probe: ir.Attr  # the left column the join equates with the witness's unique column
-
-    def marked(self, semi: ir.Join) -> ir.Node:
-        columns = _columns(semi.output)
-        return ir.Project(semi, columns=(*columns, ir.Named(ir.ColumnRef(self.probe), self.slot.attr)))
-
-
-def join_key_columns(plan: ir.Node) -> set[tuple[ir.Scan, str]]:
-    """(scan, column) of every join column in `plan` that could name the scan's rows, if
-    the column is unique in its source."""
-    found: set[tuple[ir.Scan, str]] = set()
-    for join in walk(plan):
-        if isinstance(join, ir.Join):
-            candidates = [c for left in _readable_sides(join) for c in keyed_scans(join, left)] + witness_scans(join)
-            found.update((scan, column) for scan, column, _ in candidates)
-    return found
-
-
-def witness_scans(join: ir.Join) -> list[tuple[ir.Scan, str, ir.Attr]]:
-    """(scan, its column, the left attribute equated with it) for a semi join whose right
-    side is one Parquet scan under filters and projections, on a column it reads as is.
-    Only plain equalities: a null-safe one or another condition could match other rows."""
-    if join.kind != "semi" or join.theta or not all(_plain_scan_step(n) for n in walk(join.right)):
-        return []
-    left = {a.id: a for a in join.left.output}
-    found = []
-    for lid, rid in sorted(join.equi):
-        hit = _reading_scan(join.right, rid)
-        if hit is not None:
-            found.append((*hit, left[lid]))
-    return found
-
-
-def _plain_scan_step(node: ir.Node) -> bool:
-    return isinstance(node, ir.Filter | ir.Project | ir.Scan) and not any(e.subqueries for e in node.expressions())
-
-
-def _readable_sides(join: ir.Join) -> tuple[bool, ...]:
-    """The sides (left: True) whose columns the join's output holds."""
-    return (True, False) if join.kind in _BOTH_SIDES else (True,)
-
-
-def keyed_scans(join: ir.Join, left: bool) -> list[tuple[ir.Scan, str, ir.Attr]]:
-    """(scan, its column, the join side's attribute) for each column the join equates that
-    its side reads straight from a Parquet scan, through filters, column projections and
-    joins that keep the column: each joined row holds that scan row's value of it (null
-    where an outer join padded the scan's side)."""
-    side = join.left if left else join.right
-    by_id = {a.id: a for a in side.output}
-    found: list[tuple[ir.Scan, str, ir.Attr]] = []
-    for top in sorted({a if left else b for a, b in join.equi} & by_id.keys()):
-        hit = _reading_scan(side, top)
-        if hit is not None:
-            found.append((*hit, by_id[top]))
-    return found
-
-
-def _reading_scan(node: ir.Node, attr: int) -> tuple[ir.Scan, str] | None:
-    """The Parquet scan and column that `node`'s output attribute `attr` is read from unchanged."""
-    while not isinstance(node, ir.Scan):
-        if any(e.subqueries for e in node.expressions()):
-            return None
-        if isinstance(node, ir.Project):
-            below = {c.attr.id: ir.column_of(c.expr) for c in node.columns}.get(attr)
-            if below is None:
-                return None
-            attr, node = below, node.child
-        elif isinstance(node, ir.Filter):
-            node = node.child
-        elif isinstance(node, ir.Join) and node.kind != "existence":
-            node = node.left if any(a.id == attr for a in node.left.output) else node.right
-            if not any(a.id == attr for a in node.output):
-                return None
-        else:
-            return None
-    if node.source.kind != "parquet":
-        return None
-    return next(((node, a.name) for a in node.attrs if a.id == attr), None)
-
-
-def _listing_scans(plan: ir.Node) -> int:
-    """The scans whose rids an aggregate over `plan` would list: not those under a semi or
-    anti join's right side, whose rows are witnesses in a table of their own."""
-    if isinstance(plan, ir.Scan):
-        return 1
-    if isinstance(plan, ir.Join) and plan.kind in ("semi", "anti"):
-        return _listing_scans(plan.left)
-    return sum(_listing_scans(c) for c in plan.children)
-
-
-def input_rows(plan: ir.Node) -> int:
-    """A generous guess at how many rows a plan makes: the rows of every scan in it (exact
-    over one source, and a join on a key keeps its larger side's count); a text source not
-    counted yet is guessed at one row per eight bytes, an in-memory one not collected yet
-    at none (it is on the driver already)."""
-    total = 0
-    for n in walk(plan):
-        if isinstance(n, ir.Scan):
-            total += max(n.source.rows, 0) or sum(f.size for f in n.source.files) // 8
-    return total
-
-
 def _one_group(plan: ir.Node) -> bool:
     """Whether `plan` is a global aggregate under projections: exactly one row."""
     while isinstance(plan, ir.Project) and not any(e.subqueries for e in plan.expressions()):
         plan = plan.child
     return isinstance(plan, ir.Aggregate) and not plan.keys
-
-
-def _limited(plan: ir.Node) -> frozenset[int]:
-    """id() of the aggregates whose rows reach the result through a LIMIT or a filter (a
-    HAVING), and otherwise one for one: some of their groups are dropped, whose lists
-    would be built for nothing."""
-    found: set[int] = set()
-    todo = [(plan, False)]
-    while todo:
-        node, limited = todo.pop()
-        if isinstance(node, ir.Aggregate) and limited:
-            found.add(id(node))
-        elif isinstance(node, _ONE_FOR_ONE):
-            limited = limited or (isinstance(node, ir.Limit) and node.kind != "Offset") or isinstance(node, ir.Filter)
-            todo += [(c, limited) for c in node.children]
-    return frozenset(found)
-
-
-def _keeps_every_row(node: ir.Node) -> bool:
-    """Whether `node` passes every input row on to its output (a filter, limit, join, sample
-    or UDTF may drop some)."""
-    if isinstance(node, ir.Passthrough):
-        return node.kind in ("sort", "repartition", "observe", "python udf", "pandas udf", ir.SEQUENCE)
-    return isinstance(node, ir.Project | ir.Union)
 
 
 def _columns(attrs: tuple[ir.Attr, ...]) -> tuple[ir.Named, ...]:
@@ -765,16 +487,11 @@ def annotate(
     and never null in their source, which name a joined row without its rid. `local`:
     whether DuckDB can read a subplan's rows after the job (None: nothing is read so).
     `reported`: whether partition maps may report the rids they read (`_PartitionMap`).
-    `at_trace`: scanned rows past which a table read whole is left to traces (None: none is)."""
-    rw = _Rewriter(
-        workload or Workload(),
-        keyed,
-        local=local,
-        limited=_limited(plan),
-        inline_rids=INLINE_RIDS if inline_rids is None else inline_rids,
-        reported=reported,
-        at_trace=at_trace,
-    )
-    rw.compact = rw.bounded(plan)
-    new, slots = rw.rewrite(plan)
-    return Annotated(new, slots, tuple(rw.tables), rw.inline_rids)
+    `at_trace`: scanned rows past which a table read whole is left to traces (None: none is).
+    Raises `UnsupportedOperatorError` for a plan ember cannot trace (`plan.traceable`)."""
+    workload = workload or Workload()
+    check(plan, workload)
+    setting = Setting(workload, INLINE_RIDS if inline_rids is None else inline_rids, at_trace, local, keyed, reported)
+    rw = _Rewriter(setting, place(plan, setting))
+    new, slots = rw.rewrite(plan, Here())
+    return Annotated(new, slots, tuple(rw.tables), setting.inline_rids)

@@ -3,11 +3,12 @@
 Spark computes ROLLUP(k1, ..., kn) as an aggregate over an expand that emits every input
 row once per grouping set: with the keys past the set's first ones nulled, and a grouping
 id saying which were. A group table read from the expand holds each input row once per
-set (TPC-DS Q70: 1.6 M rows for 541 K). Where every set groups by leading keys, the
-groups of a set are runs of rows sorted by all the keys: its group table holds the
-expand's input once, and a ref `(k1, ..., kn, grouping id)` points at the rows equal on the
-set's leading keys (`store.index`). The rolled-up keys of a ref are null and not compared;
-a null in the data is a value like any other. CUBE and other grouping sets keep the expand.
+set (n + 1 copies of it). Where every set groups by leading keys, the groups of a set
+are runs of rows sorted by all the keys: its group table holds the expand's input once
+(where the policy allows it: `policy.aggregate.compact`), and a ref `(k1, ..., kn,
+grouping id)` points at the rows equal on the set's leading keys (`store.index`). The
+rolled-up keys of a ref are null and not compared; a null in the data is a value like
+any other. CUBE and other grouping sets keep the expand.
 """
 
 from __future__ import annotations

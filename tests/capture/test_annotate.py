@@ -263,9 +263,8 @@ def ranked(child: ir.Node, tie_free: bool, out: ir.Attr) -> ir.Window:
 def test_a_window_over_windows_whose_values_ties_do_not_change_is_not_cached() -> None:
     """A whole-partition window's table reads its partitions again after the job unless a
     second run could give other values: a row number below it can (it is cached, the
-    table reads the cache), a rank cannot (TPC-DS Q47's average over its monthly ranks:
-    cached, the job could not share the ranks' shuffle with the query's two other reads
-    of them, and computed the sales aggregate twice)."""
+    table reads the cache), a rank cannot (an average over ranks, cached, would keep the
+    job from sharing the ranks' shuffle with other reads of them)."""
     whole = ir.Frame("rows", "unbounded", "unbounded", tie_free=True)
     for tie_free in (True, False):
         below = ranked(scan("t", A, B), tie_free, C)
