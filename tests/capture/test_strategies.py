@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
-from ember.capture import capture as capture_module
 from ember.capture.align import match_rows
+from ember.pools import pool
 
 
 def by_values(lin: ember.Lineage) -> list[tuple[str, dict[str, list[int]]]]:
@@ -63,7 +63,7 @@ def test_defer_refuses_a_source_changed_before_it_ran(spark: SparkSession, tmp_p
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"k": [1, 1, 2], "v": [1, 2, 3]}), path)
     gate = threading.Event()
-    capture_module._DEFERRED.submit(gate.wait)  # hold the deferred capture back
+    pool("defer").submit(gate.wait)  # hold the deferred capture back (one worker)
     lin = ember.capture(spark.read.parquet(str(path)).groupBy("k").count(), strategy="defer")
     assert not lin.ready
     pq.write_table(pa.table({"k": [5, 5, 5, 6], "v": [1, 2, 3, 4]}), path)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 
 import ember
+from ember.store import files
 from ember.store.columns import Plain, encode
 from ember.store.files import Stored, open_column, read_store, write_column, write_store
 from ember.store.index import Level, LineageIndex
@@ -95,6 +96,7 @@ def test_a_store_whose_parts_do_not_tile_is_refused(tmp_path: Path) -> None:
     path = _parted_store(tmp_path)
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["output_level"]["rids"][0]["column"]["parts"][1]["first"] = 5
+    manifest[files.CHECKSUM] = files.manifest_checksum(manifest)  # signed: the parts check, not the checksum, refuses it
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ember.StoreError, match="do not cover"):
         read_store(str(path))
