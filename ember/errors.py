@@ -32,3 +32,10 @@ class StaleSourceError(EmberError):
 
 class StoreError(EmberError):
     """A lineage store that cannot be written or read back faithfully (missing, newer, damaged)."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an engine's error message (DuckDB and Spark add the query, a caret
+    and a plan below it), for an ember error that says it in one line."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

@@ -7,7 +7,7 @@ running total is most often ordered by a key its partition never repeats (a date
 item), and then the positions are the same in every engine. So the capture guesses
 that no row ties (`ir.Window.untied`) and keeps the guess only where DuckDB computes the
 window again for every side table that does (`held`): each of its reads checks that no
-two rows of a partition it computes tie (`local_sides`), and a tie, or a read left to
+two rows of a partition it computes tie (`capture.local`), and a tie, or a read left to
 Spark, raises `Tied`, and the capture runs again with the window cached.
 """
 

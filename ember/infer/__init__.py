@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from ember.capture.annotate import annotate
 from ember.engines.spark.frames import spark_frame
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import number_source
 from ember.engines.spark.plan_import import import_plan, reads_clock
 from ember.errors import UnsupportedOperatorError
-from ember.infer.exact import why_rerun
+from ember.infer.exact import check_choices, why_rerun
 from ember.infer.lineage import InferredLineage
 from ember.infer.pushdown import infer as push_down
 from ember.infer.pushdown import lift_limits
 from ember.infer.saving import run_saving
 from ember.infer.segments import split
 from ember.plan import ir
+from ember.plan.traceable import check
 
 
 def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> InferredLineage:
@@ -38,7 +38,9 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     written, sources = import_plan(jvm, df)
     _check_deterministic(written, exact)
     plan = lift_limits(written, exact)
-    annotate(plan)  # refuses, before any job, what ember cannot trace
+    if exact:
+        check_choices(plan)  # refuses operators that choose rows by chance, which a re-run chooses anew
+    check(plan)  # refuses, before any job, what ember cannot trace
     inference = push_down(plan)
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
     rerun = exact and why_rerun(plan, inference) is not None

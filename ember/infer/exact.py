@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ember.errors import UnsupportedOperatorError
 from ember.infer.pushdown import Inference, key_columns, origins
 from ember.plan import ir
-from ember.plan.ir import column_of, walk
+from ember.plan.ir import choosing, column_of, walk
 
 _KEEP_ROWS = ("sort", "repartition", "observe")
 
@@ -209,3 +210,103 @@ def _producer(plan: ir.Node, attr: int) -> ir.Node:
         if any(a.id == attr for a in node.output) and not any(a.id == attr for c in node.children for a in c.output):
             return node
     return plan
+
+
+def chooses(node: ir.Node) -> str | None:
+    """The operator, in a user's words, if `node` keeps a row or computes a value that a
+    second run may choose otherwise: an aggregate that picks a row of its group
+    (`dropDuplicates` on some columns, `first`, `any_value`, `collect_list`, `max_by`, ...),
+    a LIMIT over rows in no order, a window function over a partition in no order that
+    tells its rows apart. None for the others."""
+    if isinstance(node, ir.Aggregate):
+        picked = [(c, choosing(c.expr)) for c in node.columns]
+        names = [name for _, name in picked if name is not None]
+        if not names:
+            return None
+        keys = {column_of(k) for k in node.keys}
+        plain = {a.id: a.name for a in node.child.output}
+        if names == ["first"] * len(names) and all(
+            column_of(c.expr) in keys or (name == "first" and plain.get(next(iter(c.expr.refs), -1)) == c.attr.name)
+            for c, name in picked
+            if isinstance(c.expr, ir.Expr)
+        ):
+            kept = sorted(plain[k] for k in keys if k is not None and k in plain)
+            return f"dropDuplicates({kept}), which keeps any one row of each group"
+        return f"{names[0]}() in an aggregate, whose value depends on the order rows reach it"
+    if isinstance(node, ir.Limit) and not _ordered(node.child):
+        return "a LIMIT over rows in no order (no ORDER BY), which keeps any of them"
+    if isinstance(node, ir.Window) and not node.order and not node.tie_free:
+        return "a window function over a partition in no order (no ORDER BY), which tells its rows apart by chance"
+    return None
+
+
+def _ordered(node: ir.Node) -> bool:
+    """Whether rows reach here in an order of their values: a sort under limits, filters
+    and projections."""
+    while isinstance(node, ir.Limit | ir.Filter | ir.Project):
+        node = node.child
+    return isinstance(node, ir.Passthrough) and node.kind == "sort"
+
+
+def check_choices(plan: ir.Node) -> frozenset[int]:
+    """Refuses (`UnsupportedOperatorError`, before any job) a plan whose exact traces an
+    operator that chooses rows by chance would make wrong (`choices`); else the output
+    positions whose values were chosen (a re-run's rows are matched without them)."""
+    refused, chosen = choices(plan)
+    if refused is not None:
+        raise UnsupportedOperatorError(
+            f"ember.infer cannot trace {refused} exactly: a trace re-runs the job, which may choose other rows; "
+            "use ember.capture (it records the rows this run chose), or ember.infer(df, exact=False) for a superset"
+        )
+    return chosen
+
+
+def choices(plan: ir.Node) -> tuple[str | None, frozenset[int]]:
+    """Whether exact traces of `plan` can be answered although some operator chooses rows
+    by chance (`chooses`): (the refused operator, or None; the output positions whose values
+    are such a choice). A trace may re-run the job, which chooses anew, so only the top
+    group may choose values (`first(x)` per group, its grouping keys all in the output): a
+    re-run's rows are then matched on the other columns, and its group's lineage is every
+    row of it whatever was chosen. Anything else that chooses is refused."""
+    position, top = reaching(plan, (ir.Project, ir.Filter, ir.Limit))
+    for node in ir.walk_all(plan):
+        refused = chooses(node)
+        if refused is not None and node is not top:
+            return refused, frozenset()
+    refused = chooses(top)
+    if refused is None:
+        return None, frozenset()
+    if not isinstance(top, ir.Aggregate):  # a LIMIT or a window: it chooses which rows, or values the output does not tell
+        return refused, frozenset()
+    if not all(any(c.attr.id in position for c in key_columns(top, k)) for k in top.keys):
+        return f"{refused} (its grouping keys do not all reach the output)", frozenset()
+    chosen = {c.attr.id for c in top.columns if choosing(c.expr) is not None}
+    why, ids = _chosen_above(plan, top, chosen)
+    if why is not None:
+        return f"{refused}, {why}", frozenset()
+    return None, frozenset(j for j, a in enumerate(plan.output) if a.id in ids)
+
+
+def _chosen_above(node: ir.Node, top: ir.Node, chosen: set[int]) -> tuple[str | None, set[int]]:
+    """The columns of `node` computed from the `chosen` columns of `top` below it, through
+    the projections, filters, sorts and limits between them; or why the choice would decide
+    which rows there are (a filter or a limit above it)."""
+    if node is top:
+        return None, chosen
+    assert isinstance(node, ir.Unary)
+    why, ids = _chosen_above(node.child, top, chosen)
+    if why is not None:
+        return why, ids
+    if isinstance(node, ir.Project):
+        return None, {c.attr.id for c in node.columns if _reads(c.expr) & ids}
+    if isinstance(node, ir.Filter) and node.cond.refs & ids:
+        return "tested by a filter above it", ids
+    if isinstance(node, ir.Limit):
+        return "under a LIMIT", ids
+    return None, ids
+
+
+def _reads(e: ir.AnyExpr) -> set[int]:
+    if isinstance(e, ir.ColumnRef):
+        return {e.attr.id}
+    return set(e.refs) if isinstance(e, ir.Expr) else set()

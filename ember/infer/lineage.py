@@ -16,7 +16,7 @@ from ember.engines.spark.jvm import Jvm
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import block, duck_scan, spark
-from ember.infer.exact import off_path, why_rerun
+from ember.infer.exact import choices, off_path, why_rerun
 from ember.infer.ids import distinct, union
 from ember.infer.match import matches
 from ember.infer.pushdown import Binding, Inference, ScanPlan
@@ -71,6 +71,9 @@ class InferredLineage:
         self.iterative = iterative
         self.mode = "infer" if exact else "infer-superset"
         self.rerun_reason = why_rerun(plan, inference)  # None: exact traces need no re-run
+        # output columns whose values the top group chose by chance (`first(x)`): a re-run
+        # may choose otherwise, so its rows are matched on the other columns
+        self._chosen = choices(plan)[1] if exact else frozenset()
         self._segment = segment  # the plan cut at saved intermediates into exact pieces
         self._saved = saved or {}  # by stand-in key: the saved rows
         self._lookup = {**sources, **self._saved}
@@ -104,8 +107,9 @@ class InferredLineage:
     def backward(self, oids: Iterable[int] | None = None, where: str | None = None) -> Trace:
         """Source rows behind the chosen output rows. Output rows with equal values are
         traced together (their lineages are one answer, as in PredTrace)."""
-        rows = self._user.take(pa.array(choose(self._output, "output", oids, where, OID)))
+        rows = self._user.take(pa.array(choose(self._output, "output", oids, where, OID), type=pa.int64()))
         self._check_sources()
+        self._jvm.activate()  # a trace may run Spark jobs: with the job's session settings, on any thread
         if not self.exact:
             return Trace(self._named, self._superset(rows, self.iterative)[0], exact=False)
         found = self._in_process(rows)
@@ -119,6 +123,7 @@ class InferredLineage:
         src = source_by_name(self._named, source)
         rids = chosen_rids(src, ids, where)
         self._check_sources()
+        self._jvm.activate()
         candidates = self._candidates(src, rids)
         if not self.exact or candidates.size == 0:
             return ForwardTrace(self._output, candidates, exact=self.exact)
@@ -129,7 +134,7 @@ class InferredLineage:
         rows = self._user.take(pa.array(candidates))
         out, index, _ = self._rerun(rows)
         reached = index.forward(src.key, rids)
-        _, hit = matches(out.take(pa.array(reached, type=pa.int64())), rows)
+        _, hit = matches(self._stable(out.take(pa.array(reached, type=pa.int64()))), self._stable(rows))
         return ForwardTrace(self._output, sorted_unique([candidates[hit]]))
 
     def _in_process(self, rows: pa.Table) -> dict[str, np.ndarray] | None:
@@ -186,10 +191,14 @@ class InferredLineage:
         plan = spark.restricted(self._plan, conds)
         names = [a.name for a in plan.output]
         out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key, small=True)
-        found, seen = matches(out, rows)
+        found, seen = matches(self._stable(out), self._stable(rows))
         if sorted_unique([seen]).size != rows.num_rows:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
         return out, index, sorted_unique([found])
+
+    def _stable(self, rows: pa.Table) -> pa.Table:
+        """Output rows without the columns whose values a run chooses by chance."""
+        return rows.select([j for j in range(rows.num_columns) if j not in self._chosen]) if self._chosen else rows
 
     def _through(self, segment: Segment, rows: pa.Table) -> dict[str, np.ndarray] | None:
         """The exact lineage of `rows` of a piece of the plan: its predicates pick the rows of

@@ -537,8 +537,36 @@ def order_bound(plan: Node) -> bool:
     """Whether some value depends on the order rows arrive in, which a shuffle leaves to
     chance: a grouped map's function sees its group in that order (a partition map's, its
     partition, which a second run may also cut otherwise), a row sequence
-    numbers rows in it."""
-    return any(isinstance(n, GroupMap) or (isinstance(n, Passthrough) and n.kind == SEQUENCE) for n in walk_all(plan))
+    numbers rows in it, an aggregate function keeps the row that came first or lists rows
+    as they came (`CHOOSING`: `dropDuplicates` on some columns, `first`, `collect_list`)."""
+    return any(
+        isinstance(n, GroupMap)
+        or (isinstance(n, Passthrough) and n.kind == SEQUENCE)
+        or (isinstance(n, Aggregate) and any(choosing(c.expr) is not None for c in n.columns))
+        for n in walk_all(plan)
+    )
+
+
+# Aggregate functions whose value depends on the order rows reach them (Catalyst's name →
+# how a user writes it): `dropDuplicates` on some columns and `any_value` are `first`.
+CHOOSING = {
+    "First": "first", "Last": "last", "CollectList": "collect_list", "CollectSet": "collect_set",
+    "MaxBy": "max_by", "MinBy": "min_by", "Mode": "mode", "ApproximatePercentile": "percentile_approx",
+    "ListAgg": "listagg", "HistogramNumeric": "histogram_numeric",
+}  # fmt: skip
+
+
+def choosing(e: AnyExpr) -> str | None:
+    """The first aggregate function of `CHOOSING` that `e` computes (as a user writes it), or None."""
+    if not isinstance(e, Expr) or e.tree is None:
+        return None
+    stack = [e.tree]
+    while stack:
+        tree = stack.pop()
+        if tree.kind == "AggregateExpression" and tree.children and tree.children[0].kind in CHOOSING:
+            return CHOOSING[tree.children[0].kind]
+        stack.extend(reversed(tree.children))
+    return None
 
 
 def varies(plan: Node) -> bool:

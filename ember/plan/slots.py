@@ -83,7 +83,7 @@ class SideTable:
     whole: bool = False  # every group reaches the result: worth reading whole, beside the job
     unique: frozenset[tuple[str, str]] = frozenset()  # (source key, column) unique, never null: `keyed`
     # A group table: its aggregate's input as the job reads it, which another table's plan
-    # may aggregate too (`local_sides.Inputs` reads it once for both).
+    # may aggregate too (`capture.local.inputs.Inputs` reads it once for both).
     aggregated: ir.Node | None = None
     # Its rows are reported by the job's own tasks (a partition map's wrapped function): `plan`
     # only describes them.

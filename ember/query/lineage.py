@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -18,14 +19,14 @@ from pyspark.sql import DataFrame, SparkSession
 from ember import progress
 from ember.engines import duck
 from ember.engines.spark.numbering import reopen_text
-from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError
+from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, first_line
 from ember.fetch.rows import check_unchanged, source_relation
 from ember.plan.sources import COUNTED, OID, RID, Source, SourceFile, saved_file
 from ember.pools import pool
 from ember.query import distributed, grouped
 from ember.query.distributed import SparkTrace
 from ember.query.html import render
-from ember.query.trace import ForwardTrace, Trace, source_by_name
+from ember.query.trace import ForwardTrace, Trace, source_by_name, source_name
 from ember.store.columns import sorted_unique
 from ember.store.files import Stored, filesystem, read_store, write_store
 from ember.store.groupings import Grouping
@@ -75,7 +76,8 @@ class Lineage:
         """False while work after capture goes on: a deferred capture building the index
         (traces wait for it), or the copy of the rows it reaches being made (fetches read
         the source meanwhile)."""
-        built = not isinstance(self._state, Future) or self._state.done()
+        state = self._state  # read once: another thread may settle it meanwhile
+        built = not isinstance(state, Future) or state.done()
         return built and (self._holding is None or self._holding.done())
 
     @property
@@ -89,15 +91,17 @@ class Lineage:
         A deferred capture that failed raises its error here."""
         pending: list[Future[Any]] = [f for f in (self._state, self._holding) if isinstance(f, Future)]
         wait(pending, timeout=timeout)
-        if isinstance(self._state, Future) and self._state.done():
+        state = self._state  # read once: another thread may settle it meanwhile
+        if isinstance(state, Future) and state.done():
             self._settle()
         return self.ready
 
     @property
     def _index(self) -> LineageIndex:
         self._settle()
-        assert not isinstance(self._state, Future)
-        return self._state
+        state = self._state
+        assert not isinstance(state, Future)
+        return state
 
     @property
     def _sources(self) -> dict[str, Source]:
@@ -105,6 +109,8 @@ class Lineage:
         return self._named
 
     def _settle(self) -> None:
+        if not isinstance(self._state, Future):  # settled: no lock to take (traces from many threads)
+            return
         with self._settling:
             if isinstance(self._state, Future):
                 if not self._state.done():
@@ -151,9 +157,11 @@ class Lineage:
         predicate over its columns; a predicate over the workload's `partition_by` column
         reads only the matching partitions of the lineage, never the source.
         """
+        through = _lineages(through)
+        restrict = _predicates(source_where)
         chosen = choose(self._output, "output", oids, where, OID)
         sources, found = self._trace_back(chosen, through)
-        for name, pred in (source_where or {}).items():
+        for name, pred in restrict.items():
             src = source_by_name(sources, name)
             found[src.key] = self._restricted(src, chosen, found.get(src.key, np.empty(0, np.int64)), pred, through)
         one = chosen.size == 1 and not through and not source_where
@@ -222,6 +230,8 @@ class Lineage:
         With `through`, `source` may be a source of an upstream job: the rows it reached
         there are followed into this job.
         """
+        source_name(source)
+        through = _lineages(through)
         if source not in self._sources:
             for src in self._sources.values():
                 upstream = _producer(src, through)
@@ -237,7 +247,7 @@ class Lineage:
         """The forward trace as Spark jobs over the saved store: a DataFrame of `ember_oid`s."""
         if self.store is None:
             raise EmberError("forward_distributed reads a saved store: call lin.save(path) first")
-        src = source_by_name(self._sources, source)
+        src = source_by_name(self._sources, source_name(source))
         return distributed.forward(spark, self.store, src, chosen_rids(src, ids, where))
 
     def _reachable(self, through: Sequence[Lineage]) -> set[str]:
@@ -287,7 +297,8 @@ class Lineage:
         source the sorted `ember_rid`s it came from. Output rows with no source rows are
         listed with an empty `sources` object.
         """
-        chosen = _ids(range(self._output.num_rows) if oids is None else oids, self._output.num_rows, "ember_oid")
+        n = self._output.num_rows
+        chosen = np.arange(n, dtype=np.int64) if oids is None else _ids(oids, n, "oids", "ember_oid of the output")
         pairs = self._index.backward_pairs(chosen)
         per_oid: dict[int, dict[str, list[int]]] = {int(o): {} for o in chosen}
         for name, src in sorted(self._sources.items()):
@@ -319,14 +330,21 @@ class Lineage:
         return f"<ember lineage: {self._output.num_rows} output rows from {', '.join(self.sources)}>"
 
 
-def load(path: str, spark: SparkSession | Callable[[], SparkSession] | None = None) -> Lineage:
+def load(path: str | os.PathLike[str], spark: SparkSession | Callable[[], SparkSession] | None = None) -> Lineage:
     """Opens a lineage store written by `Lineage.save`.
 
     Traces need no Spark and start none. Fetching rows of a CSV, JSON, XML, text, ORC or
     binary-file source (or selecting them `where=`) counts its files again on Spark, at
     the first such fetch: in `spark` (or the session a callable returns), else in the
-    active session.
+    active session (on a thread with none, the session this process made).
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"ember.load takes the path of a saved store (a str), not {type(path).__name__}")
+    if spark is not None and not isinstance(spark, SparkSession) and not callable(spark):
+        raise TypeError(f"ember.load's spark is a SparkSession (or a function returning one), not {type(spark).__name__}")
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError(f"ember.load takes the path of a saved store (a str), not {type(path).__name__}")
     stored = read_store(path)
     sources = [_reopen(s, stored.info.get("text", {}), spark) for s in stored.sources]
     written = tuple(saved_file(f) for f in stored.info.get("written", []))
@@ -357,7 +375,7 @@ class _Recount:
     def _data(self) -> Any:
         with self._lock:
             if self._counted is None:
-                spark = self._spark() if callable(self._spark) else self._spark or SparkSession.getActiveSession()
+                spark = self._spark() if callable(self._spark) else self._spark or _session()
                 if spark is None:
                     raise EmberError(
                         f"source {self._source.name!r} is {self._source.kind.upper()}: reading its rows needs Spark: "
@@ -374,6 +392,12 @@ class _Recount:
         return numbered
 
 
+def _session() -> SparkSession | None:
+    """The active Spark session, or on a thread that has none (a worker thread of a web app
+    or a notebook server: Spark's active session is per thread), the one this process made."""
+    return SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)
+
+
 def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
     """The upstream lineage whose written files are exactly this source's files."""
     files = {(f.uri, f.size, f.mtime_ns) for f in source.files}
@@ -384,11 +408,14 @@ def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
 
 
 def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
-    if where is not None and ids is None and src.kind in COUNTED:
-        return _select_text(src, where)
-    if where is not None and ids is None:
-        return _select(source_relation(src), where, RID, f"source {src.name!r}")
-    return _ids(ids, src.rows, f"rid of source {src.name!r}")
+    """Rids of `src` given as ids or by a SQL `where` over its columns (exactly one)."""
+    if (ids is None) == (where is None):
+        raise TypeError("give exactly one of ids or where")
+    if where is not None and src.kind in COUNTED:
+        return _select_text(src, condition(where))
+    if where is not None:
+        return _select(source_relation(src), condition(where), RID, f"source {src.name!r}", src.rows)
+    return _ids(ids, src.rows, "ids", f"rid of source {src.name!r}")
 
 
 def choose(table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str) -> np.ndarray:
@@ -396,19 +423,118 @@ def choose(table: pa.Table, what: str, ids: Iterable[int] | None, where: str | N
     if (ids is None) == (where is None):
         raise TypeError("give exactly one of ids/oids or where")
     if where is not None:
-        return _select(table, where, column, what)
-    return _ids(ids, table.num_rows, f"ember_oid of the {what}")
+        return _select(table, condition(where), column, what, table.num_rows)
+    return _ids(ids, table.num_rows, "oids", f"ember_oid of the {what}")
 
 
-def _ids(ids: Iterable[int] | None, bound: int, what: str) -> np.ndarray:
-    arr = sorted_unique([np.asarray(list(ids) if ids is not None else [], dtype=np.int64)])
+_INT64 = np.iinfo(np.int64)
+
+
+def as_ids(ids: object, name: str = "ids") -> np.ndarray:
+    """`ids` (an iterable of integers: a list, a range, an integer numpy or Arrow array, ...)
+    as a one-dimensional int64 array; anything else is refused in one line, never cast
+    (a float, a boolean mask, a string). Values past int64 are `IdOutOfRangeError`.
+
+    >>> as_ids(range(3)).tolist()
+    [0, 1, 2]
+    >>> as_ids([1.5])
+    Traceback (most recent call last):
+    ...
+    TypeError: ids are integers (an iterable of int, or an integer array), not float64 values like 1.5
+    """
+    if isinstance(ids, str | bytes | bytearray | memoryview) or not _iterable(ids):
+        raise TypeError(f"{name} are an iterable of integers (like [0, 3]), not {type(ids).__name__}")
+    if isinstance(ids, pa.Array | pa.ChunkedArray) and ids.null_count:
+        raise TypeError(f"{name} are integers, not nulls (the Arrow array holds {ids.null_count})")
+    if not isinstance(ids, np.ndarray) and hasattr(ids, "__array__"):  # pandas, Arrow
+        ids = np.asarray(ids)
+    elif not isinstance(ids, np.ndarray):
+        values = list(ids)  # type: ignore[call-overload]
+        if any(isinstance(v, bool | np.bool_) for v in values):  # numpy would make True a 1
+            raise TypeError(f"{name} are integers, not booleans (for a mask, pass np.flatnonzero(mask))")
+        ids = np.asarray(values)
+    assert isinstance(ids, np.ndarray)
+    if ids.ndim != 1:
+        if ids.ndim == 0:
+            raise TypeError(f"{name} are an iterable of integers (like [0, 3]), not one {ids.dtype} value")
+        raise ValueError(f"{name} are one-dimensional, not an array of shape {ids.shape}")
+    if ids.size == 0:
+        return np.empty(0, np.int64)
+    kind = ids.dtype.kind
+    if kind == "O":
+        values = ids.tolist()
+        bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int | np.integer)]
+        if bad:
+            raise TypeError(f"{name} are integers, not {type(bad[0]).__name__} values like {bad[0]!r}")
+        big = [int(v) for v in values if not _INT64.min <= int(v) <= _INT64.max]
+        if big:
+            raise IdOutOfRangeError(f"{name} out of range: {big[:5]} (past 64 bits)")
+        return ids.astype(np.int64)
+    if kind == "b":
+        raise TypeError(f"{name} are integers, not booleans (for a mask, pass np.flatnonzero(mask))")
+    if kind == "u":
+        if int(ids.max()) > _INT64.max:
+            raise IdOutOfRangeError(f"{name} out of range: {[int(v) for v in ids[ids > _INT64.max][:5]]} (past 64 bits)")
+        return ids.astype(np.int64)
+    if kind == "i":
+        return ids.astype(np.int64, copy=False)
+    example = ids[0].item() if kind in "fcUS" else ids[0]
+    raise TypeError(
+        f"{name} are integers (an iterable of int, or an integer array), not {ids.dtype} values like {example!r}"
+    )
+
+
+def _iterable(value: object) -> bool:
+    try:
+        iter(value)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return True
+
+
+def _ids(ids: Iterable[int] | None, bound: int, name: str, what: str) -> np.ndarray:
+    arr = sorted_unique([as_ids(ids, name)])
     bad = arr[(arr < 0) | (arr >= bound)]
     if bad.size:
-        raise IdOutOfRangeError(f"{what} out of range: {bad[:5].tolist()} (valid: 0 to {bound - 1})")
+        valid = f"valid: 0 to {bound - 1}" if bound > 0 else "there are no rows"
+        raise IdOutOfRangeError(f"{what} out of range: {bad[:5].tolist()} ({valid})")
     return arr
 
 
-def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.ndarray:
+def condition(where: object) -> str:
+    """A `where=` argument checked to be a non-empty string (its SQL is checked where it runs)."""
+    if not isinstance(where, str):
+        raise TypeError(f"where is a SQL condition (a str), not {type(where).__name__}")
+    if not where.strip():
+        raise InvalidPredicateError("where is empty: give a SQL condition, such as where=\"x > 1\"")
+    return where
+
+
+def _lineages(through: object) -> tuple[Lineage, ...]:
+    """`through=`: the upstream jobs' lineages."""
+    if isinstance(through, Lineage | str | bytes) or not isinstance(through, Iterable):
+        raise TypeError(f"through is a list of upstream lineages (Lineage), not {type(through).__name__}")
+    found: tuple[object, ...] = tuple(through)
+    for lin in found:
+        if not isinstance(lin, Lineage):
+            raise TypeError(f"through lists lineages (ember.Lineage, from ember.capture or ember.load), not {type(lin).__name__}")
+    return cast(tuple[Lineage, ...], found)
+
+
+def _predicates(source_where: object) -> dict[str, str]:
+    """`source_where=`: source name → SQL condition."""
+    if source_where is None:
+        return {}
+    if not isinstance(source_where, Mapping):
+        raise TypeError(f"source_where maps source names to SQL conditions (a dict), not {type(source_where).__name__}")
+    return {source_name(name): condition(pred) for name, pred in source_where.items()}
+
+
+def _select(relation: pa.Table | str, where: str, column: str, what: str, bound: int) -> np.ndarray:
+    """Values of `column` (row numbers below `bound`) of the rows of `relation` satisfying the
+    SQL condition `where`. The condition is parsed as one expression (DuckDB's relational
+    `filter`), so no text of it can end the query and start another; it must be a condition
+    (boolean), not a value DuckDB would cast to one."""
     con = duck.connect()
     try:
         if isinstance(relation, pa.Table):
@@ -416,16 +542,24 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str) -> np.
         else:
             con.execute(f"CREATE TEMP VIEW rel AS {relation}")
         try:
-            res = con.execute(f"SELECT {column} FROM rel WHERE ({where}) ORDER BY 1").fetchnumpy()
+            rel = con.table("rel")
+            kinds = rel.project(where).types
+            if len(kinds) != 1 or str(kinds[0]) not in ("BOOLEAN", '"NULL"', "NULL"):
+                shown = ", ".join(str(k) for k in kinds)
+                raise InvalidPredicateError(f"where={where!r} is not one condition over the {what} (it gives {shown}, not BOOLEAN)")
+            res = rel.filter(where).project(column).fetchnumpy()
         except duckdb.ParserException as e:
-            raise InvalidPredicateError(f"where={where!r} does not parse: {e}") from None
+            raise InvalidPredicateError(f"where={where!r} does not parse: {first_line(e)}") from None
         except duckdb.BinderException as e:
-            raise InvalidPredicateError(f"where={where!r} does not fit the columns of the {what}: {e}") from None
+            raise InvalidPredicateError(f"where={where!r} does not fit the columns of the {what}: {first_line(e)}") from None
         except duckdb.Error as e:
-            raise InvalidPredicateError(f"where={where!r} failed on the {what}: {e}") from None
-        return sorted_unique([res[column].astype(np.int64)])
+            raise InvalidPredicateError(f"where={where!r} failed on the {what}: {first_line(e)}") from None
     finally:
         con.close()
+    found = sorted_unique([res[column].astype(np.int64)])
+    if found.size and (found[0] < 0 or found[-1] >= bound):  # ids come from ember's own column: never
+        raise EmberError(f"where={where!r} selected rows that are not in the {what}")
+    return found
 
 
 def _select_text(source: Source, where: str) -> np.ndarray:
@@ -438,5 +572,5 @@ def _select_text(source: Source, where: str) -> np.ndarray:
     try:
         rows = df.filter(where).select(RID).toArrow()
     except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
-        raise InvalidPredicateError(f"where={where!r} failed on source {source.name!r}: {e}") from None
+        raise InvalidPredicateError(f"where={where!r} failed on source {source.name!r}: {first_line(e)}") from None
     return sorted_unique([rows.column(RID).to_numpy().astype(np.int64)])

@@ -17,9 +17,15 @@ if TYPE_CHECKING:
     from ember.query.lineage import Lineage
 
 
+def source_name(name: object) -> str:
+    """A source name argument, checked to be a string."""
+    if not isinstance(name, str):
+        raise TypeError(f"a source is named by a str (like 'lineitem'), not {type(name).__name__}")
+    return name
+
 
 def source_by_name(sources: Mapping[str, Source], name: str) -> Source:
-    if name not in sources:
+    if source_name(name) not in sources:
         known = ", ".join(sorted(sources)) or "none"
         raise UnknownSourceError(f"unknown source {name!r}; this lineage has: {known}")
     return sources[name]
@@ -56,6 +62,8 @@ class Trace:
         `offset` and `limit` page through them in rid order, reading only that page.
         """
         source = source_by_name(self._sources, name)
+        if not _count(offset) or not (limit is None or _count(limit)):
+            raise ValueError(f"offset and limit are counts of rows (int >= 0), not {offset!r} and {limit!r}")
         stop = None if limit is None else offset + limit
         return read_rows(source, self._ids[name][offset:stop])
 
@@ -65,6 +73,8 @@ class Trace:
         drill-downs chain: `lin.backward(oids=[0]).query(sql).backward(oids=[2]).query(...)`."""
         from ember.query.consume import consume
 
+        if not isinstance(sql, str):
+            raise TypeError(f"query takes one SQL SELECT (a str), not {type(sql).__name__}")
         known = self._answers(sql) if self._answers is not None else None
         return known if known is not None else consume(sql, self._sources, self.rows)
 
@@ -76,6 +86,10 @@ class Trace:
     def __repr__(self) -> str:
         counts = ", ".join(f"{n}: {self._ids[n].size}" for n in self.sources) or "no rows"
         return f"<ember backward trace ({counts}){'' if self.exact else ' superset'}>"
+
+
+def _count(n: object) -> bool:
+    return isinstance(n, int | np.integer) and not isinstance(n, bool) and int(n) >= 0
 
 
 @runtime_checkable

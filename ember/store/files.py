@@ -15,10 +15,13 @@ A store is a folder:
     groups/<n>.rids.parquet       row, its groups' columns and rid ranges; their rids
 
 It is written into a temporary sibling folder and renamed into place, so a crash
-mid-save leaves nothing that loads. Reading checks the format version, that every file
-the manifest names is there with its recorded size and row count, and (per page, when
-read) Parquet's page checksums. Plain columns are read a row group at a time, only the
-groups a trace touches; run-encoded columns are small and read whole.
+mid-save leaves nothing that loads. Reading checks the format version, the manifest's own
+checksum, that every file the manifest names is there with its recorded size, row count
+and CRC-32 (each file's whole bytes, checked when the file is first opened: damage in a
+Parquet footer or page header, which Parquet's page checksums do not cover, could
+otherwise read as other rids), and Parquet's page checksums. Plain columns are read a row
+group at a time, only the groups a trace touches; run-encoded columns are small and read
+whole.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import json
 import os
 import shutil
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -37,7 +41,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ember.errors import StoreError
+from ember.errors import StoreError, first_line
 from ember.plan.sources import Source, saved_file
 from ember.store.columns import IntColumn, Runs, Segmented, concatenated, isin_sorted
 from ember.store.groupings import Grouping
@@ -47,8 +51,9 @@ from ember.store.kept import KeptRows
 from ember.store.parts import Parts, tiled
 
 FORMAT = "ember-lineage-store"
-VERSION = 2  # 2: columns made of parts (levels the executors wrote)
+VERSION = 3  # 2: columns made of parts (levels the executors wrote); 3: checksums
 MANIFEST = "manifest.json"
+CHECKSUM = "checksum"  # the manifest's own CRC-32, over its other fields (`manifest_checksum`)
 ROW_GROUP = 1 << 16  # rows per row group of a plain column: the unit a trace reads
 START, END = "__ember_start", "__ember_end"  # a grouping row's rid range
 PARQUET = {"compression": "zstd", "write_page_checksum": True, "write_statistics": True}
@@ -93,16 +98,20 @@ def write_column(fs: pafs.FileSystem, root: str, name: str, col: IntColumn) -> t
     return {"file": name, "encoding": "plain", "rows": col.size}, size
 
 
-def open_column(fs: pafs.FileSystem, root: str, meta: dict[str, Any], sizes: dict[str, int]) -> IntColumn:
-    """A column as its manifest entry describes it, checked against it; plain columns and
-    parts are read lazily."""
+def open_column(
+    fs: pafs.FileSystem, root: str, meta: dict[str, Any], sizes: dict[str, int], sums: dict[str, int] | None = None
+) -> IntColumn:
+    """A column as its manifest entry describes it, checked against it (and each file against
+    its CRC-32 in `sums`, when it is first opened); plain columns and parts are read lazily."""
     if meta["encoding"] == "parts":
         parts = meta["parts"]
         if not tiled(parts, meta["rows"]):
             raise StoreError(f"{root}: the parts of a column do not cover its {meta['rows']} rows in order")
         nbytes = sum(sizes[p["file"]] for p in parts)
-        return Parts(parts, meta["rows"], lambda part: open_column(fs, root, part, sizes), nbytes, (fs, root))
+        return Parts(parts, meta["rows"], lambda part: open_column(fs, root, part, sizes, sums), nbytes, (fs, root))
     name = meta["file"]
+    if sums is not None:
+        check_crc(fs, root, name, sums)
     with _damage(root, name):
         pf = pq.ParquetFile(fs.open_input_file(f"{root}/{name}"), page_checksum_verification=True)
     if meta["encoding"] == "runs":
@@ -118,6 +127,31 @@ def open_column(fs: pafs.FileSystem, root: str, meta: dict[str, Any], sizes: dic
             raise StoreError(f"{root}: {name} holds {pf.metadata.num_rows} rows, the manifest says {meta['rows']}")
         return StoredPlain(pf, sizes.get(name, 0), lambda: _damage(root, name))
     raise StoreError(f"{root}: {name} has an unknown encoding {meta['encoding']!r}")
+
+
+def crc32(fs: pafs.FileSystem, path: str) -> int:
+    """The CRC-32 of a file's bytes, read in blocks."""
+    crc = 0
+    with fs.open_input_stream(path) as f:
+        while block := f.read(1 << 22):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def check_crc(fs: pafs.FileSystem, root: str, name: str, sums: dict[str, int]) -> None:
+    """Raises `StoreError` unless store file `name` has the CRC-32 the manifest recorded."""
+    with _damage(root, name):
+        found = crc32(fs, f"{root}/{name}")
+    if name not in sums:
+        raise StoreError(f"{root}: the manifest records no checksum for {name}")
+    if found != sums[name]:
+        raise StoreError(f"{root}: {name} is damaged (its checksum is not the one saved)")
+
+
+def manifest_checksum(manifest: dict[str, Any]) -> int:
+    """The CRC-32 of a manifest's fields other than its checksum, as canonical JSON."""
+    rest = {k: v for k, v in manifest.items() if k != CHECKSUM}
+    return zlib.crc32(json.dumps(json.loads(json.dumps(rest)), sort_keys=True, separators=(",", ":")).encode())
 
 
 def column_files(meta: dict[str, Any]) -> list[str]:
@@ -198,6 +232,10 @@ class _Writer:
             self.files[m["file"]] = _transfer(fs, f"{root}/{m['file']}", self.fs, f"{self.root}/{m['file']}")
         return {"encoding": "parts", "rows": col.size, "parts": col.metas}
 
+    def checksums(self) -> dict[str, int]:
+        """Each file's CRC-32, read back once it is written (the bytes a load will check)."""
+        return {name: crc32(self.fs, f"{self.root}/{name}") for name in self.files}
+
     def level(self, name: str, level: Level) -> dict[str, Any]:
         return {
             "name": name,
@@ -251,7 +289,7 @@ class _Writer:
         levels = [self.level(f"t{i}", lv) for i, lv in enumerate(stored.index.tables)]
         out_level = self.level("output", stored.index.output)
         sources = [self.source(n, s, stored.kept.get(s.key)) for n, s in enumerate(stored.sources)]
-        return {
+        manifest = {
             "format": FORMAT,
             "version": VERSION,
             "ember": __version__,
@@ -262,7 +300,9 @@ class _Writer:
             "groupings": [self.grouping(n, g) for n, g in enumerate(stored.groupings)],
             "info": stored.info,
             "files": self.files,
+            "checksums": self.checksums(),
         }
+        return {**manifest, CHECKSUM: manifest_checksum(manifest)}
 
 
 def _schema(schema: pa.Schema) -> list[dict[str, str]]:
@@ -273,12 +313,30 @@ def _schema(schema: pa.Schema) -> list[dict[str, str]]:
 
 
 def read_store(path: str) -> Stored:
-    fs, root = filesystem(path)
-    manifest = read_manifest(fs, root, path)
+    """The store at `path`, checked against its manifest; `StoreError` for any damage."""
+    try:
+        fs, root = filesystem(path)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise StoreError(f"{path!r} is not a path ember can read a store from ({first_line(e)})") from None
+    with _damage(path, MANIFEST):
+        manifest = read_manifest(fs, root, path)
+    if CHECKSUM not in manifest and manifest["version"] >= 3:
+        raise StoreError(f"{path}: {MANIFEST} is damaged (it has no checksum)")
+    try:
+        return _read(fs, root, path, manifest)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # a manifest of an older ember, damaged
+        raise StoreError(f"{path}: {MANIFEST} is damaged ({type(e).__name__}: {first_line(e)})") from None
+
+
+def _read(fs: pafs.FileSystem, root: str, path: str, manifest: dict[str, Any]) -> Stored:
     _check_files(fs, root, manifest, path)
-    reader = _Reader(fs, root, manifest["files"])
-    with _damage(path, "output.parquet"):
-        output = pq.read_table(f"{root}/{manifest['output']['file']}", filesystem=fs)
+    sums = manifest.get("checksums")  # None in a store saved before checksums
+    reader = _Reader(fs, root, manifest["files"], sums)
+    name = manifest["output"]["file"]
+    if sums is not None:
+        check_crc(fs, root, name, sums)
+    with _damage(path, name):
+        output = pq.ParquetFile(fs.open_input_file(f"{root}/{name}"), page_checksum_verification=True).read()
     if output.num_rows != manifest["output"]["rows"] or _schema(output.schema) != manifest["output"]["schema"]:
         raise StoreError(f"{path}: output.parquet does not match the manifest (rows or columns differ)")
     tables = tuple(reader.level(lv) for lv in manifest["levels"])
@@ -297,16 +355,24 @@ def read_manifest(
             manifest = json.loads(f.read().decode())
     except FileNotFoundError:
         raise StoreError(f"{path} is not an ember {kind} (no {MANIFEST})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise StoreError(f"{path}: {MANIFEST} is damaged ({e})") from None
+    except NotADirectoryError:
+        raise StoreError(f"{path} is not an ember {kind} (a file, not a folder)") from None
+    except IsADirectoryError:
+        raise StoreError(f"{path}: {MANIFEST} is a folder, not an ember {kind} manifest") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise StoreError(f"{path}: {MANIFEST} is damaged ({first_line(e)})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != fmt:
         raise StoreError(f"{path}: {MANIFEST} is not an ember {kind} manifest")
     found = manifest.get("version")
-    if not isinstance(found, int) or found > version:
+    if isinstance(found, int) and found > version:
         raise StoreError(
             f"{path} was written by a newer ember ({kind} format {found}, made by ember "
             f"{manifest.get('ember')}); this ember reads format {version} and older: upgrade ember"
         )
+    if CHECKSUM in manifest and manifest[CHECKSUM] != manifest_checksum(manifest):
+        raise StoreError(f"{path}: {MANIFEST} is damaged (its checksum is not the one saved)")
+    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+        raise StoreError(f"{path}: {MANIFEST} is damaged (format version {found!r})")
     return manifest
 
 
@@ -342,11 +408,18 @@ def _damage(path: str, name: str) -> Iterator[None]:
 
 
 class _Reader:
-    def __init__(self, fs: pafs.FileSystem, root: str, files: dict[str, int]):
-        self.fs, self.root, self.files = fs, root, files
+    def __init__(self, fs: pafs.FileSystem, root: str, files: dict[str, int], sums: dict[str, int] | None):
+        self.fs, self.root, self.files, self.sums = fs, root, files, sums
 
     def column(self, meta: dict[str, Any]) -> IntColumn:
-        return open_column(self.fs, self.root, meta, self.files)
+        return open_column(self.fs, self.root, meta, self.files, self.sums)
+
+    def parquet(self, name: str) -> pa.Table:
+        """A whole store file, checked (its checksum, and Parquet's page checksums)."""
+        if self.sums is not None:
+            check_crc(self.fs, self.root, name, self.sums)
+        with _damage(self.root, name), self.fs.open_input_file(f"{self.root}/{name}") as f:
+            return pq.ParquetFile(f, page_checksum_verification=True).read()
 
     def level(self, meta: dict[str, Any]) -> Level:
         level = Level(
@@ -360,8 +433,7 @@ class _Reader:
         return level
 
     def grouping(self, meta: dict[str, Any]) -> Grouping:
-        with _damage(self.root, meta["file"]):
-            table = pq.read_table(f"{self.root}/{meta['file']}", filesystem=self.fs)
+        table = self.parquet(meta["file"])
         rids = self.column(meta["rids"])
         start, end = (table.column(c).to_numpy().astype(np.int64) for c in (START, END))
         if table.num_rows != meta["rows"] or (end.size and int(end.max()) > rids.size):
@@ -372,13 +444,30 @@ class _Reader:
     def source(self, meta: dict[str, Any]) -> Source:
         data = None
         if meta["kind"] == "memory":
-            with _damage(self.root, meta["data"]):
-                data = pq.read_table(f"{self.root}/{meta['data']}", filesystem=self.fs)
+            data = self.parquet(meta["data"])
+            if data.num_rows != meta["rows"]:
+                raise StoreError(f"{self.root}: {meta['data']} holds {data.num_rows} rows, the manifest says {meta['rows']}")
         files = tuple(saved_file(f) for f in meta["files"])
         partitioning = tuple((str(name), str(dtype)) for name, dtype in meta.get("partitioning", ()))
-        kept = KeptRows(self.fs, f"{self.root}/{meta['kept']['file']}", meta["kept"]["rows"]) if "kept" in meta else None
+        kept = None
+        if "kept" in meta:
+            name = meta["kept"]["file"]
+            kept = _CheckedKept(self.fs, self.root, name, meta["kept"]["rows"], self.sums)
         columns = tuple(str(c) for c in meta.get("columns", ()))
         return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, columns, data=data, kept=kept)
+
+
+class _CheckedKept(KeptRows):
+    """A store's copy of a source's rows, checked against its checksum at its first use."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, name: str, rows: int, sums: dict[str, int] | None):
+        super().__init__(fs, f"{root}/{name}", rows)
+        self._root, self._name, self._sums = root, name, sums
+
+    def _checked(self) -> pa.Schema:
+        if self._schema is None and self._sums is not None:
+            check_crc(self.fs, self._root, self._name, self._sums)
+        return super()._checked()
 
 
 class StoredPlain(Segmented):

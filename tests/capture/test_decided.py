@@ -1,5 +1,5 @@
 """Conditions an aggregate's group keys decide, left out of a read of wanted groups: a pure
-function over the IR, checked here without Spark (and end to end in test_local_sides)."""
+function over the IR, checked here without Spark (and end to end in test_local)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ whose order is then certain: lag, lead, counts and sums over row frames), union 
 distinct, intersect and except (distinct and all). Two tiny tables (one to eight rows,
 values 0-3) make joins and groups collide often. Over Parquet files the same
 plans take the paths in-memory tables never do: scans numbered by row position, and side
-tables DuckDB reads from the files beside or after the job (`capture.local_sides`). Over
+tables DuckDB reads from the files beside or after the job (`capture.local`). Over
 CSV, JSON, XML and ORC files, cut into splits of a few lines or stripes each, rows are
 numbered by counting.
 """

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
+from ember.query import lineage as query_lineage
 from ember.store import files
 from ember.store.index import LineageIndex, as_plain
 
@@ -149,11 +150,15 @@ def test_manifest_that_does_not_match_the_files(lin: ember.Lineage, tmp_path: Pa
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["output"]["rows"] += 1
     (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ember.StoreError, match="checksum"):  # edited: its checksum no longer fits
+        ember.load(str(path))
+    manifest[files.CHECKSUM] = files.manifest_checksum(manifest)  # re-signed: the files still disagree
+    (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ember.StoreError, match="does not match"):
         ember.load(str(path))
 
 
-def test_csv_source_rows_need_spark_after_load(spark: SparkSession, tmp_path: Path) -> None:
+def test_csv_source_rows_need_spark_after_load(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     csv = tmp_path / "people.csv"
     csv.write_text("name,age\n" + "".join(f"p{i},{i % 50}\n" for i in range(120)))
     df = spark.read.option("header", True).option("inferSchema", True).csv(str(csv))
@@ -161,8 +166,11 @@ def test_csv_source_rows_need_spark_after_load(spark: SparkSession, tmp_path: Pa
     lin.save(str(tmp_path / "s"))
     bare = ember.load(str(tmp_path / "s"))
     assert bare.backward(oids=[0]).ids("people").tolist() == [41]
-    with pytest.raises(ember.EmberError, match=r"needs ember\.load"):
+    monkeypatch.setattr(query_lineage, "_session", lambda: None)  # a process with no Spark session
+    with pytest.raises(ember.EmberError, match=r"needs Spark: ember\.load\(path, spark\)"):
         bare.backward(oids=[0]).rows("people")
+    monkeypatch.undo()  # with one, a store loaded without it reads the rows through it
+    assert ember.load(str(tmp_path / "s")).backward(oids=[0]).rows("people").column("name").to_pylist() == ["p41"]
     again = ember.load(str(tmp_path / "s"), spark)
     rows = again.backward(oids=[0, 1]).rows("people")
     assert rows.column("name").to_pylist() == ["p41", "p42"]

@@ -54,7 +54,7 @@ def _files(root: Path, name: str, parts: list[list[tuple[object, ...]]], names: 
 
 @pytest.fixture(scope="module")
 def views(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> SparkSession:
-    root = tmp_path_factory.mktemp("local_sides")
+    root = tmp_path_factory.mktemp("local")
     _files(root, "ls_orders", ORDERS, ["okey", "total", "prio"])
     _files(root, "ls_items", ITEMS, ["ikey", "okey", "qty", "flag"])
     for name in ("ls_orders", "ls_items"):
