@@ -26,9 +26,11 @@ whole.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
@@ -180,9 +182,12 @@ def _transfer(src_fs: pafs.FileSystem, src: str, dest_fs: pafs.FileSystem, dest:
 @contextmanager
 def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterator[tuple[pafs.FileSystem, str]]:
     """Yields a temporary folder next to `path` to write a store into; on success it takes
-    `path`'s place by renames (the old store, if any, is moved away first), on failure it is
-    deleted, so a crash never leaves a half-written store under `path`."""
+    `path`'s place by renames (the old store, if any, is moved aside first, then deleted),
+    on failure it is deleted, so a crash never leaves a half-written store under `path`.
+    A process killed between the two renames leaves the old store aside: the next load or
+    save of `path` puts it back (`restore_replaced`)."""
     fs, root = filesystem(path)
+    restore_replaced(fs, root)
     exists = fs.get_file_info(root).type != pafs.FileType.NotFound
     if exists and not overwrite:
         raise StoreError(f"{path} exists; pass overwrite=True to replace it")
@@ -192,7 +197,7 @@ def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterat
     try:
         yield fs, tmp
         if exists:
-            old = f"{root}.ember-old-{uuid.uuid4().hex[:8]}"
+            old = f"{root}{_ASIDE}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"  # names sort by age
             fs.move(root, old)
             fs.move(tmp, root)
             fs.delete_dir(old)
@@ -201,6 +206,27 @@ def atomic_store(path: str, overwrite: bool, folders: tuple[str, ...]) -> Iterat
     except BaseException:
         fs.delete_dir(tmp)
         raise
+
+
+_ASIDE = ".ember-old-"  # the suffix of a store moved aside while its replacement takes its place
+
+
+def restore_replaced(fs: pafs.FileSystem, root: str) -> None:
+    """Where no store is at `root` but one was moved aside by a save that never finished
+    (`atomic_store`), moves it back: a killed save leaves the previous store, not none.
+    A folder moved aside while `root` holds a store is one a killed save had already
+    replaced; it stays for the user to delete (it could be another process's save under way)."""
+    if fs.get_file_info(root).type != pafs.FileType.NotFound:
+        return
+    parent, _, name = root.rpartition("/")
+    try:
+        found = fs.get_file_info(pafs.FileSelector(parent or "/", allow_not_found=True))
+    except OSError:  # a parent ember may not list: nothing to restore that it could find
+        return
+    aside = [i.path for i in found if i.base_name.startswith(name + _ASIDE) and i.type == pafs.FileType.Directory]
+    if aside:  # the newest: older ones were left by saves killed after their store took its place
+        with contextlib.suppress(OSError):  # another process restored it first, or saved anew
+            fs.move(max(aside), root)
 
 
 def write_store(path: str, stored: Stored, overwrite: bool = False) -> None:
@@ -350,6 +376,7 @@ def read_manifest(
     fs: pafs.FileSystem, root: str, path: str, fmt: str = FORMAT, version: int = VERSION, kind: str = "lineage store"
 ) -> dict[str, Any]:
     """The manifest of a store of format `fmt`; refuses other formats and newer versions."""
+    restore_replaced(fs, root)
     try:
         with fs.open_input_stream(f"{root}/{MANIFEST}") as f:
             manifest = json.loads(f.read().decode())
