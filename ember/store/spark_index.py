@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
+from ember.engines.spark import faults
 from ember.engines.spark.numbering import parquet_rid
 from ember.plan.slots import ListSlot, RefSlot, RidSlot, SideTable
 from ember.plan.sources import Source
@@ -49,9 +50,6 @@ from ember.store.parts import Parts, tiled
 
 PART_ROWS = 1 << 20  # rows per part: what one task holds in memory to encode a stretch
 RN = "__ember_rn"
-# A test's fault: the first attempt of the first task that writes parts fails after writing
-# them (left as orphans), once per marker folder named by this setting.
-FAIL_ONCE = "spark.ember.test.failPartsOnce"
 
 
 class Scratch:
@@ -252,7 +250,7 @@ def _written(
     """Each column's parts, written by the tasks; orphans of failed attempts deleted."""
     parts = max(1, math.ceil(rows / PART_ROWS))
     spread = df.repartition(parts, F.floor(F.col(RN) / PART_ROWS))
-    fail = df.sparkSession.conf.get(FAIL_ONCE, None)
+    fail = df.sparkSession.conf.get(faults.FAIL_PARTS_ONCE, None)
     reports = spread.mapInArrow(
         _part_writer(scratch.uri, folder, names, compress, fail), "first long, rows long, columns string"
     ).toArrow()
@@ -300,11 +298,10 @@ def _part_writer(
                 metas[name] = {**meta, "size": size}
             reports.append((first, hi - lo, json.dumps(metas)))
         if fail is not None and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
-            marker = f"{fail.rstrip('/')}/{folder.replace('/', '-')}"
-            mfs, mpath = filesystem(marker)
-            if mfs.get_file_info(mpath).type == pafs.FileType.NotFound:
-                mfs.create_dir(mpath)
-                raise RuntimeError("ember test: injected failure after writing parts")
+            how, markers = faults.parse(fail)
+            marker = f"{markers.rstrip('/')}/{folder.replace('/', '-')}"
+            if faults.first(marker):
+                faults.strike(how, marker)
         for first, n, metas_json in reports:
             yield pa.record_batch([pa.array([first], pa.int64()), pa.array([n], pa.int64()), pa.array([metas_json])],
                                   names=["first", "rows", "columns"])

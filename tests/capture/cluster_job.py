@@ -7,14 +7,17 @@ RETRIED_QUERY is captured twice more, with no lineage allowed through the driver
 channel (every side table is written by the executors, which build its level as parts):
 cleanly, and with the first attempt of every stage's first task failing, the tasks that
 write parts failing after writing theirs. What the retried capture's part folders hold,
-and which parts it named, goes to parts.json.
+and which parts it named, goes to parts.json. Then it is captured four more times while
+an executor or a worker JVM is killed under it (`killed`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark import TaskContext
@@ -24,7 +27,7 @@ from pyspark.sql import functions as F
 import ember
 from devkit import tpch
 from ember.capture.capture import DRIVER_RIDS
-from ember.store import spark_index
+from ember.engines.spark import faults
 from ember.store.parts import Parts
 
 
@@ -74,11 +77,74 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
     udf = F.udf(flaky, "decimal(15,2)")
     lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
-    spark.conf.set(spark_index.FAIL_ONCE, str(markers))
+    spark.conf.set(faults.FAIL_PARTS_ONCE, str(markers))
     lin = ember.capture(tpch.query(spark, retried))
     lin.save(str(out / "retried"))
     (out / "parts.json").write_text(json.dumps(part_folders(lin)))
+    spark.conf.unset(faults.FAIL_PARTS_ONCE)
+    killed(spark, data, out, retried)
     spark.stop()
+
+
+def killed(spark: SparkSession, data: Path, out: Path, n: int) -> None:
+    """Query `n` captured while a JVM is SIGKILLed under it, once per case: an executor in
+    the job of an Inject capture, in Defer's background capture (struck only once the
+    user's job has returned), in a task building the executors' index, and a worker (with
+    its executor) last, for good. Each case's store goes to killed-<case>, and what
+    happened to killed.json."""
+    report: dict[str, dict[str, object]] = {}
+    (out / "struck").mkdir()
+    for case, how, strategy in (
+        ("executor", "kill-executor", "inject"),
+        ("defer", "kill-executor", "defer"),
+        ("index", "kill-executor", "inject"),
+        ("worker", "kill-worker", "inject"),
+    ):
+        wait_for_executors(spark, 2)
+        marker, armed = out / "struck" / case, out / "struck" / f"{case}.armed"
+        tpch.register(spark, data)
+        if case == "index":
+            spark.conf.set(faults.FAIL_PARTS_ONCE, f"{how}:{marker}")
+        else:
+            lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
+            udf = F.udf(striking(str(marker), str(armed), how), "decimal(15,2)")  # type: ignore[arg-type]
+            lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
+        if strategy == "inject":
+            armed.touch()
+        entry: dict[str, object] = {"strategy": strategy}
+        try:
+            lin = ember.capture(tpch.query(spark, n), strategy=strategy)
+            entry["ready_before"] = lin.ready
+            armed.touch()
+            lin.wait()
+            lin.save(str(out / f"killed-{case}"))
+            entry["error"] = None
+        except Exception as e:  # the test says which failures are allowed
+            entry["error"] = f"{type(e).__module__}.{type(e).__name__}: {e}"
+        entry["killed"] = [gone(int(p.read_text())) for p in marker.rglob("killed")]
+        report[case] = entry
+        spark.conf.unset(faults.FAIL_PARTS_ONCE)
+    (out / "killed.json").write_text(json.dumps(report))
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie has: only its parent has yet to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def striking(marker: str, armed: str, how: faults.Fault) -> Callable[[float], float]:
+    """An identity function on values that strikes in partition 0 once `armed` exists, once."""
+
+    def strike_once(x: float) -> float:
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.partitionId() == 0 and os.path.exists(armed) and faults.first(marker):
+            faults.strike(how, marker)
+        return x
+
+    return strike_once
 
 
 def part_folders(lin: ember.Lineage) -> list[dict[str, list[str]]]:

@@ -2,7 +2,8 @@
 
 The cluster is started and stopped here with `spark-class`, which ships with PySpark;
 the job runs in its own process (`cluster_job.py`). Its stores must trace exactly as a
-capture of the same query in local mode, also when tasks failed and were retried.
+capture of the same query in local mode, also when tasks failed and were retried, and
+when an executor or a worker was killed in the middle of a capture.
 """
 
 from __future__ import annotations
@@ -142,3 +143,18 @@ def test_levels_built_on_the_cluster_keep_only_committed_parts(stores: Path) -> 
         assert level["files"] == level["named"]
     manifest = json.loads((stores / "retried" / "manifest.json").read_text())
     assert all(r["column"]["encoding"] == "parts" for lv in manifest["levels"] for r in lv["rids"])
+
+
+@pytest.mark.parametrize("case", ["executor", "defer", "index", "worker"])
+def test_a_jvm_killed_under_a_capture_leaves_the_lineage_of_a_clean_run(stores: Path, case: str) -> None:
+    """An executor SIGKILLed in an Inject capture's job, in Defer's background capture and
+    in a task building the executors' index, then a worker: Spark runs the lost tasks
+    again, and the lineage is the clean run's (a failure would have to be an EmberError
+    naming what died: none is expected here, the cluster keeps a live executor)."""
+    report = json.loads((stores / "killed.json").read_text())[case]
+    killed = report["killed"]  # per JVM struck, whether it died (the index case strikes once per level built)
+    assert killed and all(killed), f"the {case} fault killed no JVM ({killed}): the test proved nothing"
+    assert report["error"] is None, report["error"]
+    if report["strategy"] == "defer":
+        assert report["ready_before"] is False, "the background capture ended before the kill was armed"
+    assert by_values(ember.load(str(stores / f"killed-{case}"))) == by_values(ember.load(str(stores / "clean-retried")))
