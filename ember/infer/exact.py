@@ -233,11 +233,22 @@ def chooses(node: ir.Node) -> str | None:
             kept = sorted(plain[k] for k in keys if k is not None and k in plain)
             return f"dropDuplicates({kept}), which keeps any one row of each group"
         return f"{names[0]}() in an aggregate, whose value depends on the order rows reach it"
-    if isinstance(node, ir.Limit) and not _ordered(node.child):
+    if isinstance(node, ir.Limit) and not _ordered(node.child) and not _alike(node.child):
         return "a LIMIT over rows in no order (no ORDER BY), which keeps any of them"
     if isinstance(node, ir.Window) and not node.order and not node.tie_free:
         return "a window function over a partition in no order (no ORDER BY), which tells its rows apart by chance"
     return None
+
+
+def _alike(node: ir.Node) -> bool:
+    """Whether every row reaching here is the same constant row, so keeping any of them
+    keeps the same (an uncorrelated EXISTS is `SELECT 1 ... LIMIT 1`)."""
+    while isinstance(node, ir.Limit):
+        node = node.child
+    return isinstance(node, ir.Project) and all(
+        isinstance(c.expr, ir.Constant) or (isinstance(c.expr, ir.Expr) and not c.expr.refs and c.expr.deterministic and not c.expr.subqueries)
+        for c in node.columns
+    )
 
 
 def _ordered(node: ir.Node) -> bool:

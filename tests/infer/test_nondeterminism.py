@@ -62,6 +62,8 @@ def test_what_chooses_rows_by_chance() -> None:
     assert "LIMIT" in (chooses(ir.Limit(T)) or "")
     assert chooses(ir.Limit(ir.Project(ir.Passthrough(T, kind="sort"), columns=(ir.Named(col(K), K),)))) is None
     assert chooses(ir.Passthrough(T, kind="sort")) is None
+    one = ir.Project(T, columns=(ir.Named(ir.Expr("1", frozenset()), N),))  # an uncorrelated EXISTS: SELECT 1 ... LIMIT 1
+    assert chooses(ir.Limit(ir.Limit(one))) is None  # every row alike: any kept is the same
 
 
 def test_only_the_top_group_may_choose() -> None:
