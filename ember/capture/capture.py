@@ -33,6 +33,7 @@ from ember.plan.slots import Annotated
 from ember.plan.sources import OID, Source, SourceFile, file_facts, spark_uri
 from ember.plan.workload import Workload
 from ember.pools import pool
+from ember.progress import Phases
 from ember.query import grouped
 from ember.query.lineage import Lineage
 from ember.store.build import SideRows, build_index
@@ -63,6 +64,7 @@ def capture(
     strategy: Strategy = "auto",
     workload: Workload | None = None,
     keep_rows: float = KEEP_SHARE,
+    progress: bool | None = None,
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
@@ -86,7 +88,32 @@ def capture(
     Parquet source, those rows are copied into memory after the job (`lin.ready` turns
     true then; 0 copies nothing). Large side tables all of whose groups reach the result
     are read by the traces that reach them (session setting `spark.ember.atTraceRows`).
+    `progress`: name ember's phases on stderr (plan, job, side tables, index) once a
+    capture has run two seconds; None: in an interactive terminal or where
+    `EMBER_PROGRESS=1` asks.
     """
+    phases = Phases("capture", progress)
+    lineage: Lineage | None = None
+    try:
+        lineage = _capture(df, write_to, format, staging, strategy, workload, keep_rows, phases)
+        return lineage
+    finally:
+        if lineage is None:
+            phases.done("failed")
+        else:
+            phases.done("lineage ready" if lineage.mode == "inject" else "result back; lineage is built in the background")
+
+
+def _capture(
+    df: DataFrame,
+    write_to: str | None,
+    format: Literal["parquet"],
+    staging: str | None,
+    strategy: Strategy,
+    workload: Workload | None,
+    keep_rows: float,
+    phase: Callable[[str], None],
+) -> Lineage:
     df = spark_frame(df)  # a pandas-on-Spark frame is a DataFrame underneath
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
@@ -99,8 +126,10 @@ def capture(
     at_trace = _count_setting(jvm, AT_TRACE_ROWS, sides.AT_TRACE_ROWS)
     user: pa.Table | None = None
     if strategy == "defer":
+        phase("the job (lineage is captured afterwards, in the background)")
         user, (plan, sources) = _overlapped(jvm, df)
     else:
+        phase("reading the plan")
         plan, sources = import_plan(jvm, df)
     workload = workload or Workload()
     sources = _in_workload(jvm, sources, workload)
@@ -132,7 +161,7 @@ def capture(
         _, (user, index) = _guessed(
             annotated,
             lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess, at_trace),
-            lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace),
+            lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace, phase=phase),
         )
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
@@ -232,6 +261,7 @@ def run_annotated(
     small: bool = False,
     imported: ir.Node | None = None,
     at_trace: int | None = None,
+    phase: Callable[[str], None] = lambda _: None,
 ) -> tuple[pa.Table, LineageIndex]:
     """Runs an annotated plan over numbered sources: its output rows and their lineage index.
 
@@ -239,9 +269,11 @@ def run_annotated(
     costs less than a committed Parquet write when they hold a handful of rows.
     `imported`: the plan import made, which the rewrite took (`Builder.imported`).
     `at_trace`: scanned rows past which a table read whole is left to traces (None: none is).
+    `phase`: told each phase as it starts (`progress.Phases`).
     """
-    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported, at_trace)
+    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported, at_trace, phase)
     user = pa.table(result.columns[: len(names)], names=names)
+    phase("building the lineage index")
     return user, _indexed(result, annotated, side_data, same)
 
 
@@ -264,6 +296,7 @@ def _run(
     small: bool = False,
     imported: ir.Node | None = None,
     at_trace: int | None = None,
+    phase: Callable[[str], None] = lambda _: None,
 ) -> tuple[pa.Table, list[SideRows], dict[int, int]]:
     """The rewritten job's rows (its columns, then the slots), each side table's rows
     (None for a table whose rows ride in the job's result, `Staged` for one the executors
@@ -275,7 +308,10 @@ def _run(
     try:
         job = builder.dataframe(annotated.plan)
         started = sides.start(builder, annotated, small, at_trace)
+        phase("the job, with its lineage")
         result = job.toArrow()
+        if annotated.tables:
+            phase(f"side tables ({len(annotated.tables)})")
         data, same = sides.fetch(builder, annotated, result, staging, small, started)
     finally:
         builder.release()

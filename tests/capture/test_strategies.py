@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 import ember
+from ember import progress
 from ember.capture.align import match_rows
 from ember.pools import pool
 
@@ -110,3 +111,22 @@ def test_a_plan_reading_the_clock_is_injected_and_refused_by_defer(spark: SparkS
         assert lin.backward(oids=[oid]).ids("sales").tolist() == list(range(row["shop"], 500, 7))  # its shop's group
     with pytest.raises(ember.EmberError, match="strategy='inject'"):
         ember.capture(query, strategy="defer")
+
+
+def test_a_long_capture_names_its_phases_when_asked(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Captures past `progress.AFTER` seconds (here 0) name their phases with progress=True;
+    progress=False keeps them quiet."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"k": [1, 1, 2], "v": [1, 2, 3]}), path)
+    df = spark.read.parquet(str(path))
+    monkeypatch.setattr(progress, "AFTER", 0)
+    ember.capture(df.groupBy("k").count(), strategy="inject", progress=True)
+    said = capsys.readouterr().err
+    for phase in ("ember: capture: ", "the job, with its lineage", "building the lineage index", "lineage ready"):
+        assert phase in said, said
+    ember.capture(df.groupBy("k").count(), strategy="defer", progress=True).wait()
+    assert "lineage is built in the background" in capsys.readouterr().err
+    ember.capture(df.groupBy("k").count(), strategy="inject", progress=False)
+    assert "ember:" not in capsys.readouterr().err
