@@ -28,6 +28,7 @@ from ember.cli import openlineage
 from ember.cli.record import Script
 from ember.cli.runner import Recorder, now, open_entry, sha256
 from ember.cli.runstore import (
+    RUN_FILE,
     CliError,
     Run,
     folder_bytes,
@@ -208,7 +209,7 @@ def export(
 
 @app.command()
 def ui(
-    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`, or one with a views.toml.")],
+    store: Annotated[Path, typer.Argument(help="A folder written by `ember run`, of stores saved with lin.save, or with a views.toml.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8765,
     token: Annotated[str | None, typer.Option("--token", help="The token the page's API asks for (default: a random one, printed in the URL).")] = None,
@@ -219,8 +220,8 @@ def ui(
 
     if token is not None and no_token:
         raise UsageError("give --token or --no-token, not both")
-    if not (store / "views.toml").is_file():
-        read_run(store)  # its errors say what is missing
+    if not store.is_dir() or (store / RUN_FILE).is_file():
+        read_run(store)  # an `ember run` store: its errors say what is missing (else the page's do)
     # neither option: serve's default, a random token
     auth: dict[str, Any] = {"token": token} if token is not None else {"no_token": True} if no_token else {}
     page.serve(str(store), host=host, port=port, **auth)

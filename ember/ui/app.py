@@ -44,7 +44,7 @@ def build_app(
     """The app for the views of `store_dir` (built now, so a bad folder fails at start);
     `token`, `no_token` and `hosts` as for `make_app`."""
     folder = Path(store_dir)
-    board = Crossfilter(load_views(folder, spark))
+    board = Crossfilter(*load_views(folder, spark))
     can_declare = (folder / "views.toml").exists()
     return make_app(
         board, partial(declare, folder, spark=spark) if can_declare else None, token=token, no_token=no_token, hosts=hosts
@@ -80,7 +80,10 @@ def make_app(
 
     async def views(request: Request) -> Response:
         board = request.app.state.board
-        return JSONResponse({"views": [v.describe() for v in board.views.values()], "can_add": declare is not None})
+        left_out = [{"name": x.name, "why": x.why} for x in board.left_out]
+        return JSONResponse(
+            {"views": [v.describe() for v in board.views.values()], "left_out": left_out, "can_add": declare is not None}
+        )
 
     async def add(request: Request) -> Response:
         if declare is None:
@@ -95,7 +98,7 @@ def make_app(
             with adding:
                 view = declare(name, group_by, measure)
                 board = request.app.state.board
-                request.app.state.board = Crossfilter([*board.views.values(), view])
+                request.app.state.board = Crossfilter([*board.views.values(), view], board.left_out)
                 return view.describe()
 
         return JSONResponse(await run_in_threadpool(capture))

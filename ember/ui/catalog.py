@@ -1,5 +1,5 @@
 """Where the page's views come from: entries captured into the store folder (any
-group-by over one source), and views declared in the folder's `views.toml`, which are
+group-by: one view per source its groups partition), and views declared in the folder's `views.toml`, which are
 captured on the first start and kept under `.ui-views/` for the next ones.
 
 A declared view's group-by items and sum, whether read from views.toml or sent by the
@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 import ember
 from ember.errors import EmberError
 from ember.ui import expressions
-from ember.ui.views import View, build_view
+from ember.ui.views import LeftOut, View, build_view
 
 VIEWS_FILE = "views.toml"
 CACHE = ".ui-views"
@@ -48,22 +48,29 @@ class Declared:
         return f"SELECT {', '.join(self.group_by)}, {measures} FROM {self.table} GROUP BY {positions} ORDER BY {positions}"
 
 
-def load_views(store_dir: Path, spark: SparkSession | None = None) -> list[View]:
-    """Every view the folder offers; raises if it offers none."""
+def load_views(store_dir: Path, spark: SparkSession | None = None) -> tuple[list[View], list[LeftOut]]:
+    """Every view the folder offers, and the entries (or their sources) left out and why;
+    raises if it offers none."""
     if not store_dir.is_dir():
         raise EmberError(f"no store folder at {store_dir}")
     config = store_dir / VIEWS_FILE
     declared = read_config(config)[1] if config.exists() else []  # checked before anything runs
-    views = [view for entry in entries(store_dir) if (view := entry_view(store_dir, entry, spark)) is not None]
+    views: list[View] = []
+    left_out: list[LeftOut] = []
+    for entry in entries(store_dir):
+        shown, skipped = entry_views(store_dir, entry, spark)
+        views += shown
+        left_out += skipped
     views += [declared_view(d, store_dir / CACHE, spark) for d in declared]
     if not views:
-        raise EmberError(f"{store_dir} has no group-by entries over one source and no {VIEWS_FILE}")
+        why = "; ".join(f"{x.name}: {x.why}" for x in left_out[:5])
+        raise EmberError(f"{store_dir} has no group-by entries and no {VIEWS_FILE}" + (f" ({why})" if why else ""))
     seen: set[str] = set()
     for view in views:
         while view.id in seen:
             view.id += "_"
         seen.add(view.id)
-    return views
+    return views, left_out
 
 
 def entries(store_dir: Path) -> Iterator[Path]:
@@ -76,18 +83,27 @@ def entries(store_dir: Path) -> Iterator[Path]:
             yield manifest.parent
 
 
-def entry_view(store_dir: Path, entry: Path, spark: SparkSession | None) -> View | None:
-    """The entry as a view, or None (logged) when it is not a group-by over one source
-    or does not load."""
+def entry_views(store_dir: Path, entry: Path, spark: SparkSession | None) -> tuple[list[View], list[LeftOut]]:
+    """The entry as views, one per source whose rows its groups partition (a group-by
+    over a join reads several), and what is left out (logged too): the entry where it
+    does not load or is no chart, a source whose rows its groups share."""
     name = str(entry.relative_to(store_dir)) if entry != store_dir else entry.name
     try:
         lin = ember.load(str(entry), spark)
         if lin.output().num_rows > MAX_GROUPS:
             raise EmberError(f"{lin.output().num_rows} output rows, too many groups for a chart")
-        return build_view(slug(name), name, lin)
     except EmberError as e:
         log.warning("entry %s left out: %s", name, e)
-        return None
+        return [], [LeftOut(name, str(e))]
+    views, left_out = [], []
+    for source in lin.sources:
+        label = name if len(lin.sources) == 1 else f"{name} · {source}"
+        try:
+            views.append(build_view(slug(label), label, lin, source=source, entry=name))
+        except EmberError as e:
+            log.warning("entry %s left out: %s", label, e)
+            left_out.append(LeftOut(label, str(e)))
+    return views, left_out
 
 
 def read_config(path: Path) -> tuple[Declared, list[Declared]]:

@@ -1,11 +1,16 @@
 """Crossfilter over group-by views of one table: Smoke's BT+FT (digest section 2.8).
 
-A view is a captured group-by over one source. When the page starts, each view's
+A view is a captured group-by read over one source. When the page starts, each view's
 lineage is read once through the public API (one backward trace per group) into two
 arrays: the group's rids, concatenated in group order (the backward index, BT), and
 per source rid the group it fell in (the forward rid array, FT). Brushing groups of one
 view then costs, per linked view, one `bincount` of that view's forward array at the
 brushed rows: the forward array is a perfect hash into the view's groups.
+
+A group-by over a join reads several sources: it becomes one view per source whose
+rows its groups partition, views of one `entry`. Their groups are the same output rows,
+so a brush of one reaches the others' sources too: views over the same source as any
+view of the entry are tallied from that view's rows.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class View:
     offsets: np.ndarray  # group g's rids are rids[offsets[g]:offsets[g + 1]]
     measure: str | None = None  # a source column summed per group, besides the count
     values: np.ndarray | None = field(default=None, repr=False)  # measure per rid, aligned with `rids`
+    entry: str | None = None  # the lineage it reads: views of one entry have the same groups
 
     @property
     def groups(self) -> int:
@@ -70,6 +76,7 @@ class View:
             "labels": self.labels,
             "count": self.counts.tolist(),
             "measure": self.measure,
+            "entry": self.entry,
         }
         sums = self.sums()
         if sums is not None:
@@ -77,17 +84,35 @@ class View:
         return info
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """An entry, or one source of it, the page does not show, and why (listed on the page)."""
+
+    name: str
+    why: str
+
+
 def key_columns(output: pa.Table) -> list[str]:
     """The output columns that label a group: those not named like an aggregate."""
     return [c for c in output.column_names if c != "ember_oid" and not MEASURE.search(c)]
 
 
-def build_view(view_id: str, name: str, lin: Lineage, keys: Sequence[str] | None = None, measure: str | None = None) -> View:
-    """Reads a group-by lineage into rid arrays; refuses lineages that are not one
-    source partitioned into groups (each row in at most one group)."""
-    if len(lin.sources) != 1:
-        raise EmberError(f"view {name!r}: a view reads one source, this lineage reads {lin.sources}")
-    source = lin.sources[0]
+def build_view(
+    view_id: str,
+    name: str,
+    lin: Lineage,
+    keys: Sequence[str] | None = None,
+    measure: str | None = None,
+    source: str | None = None,
+    entry: str | None = None,
+) -> View:
+    """Reads a group-by lineage over `source` (its only one, if None) into rid arrays;
+    refuses one whose groups do not partition that source's rows (each row in at most
+    one group)."""
+    if source is None:
+        if len(lin.sources) != 1:
+            raise EmberError(f"view {name!r}: a view reads one source, this lineage reads {lin.sources}")
+        source = lin.sources[0]
     output = lin.output()
     keys = list(keys) if keys is not None else key_columns(output)
     missing = [k for k in keys if k not in output.column_names]
@@ -98,7 +123,7 @@ def build_view(view_id: str, name: str, lin: Lineage, keys: Sequence[str] | None
     np.cumsum([r.size for r in per_group], out=offsets[1:])
     rids = np.concatenate(per_group) if per_group else np.empty(0, np.int64)
     if rids.size and np.bincount(rids).max() > 1:  # a row in two groups (a count, not np.unique's hashing)
-        raise EmberError(f"view {name!r}: its groups share source rows, so it is not a group-by view")
+        raise EmberError(f"view {name!r}: its groups share rows of {source!r}, so they do not partition it")
     labels = [[plain(v) for v in row.values()] for row in output.select(keys).to_pylist()] if keys else [
         [g] for g in range(output.num_rows)
     ]
@@ -110,7 +135,7 @@ def build_view(view_id: str, name: str, lin: Lineage, keys: Sequence[str] | None
         # nulls count as 0, as SQL's sum skips them
         by_rid = np.nan_to_num(everything.column(measure).to_numpy(zero_copy_only=False).astype(np.float64))
         values = by_rid[np.searchsorted(everything.column("ember_rid").to_numpy(), rids)]
-    return View(view_id, name, lin, source, keys or ["group"], labels, rids, offsets, measure, values)
+    return View(view_id, name, lin, source, keys or ["group"], labels, rids, offsets, measure, values, entry)
 
 
 def plain(value: Any) -> Any:
@@ -132,8 +157,9 @@ class Crossfilter:
     forward array at scattered rids, which misses the cache.
     """
 
-    def __init__(self, views: Sequence[View]):
+    def __init__(self, views: Sequence[View], left_out: Sequence[LeftOut] = ()):
         self.views = {v.id: v for v in views}
+        self.left_out = tuple(left_out)
         if len(self.views) != len(views):
             raise EmberError("two views have the same id")
         sizes: dict[str, int] = {}
@@ -151,6 +177,10 @@ class Crossfilter:
     def linked(self, view: View) -> list[View]:
         return [z for z in self.views.values() if z.source == view.source]
 
+    def siblings(self, view: View) -> list[View]:
+        """The other views of `view`'s entry: the same groups, over other sources."""
+        return [z for z in self.views.values() if view.entry is not None and z.entry == view.entry and z is not view]
+
     def view(self, view_id: str) -> View:
         if view_id not in self.views:
             raise EmberError(f"unknown view {view_id!r}; there are {sorted(self.views)}")
@@ -162,20 +192,27 @@ class Crossfilter:
         chosen = _groups(a, oids)
         inside = np.zeros(a.groups, dtype=bool)
         inside[chosen] = True
-        rows = int(a.counts[inside].sum())
-        flip = rows > a.rids.size // 2
-        spans = _spans(a.offsets, ~inside if flip else inside)
         tallies: dict[str, dict[str, list[float]]] = {}
-        for z in self.linked(a):
-            counts, sums = self._tally(a, z, spans)
-            if flip:
-                base_counts, base_sums = self.base[(a.id, z.id)]
-                counts = base_counts - counts
-                sums = None if sums is None or base_sums is None else base_sums - sums
-            tallies[z.id] = {"count": counts.tolist()}
-            if sums is not None:
-                tallies[z.id]["sum"] = sums.tolist()
+        for b in (a, *self.siblings(a)):  # the same groups brushed, over b's source
+            flip = int(b.counts[inside].sum()) > b.rids.size // 2
+            spans = _spans(b.offsets, ~inside if flip else inside)
+            for z in self.linked(b):
+                tallies[z.id] = self._brushed(b, z, spans, flip)
+        rows = int(a.counts[inside].sum())
         return {"view": a.id, "groups": chosen.tolist(), "rows": rows, "views": tallies}
+
+    def _brushed(self, a: View, z: View, spans: list[tuple[int, int]], flip: bool) -> dict[str, list[float]]:
+        """View z's count (and sum) per group over a's rows in `spans`, or, `flip`ped, over
+        the rest of a's rows (the spans then hold the groups left out)."""
+        counts, sums = self._tally(a, z, spans)
+        if flip:
+            base_counts, base_sums = self.base[(a.id, z.id)]
+            counts = base_counts - counts
+            sums = None if sums is None or base_sums is None else base_sums - sums
+        tally = {"count": counts.tolist()}
+        if sums is not None:
+            tally["sum"] = sums.tolist()
+        return tally
 
     def details(self, view_id: str, oids: Sequence[int], offset: int, limit: int) -> pa.Table:
         """A page of the source rows behind the brushed groups, in rid order."""

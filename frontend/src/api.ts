@@ -12,6 +12,7 @@ export interface ViewInfo {
   count: number[];
   measure: string | null;
   sum?: number[];
+  entry: string | null; // views of one entry (a group-by over a join) share their groups
 }
 
 export interface Tally {
@@ -78,8 +79,15 @@ async function call<T>(url: string, body?: object): Promise<T> {
 
 const post = <T>(url: string, body: object) => call<T>(url, body);
 
+/** An entry, or one source of it, the page does not show, and why. */
+export interface LeftOut {
+  name: string;
+  why: string;
+}
+
 export interface Views {
   views: ViewInfo[];
+  left_out: LeftOut[];
   can_add: boolean;
 }
 

@@ -162,6 +162,21 @@ function render(views: api.ViewInfo[]) {
   $("status").textContent = summary();
 }
 
+/** The entries (or their sources) not shown, each with why, below the views. */
+function leftOut(items: api.LeftOut[]) {
+  const section = $("left-out") as HTMLDetailsElement;
+  section.hidden = items.length === 0;
+  section.querySelector("summary")!.textContent =
+    `${items.length} ${items.length === 1 ? "entry" : "entries"} not shown`;
+  const list = section.querySelector("ul")!;
+  list.replaceChildren();
+  for (const item of items) {
+    const li = list.appendChild(document.createElement("li"));
+    li.appendChild(document.createElement("strong")).textContent = item.name;
+    li.append(`: ${item.why}`);
+  }
+}
+
 /** The form that declares a view over the views.toml's table; the server captures it. */
 function adder() {
   const form = $("add-view") as HTMLFormElement;
@@ -200,6 +215,7 @@ async function main() {
     return;
   }
   render(listed.views);
+  leftOut(listed.left_out);
   if (listed.can_add) adder();
   $("clear").addEventListener("click", () => send(null, performance.now()));
   document.addEventListener("keydown", (event) => {

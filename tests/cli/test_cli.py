@@ -258,7 +258,10 @@ def test_ui_delegates_and_debug_shows_tracebacks(tmp_path: Path, capsys: pytest.
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "views.toml").write_text("")  # declared views need no `ember run`
     assert main(["ui", str(tmp_path / "v")]) == 0
-    assert served == [(str(tmp_path / "s"), "127.0.0.1", 9999), (str(tmp_path / "v"), "127.0.0.1", 8765)]
+    (tmp_path / "saved").mkdir()  # stores saved with lin.save: the page says what it finds
+    assert main(["ui", str(tmp_path / "saved")]) == 0
+    assert served == [(str(tmp_path / "s"), "127.0.0.1", 9999), (str(tmp_path / "v"), "127.0.0.1", 8765),
+                      (str(tmp_path / "saved"), "127.0.0.1", 8765)]
     capsys.readouterr()
     code, _, err = run_cli(capsys, "--debug", "ls", str(tmp_path / "missing"))
     assert code == 1 and "Traceback" in err and "no store at" in err
