@@ -12,7 +12,7 @@ introspection of its own source, so the table follows the code as it is refactor
 - DuckDB (`engines/duck/`; `capture/local/`, `infer/block.py` too, should a dispatch
   live there): the same convention, behind the allow-list of classes each of its modes
   reads (`if kind not in READS[mode]: return False`), which declines all others;
-- lazy push-down (`infer/pushdown.py`, guarded by `infer/__init__.py`): the convention,
+- lazy push-down (`infer/pushdown.py`, guarded by `infer/infer.py`): the convention,
   and its `getattr` default as the generic fallback;
 - oracle (`tests/oracle/rows.py`): the oracle knows nothing of ember (that is its point),
   so which of its rules states each operator's lineage is declared here (`ORACLE`) and
@@ -512,7 +512,7 @@ def passes() -> list[Pass]:
         "ember/engines/duck/**/*.py", "ember/capture/local/**/*.py", "ember/infer/block.py"
     )
     pushdown = _modules("ember/infer/pushdown.py")
-    guards = _modules("ember/infer/__init__.py")
+    guards = _modules("ember/infer/infer.py")
     return [
         Pass("import", False, _import),
         Pass("placement", False, _dispatched("placement", policy, convention(policy), policy)),

@@ -25,12 +25,9 @@ Everything else in the package is private.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ember.capture.capture import capture
-from ember.engines.spark.frames import spark_frame
-from ember.engines.spark.jvm import Jvm
-from ember.engines.spark.plan_import import name_source
 from ember.errors import (
     EmberError,
     IdOutOfRangeError,
@@ -40,17 +37,59 @@ from ember.errors import (
     UnknownSourceError,
     UnsupportedOperatorError,
 )
-from ember.infer import InferredLineage, infer
-from ember.modes import lineage
-from ember.plan.workload import Workload
-from ember.query.lineage import Lineage, load
-from ember.query.trace import AnyLineage, ForwardTrace, Trace
-from ember.rdd import LineageContext
 from ember.version import __version__ as __version__
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ember.capture.capture import capture
+    from ember.infer.infer import infer
+    from ember.infer.lineage import InferredLineage
+    from ember.modes import lineage
+    from ember.plan.workload import Workload
+    from ember.query.lineage import Lineage, load
+    from ember.query.trace import AnyLineage, ForwardTrace, Trace
+    from ember.rdd import LineageContext
+
+# Where each public name lives, imported on first use: `import ember` stays cheap, so the
+# store-only commands (`ember ls/trace/export`) start in well under a second.
+_LAZY = {
+    "capture": "ember.capture.capture",
+    "InferredLineage": "ember.infer.lineage",
+    "infer": "ember.infer.infer",
+    "lineage": "ember.modes",
+    "Workload": "ember.plan.workload",
+    "Lineage": "ember.query.lineage",
+    "load": "ember.query.lineage",
+    "AnyLineage": "ember.query.trace",
+    "ForwardTrace": "ember.query.trace",
+    "Trace": "ember.query.trace",
+    "LineageContext": "ember.rdd",
+}
+
+# `ember.capture` and `ember.infer` name a function and a subpackage both. The subpackages
+# (docstrings only) are loaded here, first, because loading a package binds its name in
+# its parent: later imports of their modules leave the names to the functions.
+for _package in ("capture", "infer"):
+    importlib.import_module(f"ember.{_package}")
+    del globals()[_package]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ember' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def source(df: DataFrame, name: str) -> DataFrame:
     """Names the single source `df` reads; lineage then reports it as `name`."""
+    from ember.engines.spark.frames import spark_frame
+    from ember.engines.spark.jvm import Jvm
+    from ember.engines.spark.plan_import import name_source
+
     frame = spark_frame(df)
     name_source(Jvm.of(frame, "ember.source"), frame, name)
     return df

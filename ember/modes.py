@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
 from ember.errors import UnsupportedOperatorError
-from ember.infer import infer
+from ember.infer.infer import infer
 from ember.query.trace import AnyLineage
 
 Mode = Literal["auto", "eager", "lazy"]

@@ -4,6 +4,8 @@ none is in an import cycle with another (imports inside functions count too)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ember"
 # Bottom first. A unit may import units of its own level or below; within a level, no
 # two units may import each other (checked as cycles below).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "version", "pools", "progress"),
+    ("errors", "version", "pools", "progress", "arrow"),
     ("plan",),
     ("engines",),
     ("fetch",),
@@ -116,3 +118,15 @@ def test_the_plan_layer_knows_nothing_of_spark(module: str) -> None:
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {n for n in names if n.split(".")[0] in ("pyspark", "py4j", "duckdb")}
+
+
+def test_the_facade_names_stay_functions_when_their_subpackages_load() -> None:
+    """`ember.capture` and `ember.infer` are functions and subpackages both: `import ember`
+    resolves them on first use, and loading their modules must not rebind them."""
+    code = (
+        "import ember, ember.capture.sides, ember.infer.lineage, ember.cli; "
+        "assert callable(ember.capture) and callable(ember.infer), (ember.capture, ember.infer); "
+        "assert ember.capture.__module__ == 'ember.capture.capture' and ember.infer.__module__ == 'ember.infer.infer'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

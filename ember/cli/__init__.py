@@ -24,7 +24,6 @@ try:  # typer vendors its own click since 0.20; older ones use click itself
 except ImportError:
     from click import ClickException, UsageError  # type: ignore[assignment]
 
-from ember.cli import openlineage
 from ember.cli.record import Script
 from ember.cli.runner import Recorder, now, open_entry, sha256
 from ember.cli.runstore import (
@@ -194,6 +193,8 @@ def export(
     if item.status != "eager":
         raise CliError(f"entry {entry!r} is {item.status}: only eager entries keep lineage to export")
     if format is Format.openlineage:
+        from ember.cli import openlineage  # its client takes a third of a second to import
+
         text = openlineage.to_json(openlineage.run_event(store, record, item, store_manifest(store, item)))
     else:
         lin = open_entry(store, record, item, _console(stderr=True))

@@ -17,6 +17,7 @@ from collections import Counter
 from contextlib import redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
@@ -25,9 +26,11 @@ from rich.console import Console
 import ember
 from ember.cli.record import Action, Script, Stop
 from ember.cli.runstore import OUTPUT_FILE, CliError, Entry, Run, write_run
-from ember.infer import InferredLineage
 from ember.plan.sources import OID
 from ember.query.lineage import Lineage
+
+if TYPE_CHECKING:  # inference (and capture) are imported on use: the store-only commands need neither
+    from ember.infer.lineage import InferredLineage
 
 
 def now() -> str:

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ember.arrow import int64s
 from ember.engines import duck
 from ember.engines.duck.sql import parquet_file, partition_columns, quoted, quoted_text
 from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
@@ -126,7 +127,7 @@ def numbered_rows(relation: str, column: str, numbers: np.ndarray) -> pa.Table:
     groups that hold them."""
     con = duck.connect()
     try:
-        con.register("wanted", pa.table({"n": pa.array(numbers, type=pa.int64())}))
+        con.register("wanted", pa.table({"n": int64s(numbers)}))
         return con.sql(
             f"SELECT r.* FROM {relation} r JOIN wanted ON r.{column} = wanted.n ORDER BY r.{column}"
         ).to_arrow_table()

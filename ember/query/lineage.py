@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from ember import progress
+from ember.arrow import positions
 from ember.engines import duck
 from ember.engines.spark.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, first_line
@@ -53,7 +54,7 @@ class Lineage:
         hold_rows: float = 0.0,
         why: str = "",
     ):
-        self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
+        self._output = output.append_column(OID, positions(output.num_rows))
         self._state = index  # a Future while a deferred capture is still building it
         self._settling = threading.Lock()
         self._named = {s.name: s for s in sources if s.kind != "none"}

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import pyarrow as pa
 
+from ember.arrow import int64s
 from ember.errors import UnknownSourceError
 from ember.fetch.rows import read_rows
 from ember.plan.sources import Source
@@ -129,7 +130,7 @@ class ForwardTrace:
 
     def rows(self) -> pa.Table:
         """The output rows reached, with `ember_oid`."""
-        return self._output.take(pa.array(self._oids, type=pa.int64()))
+        return self._output.take(int64s(self._oids))
 
     def _repr_html_(self) -> str:
         title = f"ember forward trace{'' if self.exact else ' (superset)'}"

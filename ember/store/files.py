@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ember.arrow import numbers
 from ember.errors import StoreError, first_line
 from ember.plan.sources import Source, saved_file
 from ember.store.columns import IntColumn, Runs, Segmented, concatenated, isin_sorted
@@ -119,7 +120,7 @@ def open_column(
     if meta["encoding"] == "runs":
         with _damage(root, name):
             t = pf.read()
-        start, base, step = (t.column(c).to_numpy() for c in ("start", "base", "step"))
+        start, base, step = (numbers(t.column(c)) for c in ("start", "base", "step"))
         runs = Runs(start, base, step, meta["rows"])
         if runs.start.size and (runs.start[0] != 0 or runs.start[-1] >= runs.length):
             raise StoreError(f"{root}: {name} does not cover the {meta['rows']} rows the manifest says")
@@ -462,7 +463,7 @@ class _Reader:
     def grouping(self, meta: dict[str, Any]) -> Grouping:
         table = self.parquet(meta["file"])
         rids = self.column(meta["rids"])
-        start, end = (table.column(c).to_numpy().astype(np.int64) for c in (START, END))
+        start, end = (numbers(table.column(c)).astype(np.int64) for c in (START, END))
         if table.num_rows != meta["rows"] or (end.size and int(end.max()) > rids.size):
             raise StoreError(f"{self.root}: {meta['file']} does not match the manifest")
         result = table.drop_columns([START, END])
@@ -513,7 +514,7 @@ class StoredPlain(Segmented):
     def _decoded(self, g: int) -> np.ndarray:
         if g not in self._groups:
             with self._guard():
-                self._groups[g] = self._pf.read_row_group(g, columns=["v"]).column(0).to_numpy()
+                self._groups[g] = numbers(self._pf.read_row_group(g, columns=["v"]).column(0))
         return self._groups[g]
 
     def _take_in(self, g: int, at: np.ndarray) -> np.ndarray:
