@@ -66,7 +66,7 @@ $(SPARK40)/.stamp: pyproject.toml | check-java
 	@touch $@
 
 test-spark40: $(SPARK40)/.stamp data
-	EMBER_TPCH=$(abspath $(DATA)) $(SPARK40)/bin/python -m pytest -q tests/engines/spark/test_jar.py tests/capture/test_operators.py tests/tpch/test_tpch.py
+	EMBER_TPCH=$(abspath $(DATA)) $(SPARK40)/bin/python -m pytest -q tests/engines/spark/test_jar.py tests/engines/spark/test_plan_in.py tests/capture/test_operators.py tests/tpch/test_tpch.py
 
 # The fast tier, while editing (about a minute; `make test` runs everything): each test that
 # starts no JVM and needs neither Chromium nor TPC-DS (tests/conftest.py marks the others

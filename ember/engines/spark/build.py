@@ -1,13 +1,14 @@
 """ember IR → Spark logical plan (the execution edge).
 
-A subtree the rewrite left as import made it is the optimized plan's own, so its
-Catalyst node is used whole, runtime filters included (rebuilding it cost a few py4j
-round trips a node, and most of a job's plan is such subtrees). Other nodes ember did
-not change are rebuilt from their own Catalyst node with new children, so Spark runs
-what the user wrote; the few nodes the rewrite extends (projections, aggregates,
-unions, expands, numbered scans) are constructed with Catalyst's own constructors,
-keeping every attribute's exprId so parents still resolve. The finished plan is turned
-into a DataFrame once, at the top.
+Most of a rewritten plan goes to the JVM as one message (`plan_in`): a subtree the
+rewrite left as the import made it is used whole (runtime filters included), nodes ember
+did not change are rebuilt from their own Catalyst node with new children, and the few
+it extends (projections, aggregates, unions, expands, joins) are constructed keeping
+every attribute's exprId, so parents still resolve. What needs Python or Spark's
+analyzer is built here through py4j and enters the message as a built plan: grouped and
+partition maps over wrapped Python functions, Python UDTFs, window positions, supplied
+keys, numbered scans and cached subplans. The finished plan is turned into a DataFrame
+once, at the top.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pyspark.sql.types import StructType, _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 from pyspark.sql.window import Window as W
 
-from ember.engines.spark import jar
+from ember.engines.spark import jar, plan_in
 from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.engines.spark.numbering import HELPERS, TextNumbering, files, parquet_rid
 from ember.engines.spark.plan_import import BATCHED_GROUP_MAPS
@@ -44,8 +45,6 @@ from ember.plan import ir
 from ember.plan.sources import Source
 
 _LOGICAL = "org.apache.spark.sql.catalyst.plans.logical"
-# Shorter runs of columns cost fewer round trips read one by one than sliced and appended.
-_MIN_SLICE = 3
 
 
 @dataclass
@@ -101,6 +100,8 @@ class Builder:
         handle = getattr(node, "handle", None)
         if handle is not None and id(node) in self._unchanged:
             plan: JObj = handle
+        elif plan_in.expressible(node):  # with every expressible node under it, in one call
+            plan = plan_in.build(self.jvm, plan_in.message(node, self.build, self._unchanged))
         else:
             plan = getattr(self, f"_{type(node).__name__}")(node)
         output = plan.output()
@@ -244,101 +245,6 @@ class Builder:
         made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*own, *extra]]))
         output = self.seq([*iterate(h.output()), self.jvm.attribute(added.name, dtype, True, added.id)])
         return self.logical(str(h.nodeName()))(made, output, child, h.isBarrier(), h.profile())
-
-    def _Filter(self, node: ir.Filter) -> JObj:
-        return self.logical("Filter")(self.expr(node.cond), self.build(node.child))
-
-    def _Project(self, node: ir.Project) -> JObj:
-        child = self.build(node.child)
-        return self.logical("Project")(self._named_seq(node.columns), child)
-
-    def _named_seq(self, columns: tuple[ir.Named, ...]) -> JObj:
-        """The Seq of a projection's columns. Runs of plain columns that sit side by side in
-        a built node's output (most of what the rewrite adds: slots carried up, columns put
-        back in order) are sliced out of that output in one round trip, not read one by one."""
-        whole: JObj | None = None
-        singles: list[JObj] = []
-
-        def add(piece: JObj) -> None:
-            nonlocal whole
-            whole = piece if whole is None else whole.appendedAll(piece)
-
-        i = 0
-        while i < len(columns):
-            output, lo, hi = self._run(columns, i)
-            if hi - lo >= _MIN_SLICE:
-                if singles:
-                    add(self.seq(singles))
-                    singles = []
-                add(output.slice(lo, hi))
-                i += hi - lo
-            else:
-                singles.append(self.named(columns[i]))
-                i += 1
-        if singles or whole is None:
-            add(self.seq(singles))
-        return whole
-
-    def _run(self, columns: tuple[ir.Named, ...], start: int) -> tuple[JObj, int, int]:
-        """(output, lo, hi): columns from `start` on that are output positions `lo..hi-1` of
-        one built node, as they are (hi == lo when none is)."""
-        output, lo = None, 0
-        n = 0
-        for c in columns[start:]:
-            if not isinstance(c.expr, ir.ColumnRef) or c.expr.attr.id != c.attr.id or c.attr.id not in self.outputs:
-                break
-            seq, pos = self.outputs[c.attr.id]
-            if output is None:
-                output, lo = seq, pos
-            elif seq is not output or pos != lo + n:
-                break
-            n += 1
-        return output, lo, lo + n
-
-    def _Join(self, node: ir.Join) -> JObj:
-        if node.handle is not None:
-            return self._same(node)
-        left, right = self.build(node.left), self.build(node.right)
-        cond = self.jvm.some(self.expr(node.cond)) if node.cond is not None else self.jvm.none()
-        hint = self.logical("JoinHint$.MODULE$").NONE()
-        kind = self.jvm.name("org.apache.spark.sql.catalyst.plans.JoinType.apply")(node.kind)
-        return self.logical("Join")(left, right, kind, cond, hint)
-
-    def _Aggregate(self, node: ir.Aggregate) -> JObj:
-        child = self.build(node.child)
-        hint = node.handle.productElement(3) if node.handle is not None else self.jvm.none()
-        columns = [self._collected(c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in node.columns]
-        return self.logical("Aggregate")(self.seq([self.expr(k) for k in node.keys]), self.seq(columns), child, hint)
-
-    def _collected(self, n: ir.Named) -> JObj:
-        """`collect_list(struct(...))` made with Catalyst's constructors (resolving it through a
-        DataFrame cost two analyses of the whole input plan); a bare column's list is
-        cheaper to build than a list of one-field structs."""
-        assert isinstance(n.expr, ir.Collected)
-        cols = [self.attr(a) for a in n.expr.attrs]
-        item = cols[0] if len(cols) == 1 else self.jvm.name(f"{EXPRESSIONS}.CreateStruct.apply")(self.seq(cols))
-        made = self.jvm.name(f"{EXPRESSIONS}.aggregate.CollectList")(item).toAggregateExpression()
-        return self.jvm.alias(made, n.attr.name, n.attr.id)
-
-    def _Union(self, node: ir.Union) -> JObj:
-        children = [self.build(c) for c in node.inputs]
-        if node.handle is not None:
-            return node.handle.withNewChildren(self.seq(children))
-        return self.logical("Union")(self.seq(children), False, False)
-
-    def _Expand(self, node: ir.Expand) -> JObj:
-        child = self.build(node.child)
-        projections = [self.seq([self.expr(e) for e in p]) for p in node.projections]
-        own = {int(a.exprId().id()): a for a in iterate(node.handle.output())}
-        output = []
-        for i, a in enumerate(node.attrs):
-            if a.id in own:
-                output.append(own[a.id])
-                continue
-            src = node.projections[0][i]
-            dtype = self.expr(src).dataType()
-            output.append(self.jvm.attribute(a.name, dtype, True, a.id))
-        return self.logical("Expand")(self.seq(projections), self.seq(output), child)
 
     def _Window(self, node: ir.Window) -> JObj:
         """The window with the frame counts the rewrite added, over the same spec: in the

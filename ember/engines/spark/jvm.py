@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from py4j import protocol as proto
-from py4j.java_gateway import JVMView
+from py4j.java_gateway import JavaObject, JVMView
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from ember.errors import EmberError
@@ -27,6 +27,7 @@ LOGICAL = CATALYST + ".plans.logical"
 # Resolved JVM names per gateway. py4j resolves `jvm.org.apache...` one round trip per dot,
 # and building a plan names the same few classes thousands of times.
 _NAMES: dict[int, tuple[Any, dict[str, JObj]]] = {}
+_GATEWAY = " gateway"  # where `Jvm.gateway` keeps it among the names (no JVM name has a space)
 
 
 def _names(client: Any) -> dict[str, JObj]:
@@ -93,6 +94,14 @@ class Jvm:
     def name(self, path: str) -> JObj:
         """A JVM package, class, static method or Scala object (`Foo$.MODULE$`), resolved once."""
         return _resolved(self._names, self.jvm, path)
+
+    def gateway(self) -> JObj:
+        """The JVM's py4j gateway (its registry of the objects Python holds), fetched once."""
+        found = self._names.get(_GATEWAY)
+        if found is None:
+            client = self.jsession._gateway_client
+            found = self._names[_GATEWAY] = JavaObject(proto.GATEWAY_SERVER_OBJECT_ID, client).getGateway()
+        return found
 
     # --- Scala collections -------------------------------------------------
     def seq(self, items: Iterable[JObj]) -> JObj:

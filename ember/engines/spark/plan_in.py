@@ -1,0 +1,135 @@
+"""ember IR → one "plan in" message, which the jar's `PlanBuild` turns into a Catalyst plan.
+
+Building the rewritten plan through py4j cost several round trips per node and per new
+expression; the message builds a whole subtree in one. It is JSON (schema version 1,
+docs/design/import.md): nodes by operation, expressions the import made (and plans ember
+built before) by their py4j gateway id, attributes by exprId. A node the message cannot
+express (Python UDF wrappers, supplied keys, numbered and cached inputs, window positions
+Spark must resolve) is built by the caller first and comes in as a built plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from ember.engines.spark import jar
+from ember.engines.spark.jvm import JObj, Jvm
+from ember.plan import ir
+
+VERSION = 1
+
+Message = dict[str, Any]
+
+
+def expressible(node: ir.Node) -> bool:
+    """Whether the message can hold `node` itself (its children may be built outside)."""
+    if isinstance(node, ir.Window):
+        return not node.python and not any(isinstance(c.expr, ir.FrameCount) for c in node.columns)
+    if isinstance(node, ir.Scan | ir.Limit | ir.Passthrough):
+        return node.handle is not None
+    return isinstance(node, ir.Filter | ir.Project | ir.Join | ir.Aggregate | ir.Union | ir.Expand)
+
+
+def message(node: ir.Node, outside: Callable[[ir.Node], JObj], unchanged: frozenset[int]) -> Message:
+    """The message for `node` (which must be `expressible`). `outside` builds a node the
+    message cannot hold; a node in `unchanged` (ids) is the import's own, used whole.
+
+    >>> from types import SimpleNamespace
+    >>> a = ir.Attr(1, "a", "bigint")
+    >>> scan = ir.Scan(source=None, attrs=(a,), handle=SimpleNamespace(_target_id="o7"))
+    >>> m = message(ir.Filter(scan, cond=ir.ColumnRef(a)), outside=None, unchanged=frozenset())
+    >>> m["root"]
+    {'op': 'filter', 'cond': {'e': 'attr', 'id': 1}, 'kids': [{'op': 'plan', 'ref': 'o7'}]}
+    """
+    return {"version": VERSION, "root": _Writer(outside, unchanged).node(node)}
+
+
+def build(jvm: Jvm, m: Message) -> JObj:
+    """The Catalyst plan `m` describes, in one py4j call. The message goes through a file,
+    as the plan import's does (large py4j messages stall)."""
+    fd, path = tempfile.mkstemp(prefix="ember-plan-in-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(m, f, separators=(",", ":"))
+        return jar.helper(jvm, "PlanBuild").build(jvm.gateway(), path)
+    finally:
+        os.unlink(path)
+
+
+class _Writer:
+    def __init__(self, outside: Callable[[ir.Node], JObj], unchanged: frozenset[int]) -> None:
+        self.outside = outside
+        self.unchanged = unchanged
+
+    def node(self, n: ir.Node) -> Message:
+        handle = getattr(n, "handle", None)
+        if handle is not None and id(n) in self.unchanged:
+            return _plan(handle)
+        if not expressible(n):
+            return _plan(self.outside(n))
+        kids = [self.node(c) for c in n.children]
+        if isinstance(n, ir.Filter):
+            return {"op": "filter", "cond": self.expr(n.cond), "kids": kids}
+        if isinstance(n, ir.Project):
+            return {"op": "project", "list": [self.named(c) for c in n.columns], "kids": kids}
+        if isinstance(n, ir.Join) and n.handle is None:
+            cond = None if n.cond is None else self.expr(n.cond)
+            return {"op": "join", "kind": n.kind, "cond": cond, "kids": kids}
+        if isinstance(n, ir.Aggregate):
+            made: Message = {"op": "aggregate", "keys": [self.expr(k) for k in n.keys], "kids": kids}
+            made["list"] = [self.collected(c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in n.columns]
+            if n.handle is not None:  # the user's aggregate: its hint, if any, stays
+                made["hint"] = {"ref": _ref(n.handle)}
+            return made
+        if isinstance(n, ir.Union):
+            return {"op": "union", "kids": kids, **({"ref": _ref(n.handle)} if n.handle is not None else {})}
+        if isinstance(n, ir.Expand):
+            projections = [[self.expr(e) for e in p] for p in n.projections]
+            output = [{"name": a.name, "id": a.id} for a in n.attrs]
+            return {"op": "expand", "ref": _ref(n.handle), "projections": projections, "output": output, "kids": kids}
+        if isinstance(n, ir.Window):
+            return {"op": "window", "ref": _ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": kids}
+        # the node as it was, over its new children (a scan, a limit, a join the user wrote, ...)
+        return {"op": "same", "ref": _ref(handle), "kids": kids} if kids else _plan(handle)
+
+    def expr(self, e: ir.AnyExpr) -> Message:
+        if isinstance(e, ir.Expr):
+            if e.handle is None:
+                raise AssertionError(f"expression without an engine handle: {e.sql}")
+            return {"e": "ref", "ref": _ref(e.handle)}
+        if isinstance(e, ir.ColumnRef):
+            return {"e": "attr", "id": e.attr.id}
+        if isinstance(e, ir.FrameCount | ir.Collected):
+            raise AssertionError("frame counts and collected lists live only in window and aggregate nodes")
+        if isinstance(e, ir.PartitionId):
+            return {"e": "partition_id"}
+        if e.value is True:
+            return {"e": "true"}
+        return {"e": "null", "id": e.like.id, "ddl": e.like.dtype}
+
+    def named(self, n: ir.Named) -> Message:
+        e = n.expr
+        if isinstance(e, ir.ColumnRef) and e.attr.id == n.attr.id:
+            return {"e": "attr", "id": e.attr.id}
+        if isinstance(e, ir.Expr) and e.handle is not None and e.names == n.attr.id:
+            return {"e": "ref", "ref": _ref(e.handle)}
+        return {"e": "alias", "child": self.expr(e), "name": n.attr.name, "id": n.attr.id}
+
+    def collected(self, n: ir.Named) -> Message:
+        """`collect_list` of the columns (a struct of them if more than one), as an aggregate."""
+        assert isinstance(n.expr, ir.Collected)
+        return {"e": "collect_list", "ids": [a.id for a in n.expr.attrs], "name": n.attr.name, "id": n.attr.id}
+
+
+def _ref(handle: JObj) -> str:
+    """A py4j object's id on the gateway: the JVM finds the object by it."""
+    return str(handle._target_id)
+
+
+def _plan(handle: JObj) -> Message:
+    return {"op": "plan", "ref": _ref(handle)}
+

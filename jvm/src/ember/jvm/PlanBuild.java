@@ -1,0 +1,218 @@
+package ember.jvm;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.CreateStruct;
+import org.apache.spark.sql.catalyst.expressions.ExprId;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.SparkPartitionID;
+import org.apache.spark.sql.catalyst.expressions.aggregate.CollectList;
+import org.apache.spark.sql.catalyst.plans.JoinType$;
+import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
+import org.apache.spark.sql.catalyst.plans.logical.Expand;
+import org.apache.spark.sql.catalyst.plans.logical.Filter;
+import org.apache.spark.sql.catalyst.plans.logical.Join;
+import org.apache.spark.sql.catalyst.plans.logical.JoinHint;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
+import org.apache.spark.sql.catalyst.plans.logical.Project;
+import org.apache.spark.sql.catalyst.plans.logical.Union;
+import org.apache.spark.sql.catalyst.plans.logical.Window;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import scala.Option;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * ember's rewritten plan, built from one message (the "plan in" schema, version 1, in
+ * docs/design/import.md) in one py4j call instead of several calls per node and per
+ * expression. Nodes and expressions made before (the user's own, from the plan import)
+ * come in by reference: their py4j gateway ids. Attributes come in by exprId and resolve
+ * against the outputs of the nodes built so far, the latest first, as Python's builder
+ * resolved them; every new column keeps the exprId ember gave it, so parents resolve it.
+ */
+public final class PlanBuild {
+    public static final int VERSION = 1;
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private final py4j.Gateway gateway;
+    private final Map<Long, Attribute> scope = new HashMap<>();
+    private java.util.UUID jvmId;
+
+    /** The instance Python holds (`engines.spark.jar.helper`); each build makes its own. */
+    public PlanBuild() {
+        this(null);
+    }
+
+    private PlanBuild(py4j.Gateway gateway) {
+        this.gateway = gateway;
+    }
+
+    /** The plan the message in file `path` describes (a file: see `PlanDump.write`). */
+    public LogicalPlan build(py4j.Gateway gateway, String path) throws IOException {
+        JsonNode message = JSON.readTree(Files.readAllBytes(Path.of(path)));
+        int version = message.path("version").asInt(-1);
+        if (version != VERSION) {
+            throw new IllegalArgumentException("ember plan message version " + version + "; this jar reads " + VERSION);
+        }
+        PlanBuild made = new PlanBuild(gateway);
+        made.jvmId = NamedExpression$.MODULE$.newExprId().jvmId();
+        return made.node(message.get("root"));
+    }
+
+    // --- plans -----------------------------------------------------------------------
+    private LogicalPlan node(JsonNode n) {
+        String op = n.get("op").asText();
+        List<LogicalPlan> kids = new ArrayList<>();
+        for (JsonNode k : n.path("kids")) {
+            kids.add(node(k));
+        }
+        LogicalPlan made = switch (op) {
+            case "plan" -> (LogicalPlan) ref(n);
+            case "same" -> ((LogicalPlan) ref(n)).withNewChildren(seq(kids));
+            case "filter" -> new Filter(expr(n.get("cond")), kids.get(0));
+            case "project" -> new Project(named(n.get("list")), kids.get(0));
+            case "join" -> new Join(kids.get(0), kids.get(1), JoinType$.MODULE$.apply(n.get("kind").asText()),
+                n.get("cond").isNull() ? Option.empty() : Option.apply(expr(n.get("cond"))), JoinHint.NONE());
+            case "aggregate" -> aggregate(n, kids.get(0));
+            case "union" -> n.has("ref") ? ((LogicalPlan) ref(n)).withNewChildren(seq(kids)) : new Union(seq(kids), false, false);
+            case "expand" -> expand(n, kids.get(0));
+            case "window" -> window(n, kids.get(0));
+            default -> throw new IllegalArgumentException("ember plan message: unknown node op " + op);
+        };
+        for (Attribute a : CollectionConverters.asJava(made.output())) {
+            scope.put(a.exprId().id(), a);
+        }
+        return made;
+    }
+
+    @SuppressWarnings("unchecked")
+    private LogicalPlan aggregate(JsonNode n, LogicalPlan child) {
+        List<Expression> keys = new ArrayList<>();
+        for (JsonNode k : n.get("keys")) {
+            keys.add(expr(k));
+        }
+        // The user's hint (4.x: `Option[AggregateHint]`), by position as Python read it.
+        Option<Object> hint = n.has("hint") ? (Option<Object>) ((Aggregate) ref(n.get("hint"))).productElement(3) : Option.empty();
+        return new Aggregate(seq(keys), named(n.get("list")), child, (Option) hint);
+    }
+
+    private LogicalPlan expand(JsonNode n, LogicalPlan child) {
+        List<Seq<Expression>> projections = new ArrayList<>();
+        List<List<Expression>> made = new ArrayList<>();
+        for (JsonNode p : n.get("projections")) {
+            List<Expression> row = new ArrayList<>();
+            for (JsonNode e : p) {
+                row.add(expr(e));
+            }
+            made.add(row);
+            projections.add(seq(row));
+        }
+        Map<Long, Attribute> own = new HashMap<>();
+        for (Attribute a : CollectionConverters.asJava(((LogicalPlan) ref(n)).output())) {
+            own.put(a.exprId().id(), a);
+        }
+        List<Attribute> output = new ArrayList<>();
+        int i = 0;
+        for (JsonNode a : n.get("output")) {
+            long id = a.get("id").asLong();
+            Attribute kept = own.get(id);
+            output.add(kept != null ? kept : attribute(a.get("name").asText(), made.get(0).get(i).dataType(), id));
+            i++;
+        }
+        return new Expand(seq(projections), seq(output), child);
+    }
+
+    @SuppressWarnings("unchecked")
+    private LogicalPlan window(JsonNode n, LogicalPlan child) {
+        Window spec = (Window) ref(n);
+        return new Window(named(n.get("list")), spec.partitionSpec(), spec.orderSpec(), child, (Option) spec.productElement(4));
+    }
+
+    // --- expressions -----------------------------------------------------------------
+    private Expression expr(JsonNode e) {
+        String kind = e.get("e").asText();
+        return switch (kind) {
+            case "ref" -> (Expression) ref(e);
+            case "attr" -> attr(e.get("id").asLong());
+            case "true" -> Literal.create(true, DataTypes.BooleanType);
+            case "null" -> new Literal(null, type(e));
+            case "partition_id" -> new SparkPartitionID();
+            case "alias" -> alias(expr(e.get("child")), e);
+            case "collect_list" -> alias(collectList(e.get("ids")), e);
+            default -> throw new IllegalArgumentException("ember plan message: unknown expression " + kind);
+        };
+    }
+
+    private Expression collectList(JsonNode ids) {
+        List<Expression> columns = new ArrayList<>();
+        for (JsonNode id : ids) {
+            columns.add(attr(id.asLong()));
+        }
+        Expression item = columns.size() == 1 ? columns.get(0) : CreateStruct.apply(seq(columns));
+        return new CollectList(item).toAggregateExpression();
+    }
+
+    private Seq<NamedExpression> named(JsonNode list) {
+        List<NamedExpression> columns = new ArrayList<>();
+        for (JsonNode c : list) {
+            columns.add((NamedExpression) expr(c));
+        }
+        return seq(columns);
+    }
+
+    private Attribute attr(long id) {
+        Attribute found = scope.get(id);
+        if (found == null) {
+            throw new IllegalArgumentException("ember plan message: attribute #" + id + " is not in any built input");
+        }
+        return found;
+    }
+
+    /** A null's type: that of the attribute it stands for where one was built, else its DDL. */
+    private DataType type(JsonNode e) {
+        Attribute like = e.has("id") ? scope.get(e.get("id").asLong()) : null;
+        return like != null ? like.dataType() : DataType.fromDDL(e.get("ddl").asText());
+    }
+
+    private Alias alias(Expression child, JsonNode e) {
+        return new Alias(child, e.get("name").asText(), exprId(e.get("id").asLong()), seq(List.of()), Option.empty(), seq(List.of()));
+    }
+
+    private AttributeReference attribute(String name, DataType type, long id) {
+        return new AttributeReference(name, type, true, Metadata.empty(), exprId(id), seq(List.of()));
+    }
+
+    private ExprId exprId(long id) {
+        return new ExprId(id, jvmId);
+    }
+
+    private Object ref(JsonNode n) {
+        String id = n.get("ref").asText();
+        Object found = gateway.getObject(id);
+        if (found == null) {
+            throw new IllegalArgumentException("ember plan message: no object " + id + " on the gateway");
+        }
+        return found;
+    }
+
+    private static <T> Seq<T> seq(List<T> items) {
+        return CollectionConverters.asScala(items).toSeq();
+    }
+}
