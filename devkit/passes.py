@@ -477,7 +477,7 @@ def _dispatched(
 
 
 def _import(classes: list[type[ir.Node]]) -> tuple[dict[str, Cell], list[str]]:
-    modules = _modules("ember/engines/spark/**/*.py", but=["ember/engines/spark/build.py"])
+    modules = _modules("ember/engines/spark/**/*.py", but=["ember/engines/spark/build.py", "ember/engines/spark/plan_in.py"])
     made = constructed(modules)
     if not made:
         raise LookupError("devkit.passes: no module of ember/engines/spark constructs IR nodes")
@@ -609,7 +609,9 @@ nor an explicit refusal or pass-through in some pass.
   lineage goes (inline lists, side tables, keys, DuckDB after the job).
 - **rewrite**: the capture rewrite (`capture/annotate.py`): the slots and side tables each
   operator gets.
-- **Spark build**: the rewritten IR → a Catalyst plan (`engines/spark/build.py`).
+- **Spark build**: the rewritten IR → a Catalyst plan (`engines/spark/plan_in.py`
+  writes the one message the jar builds; `engines/spark/build.py` builds through py4j
+  what needs Python or Spark's analyzer).
 - **DuckDB**: the IR → DuckDB SQL compiler (`engines/duck/compile.py`), which reads side
   tables after the job (its plan mode) and lazy lineage's blocks (its lineage mode) in
   process; what it declines, Spark computes.

@@ -71,30 +71,52 @@ class _Writer:
             return _plan(handle)
         if not expressible(n):
             return _plan(self.outside(n))
-        kids = [self.node(c) for c in n.children]
-        if isinstance(n, ir.Filter):
-            return {"op": "filter", "cond": self.expr(n.cond), "kids": kids}
-        if isinstance(n, ir.Project):
-            return {"op": "project", "list": [self.named(c) for c in n.columns], "kids": kids}
-        if isinstance(n, ir.Join) and n.handle is None:
-            cond = None if n.cond is None else self.expr(n.cond)
-            return {"op": "join", "kind": n.kind, "cond": cond, "kids": kids}
-        if isinstance(n, ir.Aggregate):
-            made: Message = {"op": "aggregate", "keys": [self.expr(k) for k in n.keys], "kids": kids}
-            made["list"] = [self.collected(c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in n.columns]
-            if n.handle is not None:  # the user's aggregate: its hint, if any, stays
-                made["hint"] = {"ref": _ref(n.handle)}
-            return made
-        if isinstance(n, ir.Union):
-            return {"op": "union", "kids": kids, **({"ref": _ref(n.handle)} if n.handle is not None else {})}
-        if isinstance(n, ir.Expand):
-            projections = [[self.expr(e) for e in p] for p in n.projections]
-            output = [{"name": a.name, "id": a.id} for a in n.attrs]
-            return {"op": "expand", "ref": _ref(n.handle), "projections": projections, "output": output, "kids": kids}
-        if isinstance(n, ir.Window):
-            return {"op": "window", "ref": _ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": kids}
-        # the node as it was, over its new children (a scan, a limit, a join the user wrote, ...)
-        return {"op": "same", "ref": _ref(handle), "kids": kids} if kids else _plan(handle)
+        made: Message = getattr(self, f"_{type(n).__name__}")(n)
+        return made
+
+    def _kids(self, n: ir.Node) -> list[Message]:
+        return [self.node(c) for c in n.children]
+
+    def _same(self, n: ir.Scan | ir.Limit | ir.Passthrough | ir.Join) -> Message:
+        """The node as the import made it, over its new children (a user's join, a limit)."""
+        kids = self._kids(n)
+        return {"op": "same", "ref": _ref(n.handle), "kids": kids} if kids else _plan(n.handle)
+
+    _Scan = _same
+    _Limit = _same
+    _Passthrough = _same
+
+    def _Filter(self, n: ir.Filter) -> Message:
+        return {"op": "filter", "cond": self.expr(n.cond), "kids": self._kids(n)}
+
+    def _Project(self, n: ir.Project) -> Message:
+        return {"op": "project", "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
+
+    def _Join(self, n: ir.Join) -> Message:
+        if n.handle is not None:
+            return self._same(n)
+        cond = None if n.cond is None else self.expr(n.cond)
+        return {"op": "join", "kind": n.kind, "cond": cond, "kids": self._kids(n)}
+
+    def _Aggregate(self, n: ir.Aggregate) -> Message:
+        made: Message = {"op": "aggregate", "keys": [self.expr(k) for k in n.keys], "kids": self._kids(n)}
+        made["list"] = [self.collected(c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in n.columns]
+        if n.handle is not None:  # the user's aggregate: its hint, if any, stays
+            made["hint"] = {"ref": _ref(n.handle)}
+        return made
+
+    def _Union(self, n: ir.Union) -> Message:
+        mine = {"ref": _ref(n.handle)} if n.handle is not None else {}  # the user's, over new inputs
+        return {"op": "union", **mine, "kids": self._kids(n)}
+
+    def _Expand(self, n: ir.Expand) -> Message:
+        projections = [[self.expr(e) for e in p] for p in n.projections]
+        output = [{"name": a.name, "id": a.id} for a in n.attrs]
+        return {"op": "expand", "ref": _ref(n.handle), "projections": projections, "output": output, "kids": self._kids(n)}
+
+    def _Window(self, n: ir.Window) -> Message:
+        """Over the user's own window's partition and order (no positions of ember's)."""
+        return {"op": "window", "ref": _ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
 
     def expr(self, e: ir.AnyExpr) -> Message:
         if isinstance(e, ir.Expr):
