@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ember.engines.spark import jar
@@ -22,7 +23,17 @@ from ember.plan import ir
 
 VERSION = 1
 
-Message = dict[str, Any]
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Message:
+    """The JSON, and the objects it names by id: Python holds them until the JVM has built
+    the plan, because py4j drops an object from its registry (in the background) once
+    Python lets go of it, and a plan built outside is held by nothing else."""
+
+    body: Json
+    held: tuple[JObj, ...]
 
 
 def expressible(node: ir.Node) -> bool:
@@ -42,10 +53,12 @@ def message(node: ir.Node, outside: Callable[[ir.Node], JObj], unchanged: frozen
     >>> a = ir.Attr(1, "a", "bigint")
     >>> scan = ir.Scan(source=None, attrs=(a,), handle=SimpleNamespace(_target_id="o7"))
     >>> m = message(ir.Filter(scan, cond=ir.ColumnRef(a)), outside=None, unchanged=frozenset())
-    >>> m["root"]
+    >>> m.body["root"]
     {'op': 'filter', 'cond': {'e': 'attr', 'id': 1}, 'kids': [{'op': 'plan', 'ref': 'o7'}]}
     """
-    return {"version": VERSION, "root": _Writer(outside, unchanged).node(node)}
+    writer = _Writer(outside, unchanged)
+    root = writer.node(node)
+    return Message({"version": VERSION, "root": root}, tuple(writer.held))
 
 
 def build(jvm: Jvm, m: Message) -> JObj:
@@ -54,7 +67,7 @@ def build(jvm: Jvm, m: Message) -> JObj:
     fd, path = tempfile.mkstemp(prefix="ember-plan-in-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(m, f, separators=(",", ":"))
+            json.dump(m.body, f, separators=(",", ":"))
         return jar.helper(jvm, "PlanBuild").build(jvm.gateway(), path)
     finally:
         os.unlink(path)
@@ -64,65 +77,66 @@ class _Writer:
     def __init__(self, outside: Callable[[ir.Node], JObj], unchanged: frozenset[int]) -> None:
         self.outside = outside
         self.unchanged = unchanged
+        self.held: list[JObj] = []
 
-    def node(self, n: ir.Node) -> Message:
+    def node(self, n: ir.Node) -> Json:
         handle = getattr(n, "handle", None)
         if handle is not None and id(n) in self.unchanged:
-            return _plan(handle)
+            return self._plan(handle)
         if not expressible(n):
-            return _plan(self.outside(n))
-        made: Message = getattr(self, f"_{type(n).__name__}")(n)
+            return self._plan(self.outside(n))
+        made: Json = getattr(self, f"_{type(n).__name__}")(n)
         return made
 
-    def _kids(self, n: ir.Node) -> list[Message]:
+    def _kids(self, n: ir.Node) -> list[Json]:
         return [self.node(c) for c in n.children]
 
-    def _same(self, n: ir.Scan | ir.Limit | ir.Passthrough | ir.Join) -> Message:
+    def _same(self, n: ir.Scan | ir.Limit | ir.Passthrough | ir.Join) -> Json:
         """The node as the import made it, over its new children (a user's join, a limit)."""
         kids = self._kids(n)
-        return {"op": "same", "ref": _ref(n.handle), "kids": kids} if kids else _plan(n.handle)
+        return {"op": "same", "ref": self._ref(n.handle), "kids": kids} if kids else self._plan(n.handle)
 
     _Scan = _same
     _Limit = _same
     _Passthrough = _same
 
-    def _Filter(self, n: ir.Filter) -> Message:
+    def _Filter(self, n: ir.Filter) -> Json:
         return {"op": "filter", "cond": self.expr(n.cond), "kids": self._kids(n)}
 
-    def _Project(self, n: ir.Project) -> Message:
+    def _Project(self, n: ir.Project) -> Json:
         return {"op": "project", "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
 
-    def _Join(self, n: ir.Join) -> Message:
+    def _Join(self, n: ir.Join) -> Json:
         if n.handle is not None:
             return self._same(n)
         cond = None if n.cond is None else self.expr(n.cond)
         return {"op": "join", "kind": n.kind, "cond": cond, "kids": self._kids(n)}
 
-    def _Aggregate(self, n: ir.Aggregate) -> Message:
-        made: Message = {"op": "aggregate", "keys": [self.expr(k) for k in n.keys], "kids": self._kids(n)}
+    def _Aggregate(self, n: ir.Aggregate) -> Json:
+        made: Json = {"op": "aggregate", "keys": [self.expr(k) for k in n.keys], "kids": self._kids(n)}
         made["list"] = [self.collected(c) if isinstance(c.expr, ir.Collected) else self.named(c) for c in n.columns]
         if n.handle is not None:  # the user's aggregate: its hint, if any, stays
-            made["hint"] = {"ref": _ref(n.handle)}
+            made["hint"] = {"ref": self._ref(n.handle)}
         return made
 
-    def _Union(self, n: ir.Union) -> Message:
-        mine = {"ref": _ref(n.handle)} if n.handle is not None else {}  # the user's, over new inputs
+    def _Union(self, n: ir.Union) -> Json:
+        mine = {"ref": self._ref(n.handle)} if n.handle is not None else {}  # the user's, over new inputs
         return {"op": "union", **mine, "kids": self._kids(n)}
 
-    def _Expand(self, n: ir.Expand) -> Message:
+    def _Expand(self, n: ir.Expand) -> Json:
         projections = [[self.expr(e) for e in p] for p in n.projections]
         output = [{"name": a.name, "id": a.id} for a in n.attrs]
-        return {"op": "expand", "ref": _ref(n.handle), "projections": projections, "output": output, "kids": self._kids(n)}
+        return {"op": "expand", "ref": self._ref(n.handle), "projections": projections, "output": output, "kids": self._kids(n)}
 
-    def _Window(self, n: ir.Window) -> Message:
+    def _Window(self, n: ir.Window) -> Json:
         """Over the user's own window's partition and order (no positions of ember's)."""
-        return {"op": "window", "ref": _ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
+        return {"op": "window", "ref": self._ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
 
-    def expr(self, e: ir.AnyExpr) -> Message:
+    def expr(self, e: ir.AnyExpr) -> Json:
         if isinstance(e, ir.Expr):
             if e.handle is None:
                 raise AssertionError(f"expression without an engine handle: {e.sql}")
-            return {"e": "ref", "ref": _ref(e.handle)}
+            return {"e": "ref", "ref": self._ref(e.handle)}
         if isinstance(e, ir.ColumnRef):
             return {"e": "attr", "id": e.attr.id}
         if isinstance(e, ir.FrameCount | ir.Collected):
@@ -133,25 +147,23 @@ class _Writer:
             return {"e": "true"}
         return {"e": "null", "id": e.like.id, "ddl": e.like.dtype}
 
-    def named(self, n: ir.Named) -> Message:
+    def named(self, n: ir.Named) -> Json:
         e = n.expr
         if isinstance(e, ir.ColumnRef) and e.attr.id == n.attr.id:
             return {"e": "attr", "id": e.attr.id}
         if isinstance(e, ir.Expr) and e.handle is not None and e.names == n.attr.id:
-            return {"e": "ref", "ref": _ref(e.handle)}
+            return {"e": "ref", "ref": self._ref(e.handle)}
         return {"e": "alias", "child": self.expr(e), "name": n.attr.name, "id": n.attr.id}
 
-    def collected(self, n: ir.Named) -> Message:
+    def collected(self, n: ir.Named) -> Json:
         """`collect_list` of the columns (a struct of them if more than one), as an aggregate."""
         assert isinstance(n.expr, ir.Collected)
         return {"e": "collect_list", "ids": [a.id for a in n.expr.attrs], "name": n.attr.name, "id": n.attr.id}
 
+    def _ref(self, handle: JObj) -> str:
+        """A py4j object's id on the gateway: the JVM finds the object by it."""
+        self.held.append(handle)
+        return str(handle._target_id)
 
-def _ref(handle: JObj) -> str:
-    """A py4j object's id on the gateway: the JVM finds the object by it."""
-    return str(handle._target_id)
-
-
-def _plan(handle: JObj) -> Message:
-    return {"op": "plan", "ref": _ref(handle)}
-
+    def _plan(self, handle: JObj) -> Json:
+        return {"op": "plan", "ref": self._ref(handle)}

@@ -109,7 +109,7 @@ def test_a_capture_runs_the_subtrees_it_left_alone_as_spark_optimized_them(
     joined = o.join(o.scan("l", left), o.scan("r", right), lambda a, b: a[0] == b[0])
     o.assert_same_lineage(lin, o.group(joined, lambda v: (), lambda vs: (len(vs),)))
     # the job's message: the count over the import's join, used whole (its inputs never sent)
-    (job,) = [m["root"] for m in sent if m["root"]["op"] == "aggregate"]
+    (job,) = [m.body["root"] for m in sent if m.body["root"]["op"] == "aggregate"]
     (kid,) = job["kids"]
     while kid["op"] == "project":  # Spark's column pruning above the join (projections have no handle)
         (kid,) = kid["kids"]

@@ -5,6 +5,8 @@ against their oracles."""
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -98,7 +100,7 @@ def test_the_wide_plan_s_answers_through_the_message(spark: SparkSession, tables
 
 def test_a_message_of_another_version_is_refused_by_name(spark: SparkSession) -> None:
     with pytest.raises(IllegalArgumentException, match="ember plan message version 99; this jar reads 1"):
-        plan_in.build(Jvm(spark), {"version": 99, "root": {}})
+        plan_in.build(Jvm(spark), plan_in.Message({"version": 99, "root": {}}, ()))
 
 
 def test_an_attribute_no_built_input_has_is_refused_by_id(spark: SparkSession, tables: tuple[DataFrame, DataFrame]) -> None:
@@ -116,10 +118,27 @@ def test_the_message_names_the_import_s_objects_and_new_columns(spark: SparkSess
     flag = ir.Attr(123456, "flag", "boolean")
     node = ir.Project(root, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in root.output), ir.Named(ir.Constant(True, flag), flag)))
     m = plan_in.message(node, outside=lambda n: n, unchanged=frozenset(map(id, ir.walk(root))))
-    assert m["version"] == plan_in.VERSION
-    (filtered,) = m["root"]["kids"]
+    assert m.body["version"] == plan_in.VERSION
+    (filtered,) = m.body["root"]["kids"]
     assert filtered["op"] == "filter" and filtered["cond"]["e"] == "ref"  # the user's condition, as imported
     assert filtered["kids"] == [{"op": "plan", "ref": scan.handle._target_id}]  # the import's scan, whole
-    assert m["root"]["list"][-1] == {"e": "alias", "child": {"e": "true"}, "name": "flag", "id": 123456}
+    assert m.body["root"]["list"][-1] == {"e": "alias", "child": {"e": "true"}, "name": "flag", "id": 123456}
     built = plan_in.build(Jvm(spark), m)
     assert [a.id for a in root.output] + [123456] == output_ids(built.output())
+
+
+def test_a_plan_built_outside_stays_on_the_gateway_until_the_jvm_built_it(
+    spark: SparkSession, tables: tuple[DataFrame, DataFrame]
+) -> None:
+    """py4j drops an object from its registry, in the background, once Python holds no
+    reference to it; the message holds what it names until the build is done."""
+    jvm = Jvm(spark)
+    root, _ = import_plan(jvm, tables[0])
+    scan = next(n for n in ir.walk(root) if isinstance(n, ir.Scan))
+    k = scan.attrs[0]
+    node = ir.Project(ir.Shared(scan, key=1), columns=(ir.Named(ir.ColumnRef(k), k),))  # a cached input: built outside
+    m = plan_in.message(node, outside=lambda n: scan.handle.clone(), unchanged=frozenset())  # held by the message only
+    gc.collect()
+    time.sleep(1.5)  # py4j's finalizer thread wakes every second
+    built = plan_in.build(jvm, m)
+    assert jvm.dataframe(built).count() == 40
