@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ember.rdd import LineageContext
 
 # Where each public name lives, imported on first use: `import ember` stays cheap, so the
-# store-only commands (`ember ls/trace/export`) start in well under a second.
+# store-only commands (`ember ls/trace/export`) start quickly.
 _LAZY = {
     "capture": "ember.capture.capture",
     "InferredLineage": "ember.infer.lineage",

@@ -1,8 +1,8 @@
 """Integer columns between numpy and pyarrow without importing pandas.
 
-pyarrow imports pandas (~0.4 s) the first time it turns an array into numpy or numpy into
-an array; the store-only commands (`ember ls/trace/export`) should start in well under a
-second, so the paths they take move integers through the arrays' buffers instead.
+pyarrow imports pandas (slow to import) the first time it turns an array into numpy or
+numpy into an array; the store-only commands (`ember ls/trace/export`) should start
+quickly, so the paths they take move integers through the arrays' buffers instead.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def export(
     if item.status != "eager":
         raise CliError(f"entry {entry!r} is {item.status}: only eager entries keep lineage to export")
     if format is Format.openlineage:
-        from ember.cli import openlineage  # its client takes a third of a second to import
+        from ember.cli import openlineage  # its client is slow to import
 
         text = openlineage.to_json(openlineage.run_event(store, record, item, store_manifest(store, item)))
     else:

@@ -34,8 +34,8 @@ def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tupl
 
 
 # What a store-only command must not import: capture and inference (and the Spark plan
-# code under them), and pandas, which pyarrow imports on its numpy paths (~0.4 s); together
-# they took these commands from ~0.6 s to ~1.4 s.
+# code under them), and pandas, which pyarrow imports on its numpy paths: together they
+# were most of these commands' start-up time.
 HEAVY = ("ember.capture.capture", "ember.infer.infer", "ember.engines.spark.build", "pandas")
 LIGHT = """
 import sys
