@@ -23,7 +23,7 @@ from ember.engines.spark.build import Builder
 from ember.engines.spark.frames import spark_frame
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import number_source, shaped
-from ember.engines.spark.plan_import import import_plan, reads_clock
+from ember.engines.spark.plan_import import Imported, import_plan
 from ember.errors import EmberError, InvalidPredicateError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
 from ember.plan import ir
@@ -127,16 +127,16 @@ def _capture(
     user: pa.Table | None = None
     if strategy == "defer":
         phase("the job (lineage is captured afterwards, in the background)")
-        user, (plan, sources) = _overlapped(jvm, df)
+        user, (plan, sources, clock) = _overlapped(jvm, df)
     else:
         phase("reading the plan")
-        plan, sources = import_plan(jvm, df)
+        plan, sources, clock = import_plan(jvm, df)
     workload = workload or Workload()
     sources = _in_workload(jvm, sources, workload)
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
-    varies = strategy != "inject" and (ir.varies(plan) or reads_clock(jvm, df))
+    varies = strategy != "inject" and (ir.varies(plan) or clock)
     if strategy == "defer":
         if any(isinstance(n, ir.PartitionMap) for n in ir.walk_all(plan)):
             raise EmberError(
@@ -203,7 +203,7 @@ def _why(strategy: Strategy, inline: bool, varies: bool, order_bound: bool) -> s
     return "the plan needs side-table jobs: the result comes first, lineage is built in the background"
 
 
-def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, tuple[ir.Node, dict[str, Source]]]:
+def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, Imported]:
     """Defer: the user's job runs while ember imports its plan (a run of Spark's optimizer that
     would otherwise delay the job), so a refusal comes after the job, not before it."""
     imported = pool("import").submit(jvm.threaded(import_plan), jvm, df)

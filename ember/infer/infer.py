@@ -7,7 +7,7 @@ from pyspark.sql import DataFrame
 from ember.engines.spark.frames import spark_frame
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import number_source
-from ember.engines.spark.plan_import import import_plan, reads_clock
+from ember.engines.spark.plan_import import import_plan
 from ember.errors import UnsupportedOperatorError
 from ember.infer.exact import check_choices, why_rerun
 from ember.infer.lineage import InferredLineage
@@ -35,7 +35,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     """
     df = spark_frame(df)  # a pandas-on-Spark frame is a DataFrame underneath
     jvm = Jvm.of(df, "ember.infer")
-    written, sources = import_plan(jvm, df)
+    written, sources, clock = import_plan(jvm, df)
     _check_deterministic(written, exact)
     plan = lift_limits(written, exact)
     if exact:
@@ -45,7 +45,7 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     numbered = {k: number_source(jvm, s) for k, s in sources.items()}
     rerun = exact and why_rerun(plan, inference) is not None
     segment = split(plan) if rerun else None
-    if rerun and segment is None and reads_clock(jvm, df):
+    if rerun and segment is None and clock:
         raise UnsupportedOperatorError(
             "ember.infer cannot trace this plan exactly: its traces re-run it, and it reads the clock "
             "(current_timestamp() and its kin), which a re-run reads anew; use ember.capture, or "

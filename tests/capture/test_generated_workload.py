@@ -40,7 +40,7 @@ def test_a_workload_keeps_exactly_the_lineage_it_reads(
     tables = generated.register(spark, t0, t1)
     df = generated.spark_plan(spark, plan)
     generated.plain_rows(df)
-    root, _ = import_plan(Jvm(spark), df)
+    root, _, _ = import_plan(Jvm(spark), df)
     read = sorted({n.source.name for n in walk(root) if isinstance(n, Scan) and n.source.name in tables})
     assume(read)  # else Spark found the answer without reading a table (an empty input, say)
     name = pick.choice(read)

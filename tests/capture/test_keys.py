@@ -66,7 +66,7 @@ def fact() -> list[o.Row]:
 
 def keyed(df: DataFrame) -> set[str]:
     """Sources whose rows the capture of `df` names by key, none of them also numbered."""
-    plan, _ = import_plan(Jvm(df.sparkSession), df)
+    plan, _, _ = import_plan(Jvm(df.sparkSession), df)
     annotated = annotate(plan, keyed=unique_keys(plan))
     slots = [*annotated.slots, *(s for t in annotated.tables for s in t.slots)]
     by_key = {s.source for s in slots if isinstance(s, RidSlot) and s.key_column is not None}
@@ -122,7 +122,7 @@ def test_a_semi_join_on_a_unique_key_names_its_one_witness(tables: SparkSession)
     # Each kept fact row's one witness is the dim row holding its fk: no rid, no side table.
     df = tables.sql("SELECT f.val FROM fact f WHERE f.fk IN (SELECT id FROM dim WHERE grp = 'a')")
     assert keyed(df) == {"dim"}
-    plan, _ = import_plan(Jvm(tables), df)
+    plan, _, _ = import_plan(Jvm(tables), df)
     assert not annotate(plan, keyed=unique_keys(plan)).tables
     check(df, o.select(o.semi(fact(), o.where(dim(), lambda d: d[2] == "a"), lambda f, d: f[0] == d[0]), lambda v: (v[1],)))
     # Aggregated above, the witnesses ride in the groups' lists.
@@ -146,14 +146,14 @@ def test_repeated_or_null_keys_keep_rids(tables: SparkSession) -> None:
 def test_key_maps_follow_file_changes(tables: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     _write(path, [(3,), (1,), (2,)], ["id"])
-    _, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
+    _, sources, _ = import_plan(Jvm(tables), tables.read.parquet(str(path)))
     (source,) = sources.values()
     found = key_map(source, "ID")  # Spark resolves column names without regard to case
     assert found is not None
     assert found.rids_of(pa.array([2, None, 3])).to_pylist() == [2, None, 0]
     _write(path, [(3,), (1,), (3,)], ["id"])
     os.utime(path, ns=(source.files[0].mtime_ns + 1, source.files[0].mtime_ns + 1))
-    _, sources = import_plan(Jvm(tables), tables.read.parquet(str(path)))
+    _, sources, _ = import_plan(Jvm(tables), tables.read.parquet(str(path)))
     assert key_map(next(iter(sources.values())), "id") is None
 
 

@@ -543,7 +543,7 @@ def test_witnesses_over_a_correlated_aggregate(
     check(df, o.select(o.semi(orders(), passed, lambda r, v: v[1] == r[0]), lambda v: (v[0], v[2])))
     assert "semi join witnesses" in answered
     assert inputs_read == [4 if kept else -1] * 2  # the flag 'a' items, once per capture (Inject, Defer)
-    plan, sources = import_plan(Jvm(views), df)
+    plan, sources, _ = import_plan(Jvm(views), df)
     annotated = _capture._annotated(plan, Workload(), sources, None)
     assert not any(isinstance(n, ir.Shared) for p in (annotated.plan, *(t.plan for t in annotated.tables)) for n in ir.walk(p))
 
@@ -728,14 +728,14 @@ def test_annotate_asks_strictly_what_duckdb_reads(views: SparkSession) -> None:
     # what DuckDB reads uncached (a table reading the averages would have Spark compute
     # them again).
     df = views.sql("SELECT flag, avg(double(qty)) AS q FROM ls_items GROUP BY flag")
-    plan, sources = import_plan(Jvm(views), df)
+    plan, sources, _ = import_plan(Jvm(views), df)
     aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
     assert duck_compile.readable(aggregate, sources, strict=False)
     assert not local_reads.readable(aggregate, sources)
     assert local_reads.readable(aggregate.child, sources)
     # So is a projected column (a length: not translated).
     df = views.sql("SELECT okey, length(flag) AS n FROM ls_items WHERE qty > 1")
-    plan, sources = import_plan(Jvm(views), df)
+    plan, sources, _ = import_plan(Jvm(views), df)
     assert isinstance(plan, ir.Project)
     assert duck_compile.readable(plan, sources, strict=False)
     assert not local_reads.readable(plan, sources)

@@ -231,7 +231,7 @@ def test_scalar_subqueries_merge_only_over_the_same_rows(views: SparkSession, se
     # keeping its own rows, where Spark's plain job merges them (the filter becomes a
     # FILTER clause) and the merged group would be every row.
     df = views.sql(f"SELECT 1 AS s, (SELECT count(*) FROM b) AS n UNION ALL SELECT 2, (SELECT {second})")
-    plan, _ = import_plan(Jvm(views), df)
+    plan, _, _ = import_plan(Jvm(views), df)
     made = [s for n in ir.walk(plan) for e in n.expressions() for s in e.subqueries]
     assert len(made) == 2 and (made[0] == made[1]) == merged
     over = b() if merged else o.where(b(), lambda v: v[0] > 3)

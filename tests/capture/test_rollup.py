@@ -118,7 +118,7 @@ def test_a_cube_keeps_its_expand(views: SparkSession, indexed: Indexed) -> None:
 def test_rollup_finds_grouping_sets_of_leading_keys(
     views: SparkSession, grouping: str, prefixes: tuple[tuple[int, int], ...] | None
 ) -> None:
-    plan, _ = import_plan(Jvm(views), views.sql(f"SELECT sum(qty) FROM ru_items GROUP BY {grouping}"))
+    plan, _, _ = import_plan(Jvm(views), views.sql(f"SELECT sum(qty) FROM ru_items GROUP BY {grouping}"))
     aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
     found = rollup(aggregate)
     assert (found and found.prefixes) == prefixes

@@ -18,7 +18,7 @@ def views(spark: SparkSession) -> SparkSession:
 
 
 def windows(spark: SparkSession, query: str) -> list[ir.Window]:
-    plan, _ = import_plan(Jvm(spark), spark.sql(query))
+    plan, _, _ = import_plan(Jvm(spark), spark.sql(query))
     return [n for n in ir.walk(untied(plan)) if isinstance(n, ir.Window)]
 
 
@@ -41,7 +41,7 @@ def test_windows_whose_positions_would_be_cached_are_guessed_untied(views: Spark
 
 
 def test_a_plan_with_nothing_to_guess_is_the_same_plan(views: SparkSession) -> None:
-    plan, _ = import_plan(Jvm(views), views.sql("SELECT g, rank() OVER (ORDER BY o) AS r FROM ut"))
+    plan, _, _ = import_plan(Jvm(views), views.sql("SELECT g, rank() OVER (ORDER BY o) AS r FROM ut"))
     assert untied(plan) is plan
 
 

@@ -10,43 +10,63 @@ them without asking.
 
 from __future__ import annotations
 
-import decimal
 import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from py4j import protocol as proto
 from py4j.java_gateway import JavaObject
+from pyspark.sql import DataFrame
 
 from ember.engines.spark import jar
 from ember.engines.spark.jvm import JObj, Jvm
-from ember.plan import ir
-from ember.plan.trees import OPAQUE, PlanTree, Tree
+from ember.plan.trees import PlanOut, PlanTree, Reader, Tree, read
+
+_OPT = "org.apache.spark.sql.catalyst.optimizer."
+# Rules that rewrite a plan in ways that lose which row is which, or add what is no lineage.
+EXCLUDED_RULES = (
+    _OPT + "ConvertToLocalRelation",  # evaluates operators over in-memory data at plan time
+    _OPT + "RewriteNonCorrelatedExists",  # EXISTS → LIMIT 1 would keep one witness, not all
+    _OPT + "InferWindowGroupLimit",  # drops rows before a window sees its whole partition
+    _OPT + "LimitPushDownThroughWindow",
+    # Also drops an outer join whose other side matches at most once and is not read above
+    # (a count over `a LEFT JOIN (... GROUP BY k)`): the matched rows are lineage all the same.
+    _OPT + "EliminateOuterJoin",
+    # Runtime filters (bloom filters, dynamic partition pruning) only skip rows the join
+    # drops anyway; the rewritten plan gets them again when Spark optimizes it to run.
+    _OPT + "InjectRuntimeFilter",
+    "org.apache.spark.sql.execution.dynamicpruning.PartitionPruning",
+)
+
+
+def message(jvm: Jvm, df: DataFrame) -> PlanOut:
+    """The plan out of `df`: its optimized plan (with `excluded` rules) and what the import
+    reads beside it, in one py4j call (schema: docs/design/import.md, "One message out")."""
+    client = df._jdf._gateway_client
+    body = _dumped(lambda path: _dumper(jvm).message(_gateway(df._jdf), df._jdf, ",".join(EXCLUDED_RULES), path))
+    return read(body, lambda ref: JavaObject(ref, client))
 
 
 def plan(jvm: Jvm, p: JObj) -> PlanTree:
     """`p` with handles to its nodes and the expressions they hold."""
-    return _Reader(p._gateway_client).plan(_dumped(lambda path: _dumper(jvm).plan(_gateway(p), p, path)))
+    return Reader(lambda ref: JavaObject(ref, p._gateway_client)).plan(
+        _dumped(lambda path: _dumper(jvm).plan(_gateway(p), p, path))
+    )
 
 
 def expression(jvm: Jvm, e: JObj) -> Tree:
     """One expression, with a handle, as `plan` reads those a node holds."""
-    return _Reader(e._gateway_client).tree(_dumped(lambda path: _dumper(jvm).expression(_gateway(e), e, path)))
-
-
-def views(jvm: Jvm, analyzed: JObj) -> list[tuple[str, PlanTree]]:
-    """The temp views and catalog tables of an analyzed plan that are one leaf (no handles)."""
-    reader = _Reader(analyzed._gateway_client)
-    return [(name, reader.plan(leaf)) for name, leaf in _dumped(lambda path: _dumper(jvm).views(analyzed, path))]
+    return Reader(lambda ref: JavaObject(ref, e._gateway_client)).tree(
+        _dumped(lambda path: _dumper(jvm).expression(_gateway(e), e, path))
+    )
 
 
 def leaves(jvm: Jvm, p: JObj) -> list[PlanTree]:
     """Every leaf of a plan (no handles)."""
-    reader = _Reader(p._gateway_client)
+    reader = Reader(lambda ref: JavaObject(ref, p._gateway_client))
     return [reader.plan(leaf) for leaf in _dumped(lambda path: _dumper(jvm).leaves(p, path))]
 
 
@@ -59,68 +79,6 @@ def _dumped(dump: Callable[[str], None]) -> Any:
         return json.loads(Path(path).read_bytes())
     finally:
         os.unlink(path)
-
-
-_EXPR_FIELDS = ("list", "keys", "partition", "order", "exprs")
-_ONE_EXPR_FIELDS = ("cond", "gen", "fn")
-_ATTR_FIELDS = ("generated", "kept", "grouping", "cogrouping")
-
-
-@dataclass
-class _Reader:
-    client: Any
-
-    def plan(self, d: dict[str, Any]) -> PlanTree:
-        exprs = {k: tuple(self.tree(e) for e in d[k]) for k in _EXPR_FIELDS if k in d}
-        exprs.update({k: (self.tree(d[k]),) for k in _ONE_EXPR_FIELDS if k in d})
-        attrs = {k: _attrs(d[k]) for k in _ATTR_FIELDS if k in d}
-        if "exists" in d:
-            attrs["exists"] = _attrs([d["exists"]])
-        skip = {"k", "h", "out", "kids", "projections", "exists", *_EXPR_FIELDS, *_ONE_EXPR_FIELDS, *_ATTR_FIELDS}
-        return PlanTree(
-            kind=d["k"],
-            output=_attrs(d["out"]),
-            children=tuple(self.plan(c) for c in d["kids"]),
-            exprs=exprs,
-            attrs=attrs,
-            facts={k: v for k, v in d.items() if k not in skip},
-            handle=self.handle(d),
-            projections=tuple(tuple(self.tree(e) for e in row) for row in d.get("projections", ())),
-        )
-
-    def tree(self, d: dict[str, Any]) -> Tree:
-        return Tree(
-            kind=d["k"],
-            text=d["t"],
-            dtype=d["dt"],
-            deterministic=d["det"],
-            refs=frozenset(d["refs"]),
-            children=tuple(self.tree(c) for c in d["c"]),
-            handle=self.handle(d),
-            id=d.get("id"),
-            name=d.get("n"),
-            nullable=d.get("nullable", True),
-            value=_value(d["v"]) if "v" in d else None,
-            values=tuple(_value(v) for v in d.get("set", ())),
-            distinct=d.get("distinct", False),
-            filtered=d.get("filtered", False),
-            outer=d.get("outer", False),
-            plan=self.plan(d["plan"]) if "plan" in d else None,
-            frame=d.get("frame"),
-        )
-
-    def handle(self, d: dict[str, Any]) -> JObj | None:
-        return JavaObject(d["h"], self.client) if "h" in d else None
-
-
-def _attrs(rows: list[list[Any]]) -> tuple[ir.Attr, ...]:
-    return tuple(ir.Attr(int(i), str(n), str(t), bool(null)) for i, n, t, null in rows)
-
-
-def _value(v: Any) -> Any:
-    if isinstance(v, dict):
-        return decimal.Decimal(v["decimal"]) if "decimal" in v else OPAQUE
-    return v
 
 
 # --- the Java side ---------------------------------------------------------------

@@ -15,15 +15,16 @@ import itertools
 import re
 import weakref
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pyarrow.parquet as pq
 from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import DataFrame, SparkSession
 
 from ember.engines.duck import sql as duck_sql
-from ember.engines.spark import catalyst, jar
-from ember.engines.spark.jvm import EXPRESSIONS, JObj, Jvm, iterate
-from ember.errors import EmberError, UnsupportedOperatorError
+from ember.engines.spark import catalyst
+from ember.engines.spark.jvm import Jvm
+from ember.errors import EmberError, StaleSourceError, UnsupportedOperatorError
 from ember.plan import domains, ir
 from ember.plan.sources import (
     COUNTED,
@@ -37,18 +38,6 @@ from ember.plan.sources import (
     stem,
 )
 from ember.plan.trees import PlanTree, Tree, find
-
-_OPT = "org.apache.spark.sql.catalyst.optimizer."
-# Rules that rewrite a plan in ways that lose which row is which.
-EXCLUDED_RULES = (
-    _OPT + "ConvertToLocalRelation",  # evaluates operators over in-memory data at plan time
-    _OPT + "RewriteNonCorrelatedExists",  # EXISTS → LIMIT 1 would keep one witness, not all
-    _OPT + "InferWindowGroupLimit",  # drops rows before a window sees its whole partition
-    _OPT + "LimitPushDownThroughWindow",
-    # Also drops an outer join whose other side matches at most once and is not read above
-    # (a count over `a LEFT JOIN (... GROUP BY k)`): the matched rows are lineage all the same.
-    _OPT + "EliminateOuterJoin",
-)
 
 _UNSUPPORTED = {
     "PythonMapInArrow": "mapInArrow",
@@ -102,24 +91,12 @@ def name_source(jvm: Jvm, df: DataFrame, name: str) -> None:
     _NAMED.setdefault(jvm.spark, {})[str(keys.pop())] = name
 
 
-def optimized_plan(jvm: Jvm, df: DataFrame) -> JObj:
-    """The optimized plan of `df` with ember's excluded rules, and without cached data
-    substituted in, so a DataFrame the user cached is traced through to its sources."""
-    return jar.helper(jvm, "Optimized").plan(jvm.jsession, jvm.analyzed(df), ",".join(EXCLUDED_RULES))
-
-
-def reads_clock(jvm: Jvm, df: DataFrame) -> bool:
-    """Whether `df` reads the clock (`current_timestamp()`, `current_date()`, ...): Spark
-    folds each into the time of the plan's optimization, so a second run differs."""
-    return bool(jar.helper(jvm, "Optimized").readsClock(jvm.analyzed(df)))
-
-
 @dataclass
 class Importer:
-    """Reads one optimized plan; sources are shared across the plan by their key."""
+    """Reads one optimized plan from its message alone (no calls into the engine); sources
+    are shared across the plan by their key and named by `names`, then by default."""
 
-    jvm: Jvm
-    view_names: dict[str, str]
+    names: dict[str, str]  # source key → name (given with `ember.source`, or its view's)
     sources: dict[str, Source] = field(default_factory=dict)
 
     # --- expressions -----------------------------------------------------
@@ -179,31 +156,15 @@ class Importer:
             exprs = self.exprs(p.exprs.get("exprs", ())) if kind != "CollectMetrics" else ()
             named = ir.RANDOM_SAMPLE if kind == "Sample" and not p.facts.get("seeded") else _PASSTHROUGH[kind]
             return ir.Passthrough(child, kind=named, added=added, exprs=exprs, handle=p.handle)
-        shown = p.handle.simpleString(200) if p.handle is not None else kind
-        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {shown!s}")
+        raise UnsupportedOperatorError(f"ember cannot trace the operator {kind}: {p.facts.get('s', kind)}")
 
     def _Project(self, p: PlanTree) -> ir.Node:
         return ir.Project(self.node(p.child), columns=self.named_list(p.exprs["list"], p.output))
 
     def _Filter(self, p: PlanTree) -> ir.Node:
-        child = self.node(p.child)
         cond = p.expr("cond")
         assert cond is not None
-        conjuncts = _conjuncts(cond)
-        kept = [c for c in conjuncts if not _is_runtime_filter(c)]
-        if not kept:
-            return child
-        if len(kept) < len(conjuncts):
-            cond = self._conjunction(cond, kept)
-        return ir.Filter(child, cond=self.expr(cond))
-
-    def _conjunction(self, cond: Tree, kept: list[Tree]) -> Tree:
-        """The conjunction of some of `cond`'s conjuncts, built in the JVM."""
-        handles = [h for c, h in _conjunct_handles(cond, cond.handle) if any(c is k for k in kept)]
-        made = handles[0]
-        for h in handles[1:]:
-            made = self.jvm.name(EXPRESSIONS + ".And")(made, h)
-        return catalyst.expression(self.jvm, made)
+        return ir.Filter(self.node(p.child), cond=self.expr(cond))
 
     def _Join(self, p: PlanTree) -> ir.Node:
         name = p.facts["type"]
@@ -362,7 +323,8 @@ class Importer:
             )
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        if fmt in ("csv", "json", "xml") and _option(p.handle, "mode").upper() == "DROPMALFORMED":
+        options = {str(k).lower(): str(v) for k, v in p.facts.get("options", {}).items()}
+        if fmt in ("csv", "json", "xml") and options.get("mode", "").upper() == "DROPMALFORMED":
             raise UnsupportedOperatorError(
                 f"ember cannot number the rows of {fmt} files read with mode DROPMALFORMED: which rows "
                 "Spark drops depends on the columns a job reads; read them with mode PERMISSIVE (the "
@@ -372,10 +334,12 @@ class Importer:
         for column, dtype in partitioning:
             if duck_sql.duck_type(dtype) is None:
                 raise UnsupportedOperatorError(f"ember cannot read the partition column {column} of type {dtype}")
-        uris = sorted((spark_uri(f) for f in p.facts["files"]), key=path_order)
+        listed = {spark_uri(f): int(size) for f, size, _ in p.facts["files"]}
         files, offset = [], 0
-        for uri in uris:
-            size, mtime = file_facts(uri)
+        for uri in sorted(listed, key=path_order):
+            size, mtime = file_facts(uri)  # this machine's clock, to the nanosecond, as later checks read it
+            if listed[uri] not in (-1, size):
+                raise StaleSourceError(f"{local_path(uri)} changed while ember read the plan: capture again")
             # Text formats are counted by a pass over the files once capture starts (capture.numbering).
             rows = pq.ParquetFile(local_path(uri)).metadata.num_rows if fmt == "parquet" else 0
             try:
@@ -386,7 +350,7 @@ class Importer:
             offset += rows
         roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
-        data = jar.helper(self.jvm, "RowIndex").withoutMetadata(p.handle) if fmt != "parquet" else None
+        data = p.facts.get("bare") if fmt != "parquet" else None
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
         return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data))
 
@@ -412,19 +376,13 @@ class Importer:
         return self._scan(p, Source("none", "none", "none", 1))
 
     def _name(self, key: str, default: str) -> str:
-        name = _NAMED.get(self.jvm.spark, {}).get(key) or self.view_names.get(key) or default
+        name = self.names.get(key) or default
         taken = {s.name for s in self.sources.values()}
         for n in itertools.count(2):
             if name not in taken:
                 return name
             name = f"{name.rsplit('_', 1)[0] if n > 2 else name}_{n}"
         raise AssertionError("unreachable")
-
-
-def _option(relation: JObj, name: str) -> str:
-    """A file relation's reader option (case-insensitive), or ""."""
-    options = relation.relation().options()
-    return next((str(t._2()) for t in iterate(options.toSeq()) if str(t._1()).lower() == name), "")
 
 
 def source_key(leaf: PlanTree) -> str | None:
@@ -447,28 +405,34 @@ def source_keys(jvm: Jvm, df: DataFrame) -> set[str]:
     return {k for k in (source_key(leaf) for leaf in catalyst.leaves(jvm, jvm.analyzed(df))) if k is not None}
 
 
-def view_names(jvm: Jvm, analyzed: JObj) -> dict[str, str]:
-    """Source key → temp-view or table name, for views and tables that *are* one source
-    (a view defined by a query over a table names nothing)."""
-    names: dict[str, str] = {}
-    for name, leaf in catalyst.views(jvm, analyzed):
-        key = source_key(leaf)
-        if key is not None:
-            names.setdefault(key, name)
-    return names
+class Imported(NamedTuple):
+    plan: ir.Node
+    sources: dict[str, Source]  # by key
+    clock: bool  # the plan reads the clock: each run of it computes other values
 
 
-def import_plan(jvm: Jvm, df: DataFrame) -> tuple[ir.Node, dict[str, Source]]:
-    """The IR of `df`'s optimized plan and the sources it reads, by key."""
-    if df.isStreaming:
+def import_plan(jvm: Jvm, df: DataFrame) -> Imported:
+    """The IR of `df`'s optimized plan and the sources it reads, from one plan-out message."""
+    out = catalyst.message(jvm, df)
+    if out.plan is None:
         raise UnsupportedOperatorError(
             "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
             "foreachBatch is a batch one)"
         )
-    analyzed = jvm.analyzed(df)
-    importer = Importer(jvm, view_names(jvm, analyzed))
-    root = importer.node(catalyst.plan(jvm, optimized_plan(jvm, df)))
-    return domains.marked(root), importer.sources
+    importer = Importer({**view_names(out.views), **_NAMED.get(jvm.spark, {})})
+    root = importer.node(out.plan)
+    return Imported(domains.marked(root), importer.sources, out.clock)
+
+
+def view_names(views: tuple[tuple[str, PlanTree], ...]) -> dict[str, str]:
+    """Source key → temp-view or table name, for views and tables that *are* one source
+    (a view defined by a query over a table names nothing); the first name of a source."""
+    names: dict[str, str] = {}
+    for name, leaf in views:
+        key = source_key(leaf)
+        if key is not None:
+            names.setdefault(key, name)
+    return names
 
 
 def _scalar_subqueries(e: Tree) -> list[Tree]:
@@ -511,18 +475,6 @@ def _conjuncts(e: Tree) -> list[Tree]:
     return [e]
 
 
-def _conjunct_handles(e: Tree, handle: JObj) -> list[tuple[Tree, JObj]]:
-    """`_conjuncts` with a handle to each (a conjunct's own is fetched from its And's)."""
-    if e.kind == "And":
-        return _conjunct_handles(e.children[0], handle.left()) + _conjunct_handles(e.children[1], handle.right())
-    return [(e, handle)]
-
-
-def _is_runtime_filter(e: Tree) -> bool:
-    """Bloom-filter and dynamic-pruning filters the optimizer adds: redundant for lineage."""
-    return e.text.startswith("might_contain(scalar-subquery#") or "dynamicpruning#" in e.text
-
-
 def _is_except_all_right(p: PlanTree) -> bool:
     """The right input of Spark's EXCEPT ALL rewrite: it tags its rows with `-1 AS vcol` in a
     projection, which the optimizer may push below limits, sorts and filters and merge into
@@ -562,11 +514,8 @@ def _frame(named: Tree) -> ir.Frame:
         and fn.children[0].kind in _ORDER_BLIND
         and (kind == "range" or lower == upper == "unbounded")
     )
-    values: tuple[JObj | None, JObj | None] = (None, None)
-    if lower.startswith("value ") or upper.startswith("value "):
-        assert named.handle is not None
-        made = (named.handle.child() if named.kind == "Alias" else named.handle).windowSpec().frameSpecification()
-        values = (made.lower() if lower.startswith("value ") else None, made.upper() if upper.startswith("value ") else None)
+    low, high = frame.children[:2]  # a value bound comes with its handle, which the frame is built from
+    values = (low.handle if lower.startswith("value ") else None, high.handle if upper.startswith("value ") else None)
     return ir.Frame(kind, lower, upper, whole=ranking, values=values, tie_free=tie_free)
 
 

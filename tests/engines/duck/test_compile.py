@@ -81,7 +81,7 @@ def _duck_rows(query: Compiled) -> list[tuple[Any, ...]]:
 
 
 def _compiled(df: DataFrame, change: Callable[[ir.Node], ir.Node] = lambda p: p) -> Compiled:
-    plan, sources = import_plan(Jvm(df.sparkSession), df)
+    plan, sources, _ = import_plan(Jvm(df.sparkSession), df)
     compiled = duck_compile.rows(change(plan), sources)
     assert compiled is not None, ir.outline(plan)
     return compiled
@@ -126,9 +126,9 @@ def test_plan_rows_are_sparks(views: SparkSession, query: str) -> None:
 
 
 def test_a_plan_with_what_does_not_translate_does_not_compile(views: SparkSession) -> None:
-    plan, sources = import_plan(Jvm(views), views.sql("SELECT okey FROM c_items WHERE length(flag) = 1"))
+    plan, sources, _ = import_plan(Jvm(views), views.sql("SELECT okey FROM c_items WHERE length(flag) = 1"))
     assert duck_compile.rows(plan, sources) is None
-    plan, sources = import_plan(Jvm(views), views.sql("SELECT flag, avg(double(qty)) AS q FROM c_items GROUP BY flag"))
+    plan, sources, _ = import_plan(Jvm(views), views.sql("SELECT flag, avg(double(qty)) AS q FROM c_items GROUP BY flag"))
     aggregate = next(n for n in ir.walk(plan) if isinstance(n, ir.Aggregate))
     assert duck_compile.readable(aggregate, sources, strict=False)  # its keys read, its averages not
     assert not duck_compile.readable(aggregate, sources)
@@ -146,7 +146,7 @@ def test_plans_equal_up_to_attribute_ids_compile_to_one_key(views: SparkSession)
 
 
 def _group_table(views: SparkSession, query: str) -> tuple[ir.Project, dict[str, Source]]:
-    plan, sources = import_plan(Jvm(views), views.sql(query))
+    plan, sources, _ = import_plan(Jvm(views), views.sql(query))
     if not isinstance(plan, ir.Project):  # a side table's plan is a projection of its columns
         plan = ir.Project(plan, tuple(ir.Named(ir.ColumnRef(a), a) for a in plan.output))
     return plan, sources
@@ -295,7 +295,7 @@ LINEAGE = {
 
 @pytest.mark.parametrize(("query", "oracle"), LINEAGE.values(), ids=LINEAGE.keys())
 def test_lineage_rows_are_the_rids_spark_joins(views: SparkSession, query: str, oracle: str) -> None:
-    plan, _ = import_plan(Jvm(views), views.sql(query))
+    plan, _, _ = import_plan(Jvm(views), views.sql(query))
     root = plan.child if isinstance(plan, ir.Project) else plan
     compiler = Compiler.of({}, "lineage", frames=_frames(root))
     assert compiler.read(root), ir.outline(root)
@@ -309,6 +309,6 @@ def test_lineage_rows_are_the_rids_spark_joins(views: SparkSession, query: str, 
 
 
 def test_lineage_mode_reads_no_operator_beyond_a_block(views: SparkSession) -> None:
-    plan, _ = import_plan(Jvm(views), views.sql("SELECT flag, okey, rank() OVER (PARTITION BY flag ORDER BY qty) AS r FROM l_items"))
+    plan, _, _ = import_plan(Jvm(views), views.sql("SELECT flag, okey, rank() OVER (PARTITION BY flag ORDER BY qty) AS r FROM l_items"))
     window = next(n for n in ir.walk(plan) if isinstance(n, ir.Window))
     assert not Compiler.of({}, "lineage", frames=_frames(window)).read(window)

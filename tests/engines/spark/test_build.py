@@ -29,7 +29,7 @@ def test_a_cached_subplan_answers_as_the_plan_does(spark: SparkSession) -> None:
         "SELECT k, v FROM build_t WHERE k NOT IN ("
         " SELECT k FROM (SELECT 0 AS k, count(*) AS n FROM (SELECT k FROM build_t GROUP BY k ORDER BY k LIMIT 1)))"
     )
-    root, sources = import_plan(Jvm(spark), df)
+    root, sources, _ = import_plan(Jvm(spark), df)
     assert any(isinstance(n, ir.Limit) for n in ir.walk(root))  # the shape Spark mis-answers
     builder = Builder(Jvm(spark), sources)
     cached_before = _cached_rdds(spark)
@@ -59,7 +59,7 @@ def _same_object(spark: SparkSession, a: JObj, b: JObj) -> bool:
 
 
 def test_a_subtree_the_rewrite_left_as_imported_is_spark_s_own_node(spark: SparkSession) -> None:
-    root, sources = import_plan(Jvm(spark), _grouped_join(spark))
+    root, sources, _ = import_plan(Jvm(spark), _grouped_join(spark))
     assert isinstance(root, ir.Aggregate)
     built = Builder(Jvm(spark), sources, imported=root).build(root)
     assert _same_object(spark, built, root.handle)
@@ -71,7 +71,7 @@ def test_a_node_the_rewrite_made_again_is_built_from_its_own_ir(spark: SparkSess
     """Identity, not a handle, says a node is unchanged: a node the rewrite made with
     `dataclasses.replace` keeps its import's handle but not its columns."""
     jvm = Jvm(spark)
-    root, sources = import_plan(jvm, _grouped_join(spark))
+    root, sources, _ = import_plan(jvm, _grouped_join(spark))
     assert isinstance(root, ir.Aggregate)
     fewer = replace(root, columns=root.columns[:2])
     builder = Builder(jvm, sources, imported=root)

@@ -105,7 +105,7 @@ def test_a_message_of_another_version_is_refused_by_name(spark: SparkSession) ->
 
 
 def test_an_attribute_no_built_input_has_is_refused_by_id(spark: SparkSession, tables: tuple[DataFrame, DataFrame]) -> None:
-    root, _ = import_plan(Jvm(spark), tables[0])
+    root, _, _ = import_plan(Jvm(spark), tables[0])
     scan = next(n for n in ir.walk(root) if isinstance(n, ir.Scan))
     stray = ir.Attr(987654321, "stray", "bigint")
     node = ir.Project(scan, columns=(ir.Named(ir.ColumnRef(stray), stray),))
@@ -114,7 +114,7 @@ def test_an_attribute_no_built_input_has_is_refused_by_id(spark: SparkSession, t
 
 
 def test_the_message_names_the_import_s_objects_and_new_columns(spark: SparkSession, tables: tuple[DataFrame, DataFrame]) -> None:
-    root, _ = import_plan(Jvm(spark), tables[0].filter(F.col("v") > 3))
+    root, _, _ = import_plan(Jvm(spark), tables[0].filter(F.col("v") > 3))
     scan = next(n for n in ir.walk(root) if isinstance(n, ir.Scan))
     flag = ir.Attr(123456, "flag", "boolean")
     node = ir.Project(root, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in root.output), ir.Named(ir.Constant(True, flag), flag)))
@@ -134,7 +134,7 @@ def test_a_plan_built_outside_stays_on_the_gateway_until_the_jvm_built_it(
     """py4j drops an object from its registry, in the background, once Python holds no
     reference to it; the message holds what it names until the build is done."""
     jvm = Jvm(spark)
-    root, _ = import_plan(jvm, tables[0])
+    root, _, _ = import_plan(jvm, tables[0])
     scan = next(n for n in ir.walk(root) if isinstance(n, ir.Scan))
     k = scan.attrs[0]
     node = ir.Project(ir.Shared(scan, key=1), columns=(ir.Named(ir.ColumnRef(k), k),))  # a cached input: built outside

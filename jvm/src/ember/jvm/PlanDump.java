@@ -21,6 +21,7 @@ import org.apache.spark.sql.catalyst.expressions.InputFileName;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.PythonUDF;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.spark.api.python.PythonFunction;
 import org.apache.spark.sql.catalyst.expressions.ScalarSubquery;
 import org.apache.spark.sql.catalyst.expressions.SpecifiedWindowFrame;
@@ -46,11 +47,14 @@ import org.apache.spark.sql.catalyst.plans.logical.Sample;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
+import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.execution.datasources.CatalogFileIndex;
 import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
+import org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -65,8 +69,32 @@ import scala.reflect.ClassTag$;
  * to them without asking. Only what ember's import reads is written; ember decides.
  */
 public final class PlanDump {
+    /** The "plan out" message's schema version (docs/design/import.md, "One message out"). */
+    public static final int VERSION = 1;
     private py4j.Gateway gateway;
     private StringBuilder out;
+
+    /**
+     * The plan out: everything ember's import reads of a DataFrame, in one call and one
+     * document: whether it streams, whether it reads the clock, the names of the views and
+     * tables that are one source, and the optimized plan with ember's rules excluded.
+     */
+    public synchronized void message(py4j.Gateway gateway, Dataset<?> ds, String excluded, String path) throws IOException {
+        start(null);  // the views' leaves are read for their names: no handles
+        LogicalPlan analyzed = ds.queryExecution().analyzed();
+        out.append("{\"version\":").append(VERSION);
+        out.append(",\"streaming\":").append(ds.isStreaming());
+        if (!ds.isStreaming()) {
+            out.append(",\"clock\":").append(new Optimized().readsClock(analyzed));
+            out.append(",\"views\":[");
+            views(analyzed, new boolean[] {true});
+            out.append("],\"plan\":");
+            this.gateway = gateway;
+            node(new Optimized().plan(ds.sparkSession(), analyzed, excluded));
+        }
+        out.append('}');
+        write(path);
+    }
 
     /** The plan, with handles registered through `gateway` (null: no handles). */
     public synchronized void plan(py4j.Gateway gateway, LogicalPlan plan, String path) throws IOException {
@@ -80,11 +108,6 @@ public final class PlanDump {
         start(gateway);
         top(e);
         write(path);
-    }
-
-    /** [[name, leaf], ...]: the views and catalog tables of an analyzed plan that are one leaf. */
-    public synchronized void views(LogicalPlan plan, String path) throws IOException {
-        walked(first -> views(plan, first), path);
     }
 
     /** Every leaf of a plan, without handles. */
@@ -189,8 +212,10 @@ public final class PlanDump {
             out.append(seeded(x));
         } else if (p.children().isEmpty()) {
             leaf(p);
-        } else {
+        } else {  // a node ember passes through, or refuses naming it as Spark prints it
             tops("exprs", p.expressions());
+            field("s");
+            string(p.simpleString(200));
         }
         out.append('}');
     }
@@ -239,8 +264,14 @@ public final class PlanDump {
                 string(kind(r.fileFormat()));
                 field("roots");
                 array(location.rootPaths(), path -> string(path.toString()));
+                field("options");
+                options(r.options());
                 field("files");
-                array(CollectionConverters.asScala(Arrays.asList(location.inputFiles())), f -> string((String) f));
+                files(location);
+                if (gateway != null && !(r.fileFormat() instanceof ParquetFileFormat)) {
+                    field("bare");  // the scan without its `_metadata` column, which text rows are numbered over
+                    string(gateway.putNewObject(new RowIndex().withoutMetadata(x)));
+                }
                 field("columns");
                 array(r.dataSchema(), f -> string(((StructField) f).name()));
                 field("partitioning");
@@ -265,6 +296,43 @@ public final class PlanDump {
             out.append(",\"step\":").append(x.step());
             out.append(",\"count\":").append(x.numElements().toString());
         }
+    }
+
+    /** [[uri, size, mtime in ms], ...]: each file of a file index (-1: not listed with it). */
+    private void files(FileIndex location) {
+        FileIndex listed = location instanceof CatalogFileIndex c ? c.filterPartitions(emptySeq()) : location;
+        if (listed instanceof PartitioningAwareFileIndex x) {
+            array(x.allFiles(), f -> {
+                FileStatus status = (FileStatus) f;
+                out.append('[');
+                string(status.getPath().toUri().toString());
+                out.append(',').append(status.getLen()).append(',').append(status.getModificationTime()).append(']');
+            });
+        } else {
+            array(CollectionConverters.asScala(Arrays.asList(listed.inputFiles())), f -> {
+                out.append('[');
+                string((String) f);
+                out.append(",-1,-1]");
+            });
+        }
+    }
+
+    /** A reader's options, as a JSON object. */
+    private void options(scala.collection.Map<String, String> options) {
+        out.append('{');
+        boolean first = true;
+        for (scala.collection.Iterator<scala.Tuple2<String, String>> it = options.iterator(); it.hasNext(); ) {
+            scala.Tuple2<String, String> option = it.next();
+            first = comma(first);
+            string(option._1());
+            out.append(':');
+            string(option._2());
+        }
+        out.append('}');
+    }
+
+    private static <T> scala.collection.immutable.Seq<T> emptySeq() {
+        return CollectionConverters.asScala(new ArrayList<T>()).toList();
     }
 
     /**
@@ -405,7 +473,7 @@ public final class PlanDump {
         out.append(",\"refs\":");
         array(e.references(), a -> out.append(((Attribute) a).exprId().id()));
         out.append(",\"c\":");
-        list(e.children(), false);
+        list(e.children(), e instanceof SpecifiedWindowFrame);  // a bound's value is built into frames
         if (e instanceof NamedExpression n && e.resolved()) {
             out.append(",\"id\":").append(n.exprId().id());
             field("n");
