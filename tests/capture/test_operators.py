@@ -26,6 +26,7 @@ from ember.capture import sides
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
+from tests.engines.spark.test_round_trip import assert_round_trip
 from tests.oracle import rows as o
 
 A = [(1, "x"), (2, "y"), (2, "y"), (3, None)]
@@ -56,6 +57,7 @@ def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
     inference, exact and superset); the result is the job's."""
     plain = sorted(repr(tuple(r)) for r in df.collect())
     assert plain == sorted(repr(v) for v, _ in expected), "the oracle disagrees with Spark on values"
+    assert_round_trip(df)  # the JVM boundary's two messages agree on this plan
     for strategy in ("defer", "inject"):
         lin = ember.capture(df, strategy=strategy)
         got = sorted(repr(v) for v in o.value_rows(lin.output().drop_columns(["ember_oid"])))
