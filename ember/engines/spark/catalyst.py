@@ -26,7 +26,7 @@ from ember.engines.spark.jvm import JObj, Jvm
 from ember.plan.trees import PlanOut, PlanTree, Reader, Tree, read
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
-# Rules that rewrite a plan in ways that lose which row is which, or add what is no lineage.
+# Rules that rewrite a plan in ways that lose which row is which.
 EXCLUDED_RULES = (
     _OPT + "ConvertToLocalRelation",  # evaluates operators over in-memory data at plan time
     _OPT + "RewriteNonCorrelatedExists",  # EXISTS → LIMIT 1 would keep one witness, not all
@@ -35,10 +35,6 @@ EXCLUDED_RULES = (
     # Also drops an outer join whose other side matches at most once and is not read above
     # (a count over `a LEFT JOIN (... GROUP BY k)`): the matched rows are lineage all the same.
     _OPT + "EliminateOuterJoin",
-    # Runtime filters (bloom filters, dynamic partition pruning) only skip rows the join
-    # drops anyway; the rewritten plan gets them again when Spark optimizes it to run.
-    _OPT + "InjectRuntimeFilter",
-    "org.apache.spark.sql.execution.dynamicpruning.PartitionPruning",
 )
 
 

@@ -162,9 +162,9 @@ class Importer:
         return ir.Project(self.node(p.child), columns=self.named_list(p.exprs["list"], p.output))
 
     def _Filter(self, p: PlanTree) -> ir.Node:
-        cond = p.expr("cond")
-        assert cond is not None
-        return ir.Filter(self.node(p.child), cond=self.expr(cond))
+        cond = p.expr("cond")  # without Spark's runtime filters (none: it was only those)
+        child = self.node(p.child)
+        return child if cond is None else ir.Filter(child, cond=self.expr(cond))
 
     def _Join(self, p: PlanTree) -> ir.Node:
         name = p.facts["type"]

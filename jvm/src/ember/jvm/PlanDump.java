@@ -11,6 +11,9 @@ import java.util.List;
 import java.util.function.Consumer;
 
 import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.And;
+import org.apache.spark.sql.catalyst.expressions.BloomFilterMightContain;
+import org.apache.spark.sql.catalyst.expressions.DynamicPruning;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -149,8 +152,11 @@ public final class PlanDump {
         if (p instanceof Project x) {
             tops("list", x.projectList());
         } else if (p instanceof Filter x) {
-            field("cond");
-            top(x.condition());
+            Expression kept = withoutRuntimeFilters(x.condition());
+            if (kept != null) {  // none: the filter is only runtime filters, lineage passes through
+                field("cond");
+                top(kept);
+            }
         } else if (p instanceof Join x) {
             field("type");
             string(kind(x.joinType()));
@@ -218,6 +224,26 @@ public final class PlanDump {
             string(p.simpleString(200));
         }
         out.append('}');
+    }
+
+    /**
+     * A condition without the runtime filters Spark's optimizer adds (bloom filters over a
+     * join's other side, dynamic partition pruning): they only skip rows the join drops
+     * anyway, and a filter ember rebuilds needs none (a node it leaves whole keeps them).
+     * The condition itself when it has none; null when it is nothing else.
+     */
+    private static Expression withoutRuntimeFilters(Expression e) {
+        if (e instanceof And x) {
+            Expression left = withoutRuntimeFilters(x.left());
+            Expression right = withoutRuntimeFilters(x.right());
+            if (left == x.left() && right == x.right()) {
+                return e;
+            }
+            return left == null ? right : right == null ? left : new And(left, right);
+        }
+        boolean runtime = e instanceof DynamicPruning
+            || (e instanceof BloomFilterMightContain b && b.bloomFilterExpression() instanceof ScalarSubquery);
+        return runtime ? null : e;
     }
 
     /** Whether a sample's seed is fixed: its fourth field is the seed, a `long` up to Spark 4.1
