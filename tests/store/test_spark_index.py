@@ -26,6 +26,9 @@ from tests.tpch.queries_sql import tpch_sql
 from tests.tpch.test_tpch import SEED, check_lineage
 
 PART_ROWS = 7  # tiny parts, so every level of these small tables has several
+# TPC-H's levels hold up to tens of thousands of rows: parts of 7 made thousands per level,
+# minutes of tiny tasks that show nothing more than tens of parts do
+TPCH_PART_ROWS = 512
 
 
 @pytest.fixture
@@ -108,8 +111,10 @@ def test_tpch_levels_built_by_the_executors(
     tpch_oracle: Callable[[int], pa.Table],
     table_rows: dict[str, int],
     on_executors: None,
+    monkeypatch: pytest.MonkeyPatch,
     n: int,
 ) -> None:
+    monkeypatch.setattr(spark_index, "PART_ROWS", TPCH_PART_ROWS)
     check_lineage(tpch_sql(spark, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 300 + n), "inject")
 
 
