@@ -83,6 +83,11 @@ public final class PlanDump {
      * tables that are one source, and the optimized plan with ember's rules excluded.
      */
     public synchronized void message(py4j.Gateway gateway, Dataset<?> ds, String excluded, String path) throws IOException {
+        Files.writeString(Path.of(path), text(gateway, ds, excluded), StandardCharsets.UTF_8);
+    }
+
+    /** The plan out as text (handles through `gateway`; null: none, as over Spark Connect). */
+    public synchronized String text(py4j.Gateway gateway, Dataset<?> ds, String excluded) {
         start(null);  // the views' leaves are read for their names: no handles
         LogicalPlan analyzed = ds.queryExecution().analyzed();
         out.append("{\"version\":").append(VERSION);
@@ -96,7 +101,9 @@ public final class PlanDump {
             node(new Optimized().plan(ds.sparkSession(), analyzed, excluded));
         }
         out.append('}');
-        write(path);
+        String text = out.toString();
+        out = null;
+        return text;
     }
 
     /** The plan, with handles registered through `gateway` (null: no handles). */

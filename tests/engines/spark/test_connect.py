@@ -1,0 +1,106 @@
+"""Spark Connect: a Connect server started with `ember.connect.server_conf()` serves the
+plan out of a client's DataFrame through ember's plugin, and the import reads from it
+the IR the classic path reads of the same query. A server that does not know ember's
+request is named in one line."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+import ember.connect
+from ember.engines.spark import connect
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.plan_import import Importer, import_plan
+from ember.errors import EmberError
+from ember.plan import domains, ir
+
+QUERIES = [
+    "SELECT l_returnflag, count(*) AS n, sum(l_quantity) AS q FROM lineitem WHERE l_quantity > 10 GROUP BY l_returnflag",
+    "SELECT o_orderpriority, count(*) AS n FROM orders WHERE EXISTS (SELECT 1 FROM lineitem WHERE l_orderkey = o_orderkey"
+    " AND l_commitdate < l_receiptdate) GROUP BY o_orderpriority",
+    "SELECT n_name, sum(c_acctbal) AS b FROM customer JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server on loopback with ember's settings, in a process of its own."""
+    home = Path(pyspark.__file__).parent
+    port = _free_port()
+    settings = {
+        **ember.connect.server_conf(),
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+    }
+    conf = [x for k, v in settings.items() for x in ("--conf", f"{k}={v}")]
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+             "--master", "local[2]", *conf, "spark-internal"],
+            env={**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}, stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "Spark Connect server started" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Connect server did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def remote(server: str, tpch: Path) -> Iterator[RemoteSession]:
+    # Connect's own builder: the generic one refuses a remote session beside this process's classic one
+    session = RemoteSession.builder.remote(server).getOrCreate()
+    for table in ("lineitem", "orders", "customer", "nation"):
+        session.read.parquet(str(tpch / f"{table}.parquet")).createOrReplaceTempView(table)
+    yield session
+    session.stop()
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_plan_out_over_connect_is_the_classic_one(remote: RemoteSession, spark: SparkSession, tpch: Path, query: str) -> None:
+    out = connect.message(remote.sql(query))
+    assert out.plan is not None and not out.streaming
+    importer = Importer({})
+    over_connect = domains.marked(importer.node(out.plan))
+    for table in ("lineitem", "orders", "customer", "nation"):
+        spark.read.parquet(str(tpch / f"{table}.parquet")).createOrReplaceTempView(table)
+    classic, sources, _ = import_plan(Jvm(spark), spark.sql(query))
+    # expression ids differ between the two sessions; the shape, the sources and the SQL do not
+    assert ir.outline(over_connect) == ir.outline(classic)
+    assert importer.sources.keys() == sources.keys()
+    assert [s.files for s in importer.sources.values()] == [sources[k].files for k in importer.sources]
+    assert [type(n).__name__ for n in ir.walk_all(over_connect)] == [type(n).__name__ for n in ir.walk_all(classic)]
+
+
+def test_a_server_that_does_not_know_the_request_is_named(remote: RemoteSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a server without ember's plugin answers: no handler for the extension."""
+    monkeypatch.setattr(connect, "REQUEST", "type.googleapis.com/other.Request")
+    with pytest.raises(EmberError, match=r"ember.connect.server_conf\(\)") as raised:
+        connect.message(remote.range(3))
+    assert "\n" not in str(raised.value)
