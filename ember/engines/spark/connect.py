@@ -2,8 +2,8 @@
 
 A Connect client has no JVM to call, so ember's jar is also a Connect server plugin
 (`ConnectPlugin.java`): a relation whose extension is an ember request answers one row
-holding the answer. Today the plan out is served this way (its message carries no
-handles there; a server-side registry for them is the next step).
+holding the answer, or the rows of the plan a request builds. The plan's objects stay
+on the server, held for the client's session, and the messages name them by reference.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from google.protobuf import any_pb2
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
 from pyspark.sql.connect.plan import LogicalPlan
+from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-from ember.engines.spark import catalyst
+from ember.engines.spark import catalyst, plan_in
 from ember.errors import EmberError
 from ember.plan.trees import PlanOut, read
 
@@ -26,17 +27,17 @@ VERSION = 1
 
 
 class _Request(LogicalPlan):
-    """An ember request over a client's relation, as an extension relation."""
+    """An ember request (over a client's relation, if any), as an extension relation."""
 
-    def __init__(self, child: LogicalPlan, body: dict[str, Any]) -> None:
+    def __init__(self, child: LogicalPlan | None, body: dict[str, Any]) -> None:
         super().__init__(child)
         self._body = body
 
     def plan(self, session: Any) -> proto.Relation:
         relation = self._create_proto_relation()
-        assert self._child is not None
-        child = base64.b64encode(self._child.plan(session).SerializeToString()).decode()
-        body = {"version": VERSION, **self._body, "relation": child}
+        body = {"version": VERSION, **self._body}
+        if self._child is not None:
+            body["relation"] = base64.b64encode(self._child.plan(session).SerializeToString()).decode()
         relation.extension.CopyFrom(any_pb2.Any(type_url=REQUEST, value=json.dumps(body).encode()))
         return relation
 
@@ -47,10 +48,17 @@ def message(df: ConnectFrame) -> PlanOut:
     try:
         (row,) = ConnectFrame(request, df.sparkSession).collect()
     except Exception as e:  # the server's refusal comes back as a gRPC error of its own kind
-        if "extension" in str(e).lower() or "ember.Request" in str(e):
+        if "extension" in str(e).lower() or REQUEST.rsplit("/", 1)[-1] in str(e):
             raise EmberError(
                 "this Spark Connect server does not serve ember: start it with the settings of "
                 "ember.connect.server_conf()"
             ) from None
         raise
     return read(json.loads(row[0]), lambda ref: ref)
+
+
+def build(session: RemoteSession, message: plan_in.Message) -> ConnectFrame:
+    """The DataFrame of the plan a plan-in message describes, built by the server's plugin
+    from references the plan out of this session gave; its rows come as the plan was
+    built, not optimized again."""
+    return ConnectFrame(_Request(None, {"command": "plan_in", "message": message.body}), session)

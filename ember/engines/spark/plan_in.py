@@ -160,8 +160,11 @@ class _Writer:
         assert isinstance(n.expr, ir.Collected)
         return {"e": "collect_list", "ids": [a.id for a in n.expr.attrs], "name": n.attr.name, "id": n.attr.id}
 
-    def _ref(self, handle: JObj) -> str:
-        """A py4j object's id on the gateway: the JVM finds the object by it."""
+    def _ref(self, handle: JObj | str) -> str:
+        """A py4j object's id on the gateway, or a reference a Connect server gave (`str`):
+        the JVM finds the object by it."""
+        if isinstance(handle, str):
+            return handle
         self.held.append(handle)
         return str(handle._target_id)
 

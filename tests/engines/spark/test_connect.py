@@ -1,7 +1,8 @@
 """Spark Connect: a Connect server started with `ember.connect.server_conf()` serves the
 plan out of a client's DataFrame through ember's plugin, and the import reads from it
 the IR the classic path reads of the same query. A server that does not know ember's
-request is named in one line."""
+request is named in one line. A plan-in message built by the plugin runs there to the
+job's rows."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 import ember.connect
-from ember.engines.spark import connect
+from ember.engines.spark import connect, plan_in
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import Importer, import_plan
 from ember.errors import EmberError
 from ember.plan import domains, ir
+from tests.engines.spark.test_round_trip import unhandled
 
 QUERIES = [
     "SELECT l_returnflag, count(*) AS n, sum(l_quantity) AS q FROM lineitem WHERE l_quantity > 10 GROUP BY l_returnflag",
@@ -104,3 +106,21 @@ def test_a_server_that_does_not_know_the_request_is_named(remote: RemoteSession,
     with pytest.raises(EmberError, match=r"ember.connect.server_conf\(\)") as raised:
         connect.message(remote.range(3))
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_plan_built_over_connect_gives_the_job_s_rows(remote: RemoteSession, query: str) -> None:
+    """The boundary's round trip on the server: the plan read out, written back as a plan-in
+    message of its own operations (joins, aggregates and unions built anew) and built by
+    the plugin, runs to the rows the client's own DataFrame gives."""
+    df = remote.sql(query)
+    out = connect.message(df)
+    assert out.plan is not None
+    root = domains.marked(Importer({}).node(out.plan))
+    message = plan_in.message(unhandled(root), outside=_no_outside, unchanged=frozenset())
+    built = connect.build(remote, message)
+    assert sorted(map(tuple, built.collect())) == sorted(map(tuple, df.collect()))
+
+
+def _no_outside(node: ir.Node) -> ir.Node:
+    raise AssertionError(f"these plans need nothing built outside the message: {node}")

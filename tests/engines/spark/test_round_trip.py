@@ -22,10 +22,10 @@ from tests.capture import test_generated_pipelines as generated
 _BUILT_HERE = (ir.Join, ir.Aggregate, ir.Union)  # the message builds them anew without the import's handle
 
 
-def _unhandled(node: ir.Node) -> ir.Node:
+def unhandled(node: ir.Node) -> ir.Node:
     """`node` with the import's handles dropped where the message can build the node from
     its fields alone, so the round trip goes through the message's own operations."""
-    node = ir.with_children(node, tuple(_unhandled(c) for c in node.children))
+    node = ir.with_children(node, tuple(unhandled(c) for c in node.children))
     return dataclasses.replace(node, handle=None) if isinstance(node, _BUILT_HERE) else node
 
 
@@ -39,7 +39,7 @@ def assert_round_trip(df: DataFrame) -> None:
     except UnsupportedOperatorError:
         return
     names = {key: s.name for key, s in sources.items()}
-    message = plan_in.message(_unhandled(root), outside=lambda n: n.handle, unchanged=frozenset())
+    message = plan_in.message(unhandled(root), outside=lambda n: n.handle, unchanged=frozenset())
     again = domains.marked(Importer(names).node(catalyst.plan(jvm, plan_in.build(jvm, message))))
     assert again == root, ir.outline(again) + "\n--- imported:\n" + ir.outline(root)
 

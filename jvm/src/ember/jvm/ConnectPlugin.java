@@ -1,14 +1,24 @@
 package ember.jvm;
 
+import java.lang.reflect.Method;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.connect.proto.Relation;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.LogicalRDD$;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
@@ -26,11 +36,26 @@ import org.sparkproject.connect.protobuf.InvalidProtocolBufferException;
  * `spark.connect.extensions.relation.classes` (`ember.connect.server_conf()`).
  *
  * <p>Requests: {"version": 1, "command": "plan_out", "excluded": RULES, "relation": the
- * client's relation, base64 protobuf} answers the plan-out message of that relation.
+ * client's relation, base64 protobuf} answers the plan-out message of that relation; its
+ * references ("m3.17") name objects this server holds for the client's session, as the
+ * py4j gateway does for a classic one. {"version": 1, "command": "plan_in", "message":
+ * a plan-in message} answers the rows of the plan it builds, planned as built (`Prepared`):
+ * a second optimization could change an optimized plan's answer.
  */
 public final class ConnectPlugin implements RelationPlugin {
     static final String REQUEST = "type.googleapis.com/ember.Request";
     static final int VERSION = 1;
+    /** The objects of the latest plan-out messages, by session and message: a capture reads
+     * one plan and builds from it moments later, so a few per session are plenty. */
+    private static final int KEPT = 64;
+    private static final Map<String, List<Object>> HELD = Collections.synchronizedMap(
+        new LinkedHashMap<>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, List<Object>> eldest) {
+                return size() > KEPT;
+            }
+        });
+    private static final AtomicLong MESSAGES = new AtomicLong();
 
     @Override
     public Optional<LogicalPlan> transform(byte[] extension, SparkConnectPlanner planner) {
@@ -50,17 +75,60 @@ public final class ConnectPlugin implements RelationPlugin {
                     + ", not " + body.path("version") + ": the client's ember and the server's jar differ");
             }
             String command = body.path("command").asText();
-            if (!"plan_out".equals(command)) {
-                throw new IllegalArgumentException("ember's Connect plugin does not know the request " + command);
-            }
-            Relation relation = Relation.parseFrom(Base64.getDecoder().decode(body.path("relation").asText()));
             SparkSession session = planner.session();
-            Dataset<Row> ds = Dataset.ofRows(session, planner.transformRelation(relation));
-            String text = new PlanDump().text(null, ds, body.path("excluded").asText());
-            return Optional.of(answer(session, text));
+            String scope = planner.sessionId() + "/";
+            if ("plan_out".equals(command)) {
+                Relation relation = Relation.parseFrom(Base64.getDecoder().decode(body.path("relation").asText()));
+                Dataset<Row> ds = Dataset.ofRows(session, planner.transformRelation(relation));
+                String message = "m" + MESSAGES.incrementAndGet();
+                List<Object> held = new ArrayList<>();
+                HELD.put(scope + message, held);
+                Function<Object, String> handles = o -> {
+                    held.add(o);
+                    return message + "." + (held.size() - 1);
+                };
+                return Optional.of(answer(session, new PlanDump().text(handles, ds, body.path("excluded").asText())));
+            }
+            if ("plan_in".equals(command)) {
+                LogicalPlan built = new PlanBuild().build(ref -> held(scope, ref), body.path("message").toString());
+                Dataset<Row> prepared = new Prepared().dataframe(session, built);
+                return Optional.of(planned(prepared));
+            }
+            throw new IllegalArgumentException("ember's Connect plugin does not know the request " + command);
         } catch (java.io.IOException malformed) {
             throw new IllegalArgumentException("ember's Connect plugin got a malformed request: " + malformed.getMessage(), malformed);
         }
+    }
+
+    /** The object a reference names, if this session's message still holds it. */
+    private static Object held(String scope, String ref) {
+        int dot = ref.indexOf('.');
+        List<Object> objects = dot < 0 ? null : HELD.get(scope + ref.substring(0, dot));
+        if (objects == null) {
+            throw new IllegalArgumentException("ember's Connect plugin holds no object " + ref
+                + " for this session (its plan was read too long ago: capture again)");
+        }
+        return objects.get(Integer.parseInt(ref.substring(dot + 1)));
+    }
+
+    /**
+     * A leaf over the prepared plan's rows, which Connect's planner takes as it is: the
+     * plan itself would be analyzed and optimized again there.
+     */
+    private static LogicalPlan planned(Dataset<Row> prepared) {
+        RDD<InternalRow> rows = prepared.queryExecution().toRdd();
+        for (Method m : LogicalRDD$.MODULE$.getClass().getMethods()) {
+            if (m.getName().equals("fromDataset")) {  // 3 parameters in 4.0, 4 from 4.1 on
+                Object[] args = m.getParameterCount() == 3
+                    ? new Object[] {rows, prepared, false} : new Object[] {rows, prepared, false, false};
+                try {
+                    return (LogicalPlan) m.invoke(LogicalRDD$.MODULE$, args);
+                } catch (ReflectiveOperationException e) {
+                    throw new IllegalStateException("ember could not wrap a prepared plan", e);
+                }
+            }
+        }
+        throw new IllegalStateException("this Spark has no LogicalRDD.fromDataset");
     }
 
     /** One row, one string column `message`. */

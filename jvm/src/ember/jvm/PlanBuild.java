@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -51,7 +52,7 @@ public final class PlanBuild {
     public static final int VERSION = 1;
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    private final py4j.Gateway gateway;
+    private final Function<String, Object> objects;  // a reference's object (null: unknown)
     private final Map<Long, Attribute> scope = new HashMap<>();
     private java.util.UUID jvmId;
 
@@ -60,18 +61,23 @@ public final class PlanBuild {
         this(null);
     }
 
-    private PlanBuild(py4j.Gateway gateway) {
-        this.gateway = gateway;
+    private PlanBuild(Function<String, Object> objects) {
+        this.objects = objects;
     }
 
     /** The plan the message in file `path` describes (a file: see `PlanDump.write`). */
     public LogicalPlan build(py4j.Gateway gateway, String path) throws IOException {
-        JsonNode message = JSON.readTree(Files.readAllBytes(Path.of(path)));
+        return build(gateway::getObject, Files.readString(Path.of(path)));
+    }
+
+    /** The plan `text` describes, its references resolved by `objects`. */
+    public LogicalPlan build(Function<String, Object> objects, String text) throws IOException {
+        JsonNode message = JSON.readTree(text);
         int version = message.path("version").asInt(-1);
         if (version != VERSION) {
             throw new IllegalArgumentException("ember plan message version " + version + "; this jar reads " + VERSION);
         }
-        PlanBuild made = new PlanBuild(gateway);
+        PlanBuild made = new PlanBuild(objects);
         made.jvmId = NamedExpression$.MODULE$.newExprId().jvmId();
         return made.node(message.get("root"));
     }
@@ -205,9 +211,9 @@ public final class PlanBuild {
 
     private Object ref(JsonNode n) {
         String id = n.get("ref").asText();
-        Object found = gateway.getObject(id);
+        Object found = objects.apply(id);
         if (found == null) {
-            throw new IllegalArgumentException("ember plan message: no object " + id + " on the gateway");
+            throw new IllegalArgumentException("ember plan message: no object " + id);
         }
         return found;
     }

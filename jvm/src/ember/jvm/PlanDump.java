@@ -9,6 +9,7 @@ import java.util.Arrays;
 import java.util.Base64;
 import java.util.List;
 import java.util.function.Consumer;
+import java.util.function.Function;
 
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.And;
@@ -74,7 +75,7 @@ import scala.reflect.ClassTag$;
 public final class PlanDump {
     /** The "plan out" message's schema version (docs/design/import.md, "One message out"). */
     public static final int VERSION = 1;
-    private py4j.Gateway gateway;
+    private Function<Object, String> handles;  // an object's reference (null: none)
     private StringBuilder out;
 
     /**
@@ -83,11 +84,11 @@ public final class PlanDump {
      * tables that are one source, and the optimized plan with ember's rules excluded.
      */
     public synchronized void message(py4j.Gateway gateway, Dataset<?> ds, String excluded, String path) throws IOException {
-        Files.writeString(Path.of(path), text(gateway, ds, excluded), StandardCharsets.UTF_8);
+        Files.writeString(Path.of(path), text(handles(gateway), ds, excluded), StandardCharsets.UTF_8);
     }
 
-    /** The plan out as text (handles through `gateway`; null: none, as over Spark Connect). */
-    public synchronized String text(py4j.Gateway gateway, Dataset<?> ds, String excluded) {
+    /** The plan out as text, with references to its objects made by `handles`. */
+    public synchronized String text(Function<Object, String> handles, Dataset<?> ds, String excluded) {
         start(null);  // the views' leaves are read for their names: no handles
         LogicalPlan analyzed = ds.queryExecution().analyzed();
         out.append("{\"version\":").append(VERSION);
@@ -97,7 +98,7 @@ public final class PlanDump {
             out.append(",\"views\":[");
             views(analyzed, new boolean[] {true});
             out.append("],\"plan\":");
-            this.gateway = gateway;
+            this.handles = handles;
             node(new Optimized().plan(ds.sparkSession(), analyzed, excluded));
         }
         out.append('}');
@@ -108,14 +109,14 @@ public final class PlanDump {
 
     /** The plan, with handles registered through `gateway` (null: no handles). */
     public synchronized void plan(py4j.Gateway gateway, LogicalPlan plan, String path) throws IOException {
-        start(gateway);
+        start(handles(gateway));
         node(plan);
         write(path);
     }
 
     /** One expression (with a handle), as `plan` writes the ones a node holds. */
     public synchronized void expression(py4j.Gateway gateway, Expression e, String path) throws IOException {
-        start(gateway);
+        start(handles(gateway));
         top(e);
         write(path);
     }
@@ -134,8 +135,13 @@ public final class PlanDump {
         write(path);
     }
 
-    private void start(py4j.Gateway gateway) {
-        this.gateway = gateway;
+    /** References that are py4j gateway ids, for Python to make handles of. */
+    private static Function<Object, String> handles(py4j.Gateway gateway) {
+        return gateway == null ? null : gateway::putNewObject;
+    }
+
+    private void start(Function<Object, String> handles) {
+        this.handles = handles;
         this.out = new StringBuilder(4096);
     }
 
@@ -301,9 +307,9 @@ public final class PlanDump {
                 options(r.options());
                 field("files");
                 files(location);
-                if (gateway != null && !(r.fileFormat() instanceof ParquetFileFormat)) {
+                if (handles != null && !(r.fileFormat() instanceof ParquetFileFormat)) {
                     field("bare");  // the scan without its `_metadata` column, which text rows are numbered over
-                    string(gateway.putNewObject(new RowIndex().withoutMetadata(x)));
+                    string(handles.apply(new RowIndex().withoutMetadata(x)));
                 }
                 field("columns");
                 array(r.dataSchema(), f -> string(((StructField) f).name()));
@@ -575,9 +581,9 @@ public final class PlanDump {
 
     // --- JSON --------------------------------------------------------------------
     private void handle(Object o) {
-        if (gateway != null) {
+        if (handles != null) {
             field("h");
-            string(gateway.putNewObject(o));
+            string(handles.apply(o));
         }
     }
 
