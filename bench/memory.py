@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -107,7 +106,7 @@ def child(case: str, args: argparse.Namespace) -> dict[str, Any]:
     conf = {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "8"}
     spark = tpch.local_spark("ember-bench-memory", **conf)
     if case.startswith("q1"):
-        tpch.register(spark, ROOT / "data" / "tpch" / f"sf{args.scale:g}")
+        tpch.register(spark, args.data or ROOT / "data" / "tpch" / f"sf{args.scale:g}")
     if case != "q1":
         spark.conf.set(DRIVER_RIDS, str(args.driver_rids))
     job = query(spark, case, args.rows)
@@ -140,7 +139,6 @@ def child(case: str, args: argparse.Namespace) -> dict[str, Any]:
         row["backward_rids"] = int(back.size)
         row["parts"] = index.built_remotely
     row["peaks"] = peaks.seen
-    row["python_maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     spark.stop()
     return row
 
@@ -151,6 +149,8 @@ def run_case(case: str, args: argparse.Namespace, console: Console) -> dict[str,
             "--scale", f"{args.scale:g}", "--rows", str(args.rows), "--driver-rids", str(args.driver_rids)]
     if args.scratch:
         argv += ["--scratch", args.scratch]
+    if args.data:
+        argv += ["--data", str(args.data)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with console.status(f"{case}"):
         start = time.perf_counter()
@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", nargs="*", choices=CASES, default=list(CASES))
     p.add_argument("--driver-memory", default="1g")
     p.add_argument("--scale", type=float, default=1.0, help="TPC-H scale of the q1 cases")
+    p.add_argument("--data", type=Path, default=None, help="TPC-H folder of the q1 cases (default: data/tpch/sf<scale>)")
     p.add_argument("--rows", type=int, default=300_000_000, help="rows of the range case")
     p.add_argument("--driver-rids", type=int, default=100_000, help="spark.ember.driverRids where a case forces it")
     p.add_argument("--scratch", default=None, help="folder for the stores (default: the system's temporary folder)")
