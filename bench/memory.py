@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -156,10 +157,17 @@ def run_case(case: str, args: argparse.Namespace, console: Console) -> dict[str,
         start = time.perf_counter()
         done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
-        return {"case": case, "error": (done.stderr.strip().splitlines() or ["(no output)"])[-1], "wall": None}
+        return {"case": case, "error": failure(done.stderr), "wall": None}
     row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     row["wall"] = time.perf_counter() - start
     return row
+
+
+def failure(stderr: str) -> str:
+    """What a failed case ended with: the last line naming an error (Python's last traceback
+    line, or the JVM's deepest "Caused by:"), not the stack under it."""
+    named = [line.strip() for line in stderr.splitlines() if re.match(r"\s*(Caused by: )?[\w.$]+(Error|Exception)\b", line)]
+    return named[-1] if named else (stderr.strip().splitlines() or ["(no output)"])[-1]
 
 
 def peak(row: dict[str, Any], key: str) -> int:

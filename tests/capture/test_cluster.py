@@ -95,7 +95,7 @@ def stores(cluster: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(
         [sys.executable, "-m", "tests.capture.cluster_job", cluster, str(tpch), str(out), str(QUERY), str(RETRIED)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (out / "parts.json").exists(), f"the cluster job ended without writing its stores:\n{done.stderr[-4000:]}"
