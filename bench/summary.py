@@ -25,6 +25,7 @@ TITLES = {
     "tpcds": "TPC-DS coverage and capture overhead",
     "store": "Lineage store size and traces from disk",
     "remote": "Side tables indexed by the executors",
+    "memory": "Driver memory on lineage bigger than the driver",
     "phases": "Where a capture spends its time",
     "lazy": "Lazy lineage (`ember.infer`)",
     "grouped_map": "Grouped and partition maps",

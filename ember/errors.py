@@ -30,6 +30,13 @@ class StaleSourceError(EmberError):
     """A source file changed on disk (size or modification time) since capture."""
 
 
+class SparkJobError(EmberError):
+    """Spark gave up on a job of a capture (a task failed more often than
+    `spark.task.maxFailures` allows, say as its executor was lost each time; the job was
+    aborted or cancelled): the first line names what died, `__cause__` is Spark's error.
+    A capture ends with the lineage of a clean run or with this, never with another."""
+
+
 class StoreError(EmberError):
     """A lineage store that cannot be written or read back faithfully (missing, newer, damaged)."""
 

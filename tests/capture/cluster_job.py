@@ -8,7 +8,9 @@ channel (every side table is written by the executors, which build its level as 
 cleanly, and with the first attempt of every stage's first task failing, the tasks that
 write parts failing after writing theirs. What the retried capture's part folders hold,
 and which parts it named, goes to parts.json. Then it is captured four more times while
-an executor or a worker JVM is killed under it (`killed`).
+an executor or a worker JVM is killed under it (`killed`). Last, in a second application
+allowing each task one failure, query 6 is captured twice (Inject, Defer) while a task of
+its job kills its executor, so that Spark gives up on the job.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pyspark.sql import functions as F
 
 import ember
 from devkit import tpch
-from ember.capture.capture import DRIVER_RIDS
+from ember.capture.capture import DRIVER_RIDS, Strategy
 from ember.engines.spark import faults
 from ember.store.parts import Parts
 
@@ -39,8 +41,9 @@ def wait_for_executors(spark: SparkSession, n: int, timeout: float = 120) -> Non
         time.sleep(0.5)
 
 
-def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
-    spark = (
+def session(master: str, executors: int, **conf: bool | float | int | str | None) -> SparkSession:
+    """An application on the cluster, once that many executors are up."""
+    builder = (
         SparkSession.builder.master(master)
         .appName("ember-cluster-test")
         .config("spark.executor.memory", "1g")
@@ -49,10 +52,15 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    spark = builder.config(map=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    wait_for_executors(spark, 2)
+    wait_for_executors(spark, executors)
+    return spark
+
+
+def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
+    spark = session(master, 2)
     tpch.register(spark, data)
     lin = ember.capture(tpch.query(spark, n))
     lin.save(str(out / "clean"))
@@ -84,30 +92,45 @@ def main(master: str, data: Path, out: Path, n: int, retried: int) -> None:
     spark.conf.unset(faults.FAIL_PARTS_ONCE)
     killed(spark, data, out, retried)
     spark.stop()
+    # spark.task.maxFailures is read once per application: a second one, allowing one failure,
+    # on the worker left
+    gave_up = session(master, 1, **{"spark.task.maxFailures": "1"})
+    cases: tuple[Case, ...] = (("gave-up", "kill-executor", "inject"), ("gave-up-defer", "kill-executor", "defer"))
+    killed(gave_up, data, out, GAVE_UP, cases, executors=1)
+    gave_up.stop()
 
 
-def killed(spark: SparkSession, data: Path, out: Path, n: int) -> None:
-    """Query `n` captured while a JVM is SIGKILLed under it, once per case: an executor in
-    the job of an Inject capture, in Defer's background capture (struck only once the
-    user's job has returned), in a task building the executors' index, and a worker (with
-    its executor) last, for good. Each case's store goes to killed-<case>, and what
-    happened to killed.json."""
-    report: dict[str, dict[str, object]] = {}
-    (out / "struck").mkdir()
-    for case, how, strategy in (
-        ("executor", "kill-executor", "inject"),
-        ("defer", "kill-executor", "defer"),
-        ("index", "kill-executor", "inject"),
-        ("worker", "kill-worker", "inject"),
-    ):
-        wait_for_executors(spark, 2)
+GAVE_UP = 6  # any query reading lineitem: one job, quick
+Case = tuple[str, faults.Fault, Strategy]
+KILLED: tuple[Case, ...] = (
+    ("executor", "kill-executor", "inject"),
+    ("defer", "kill-executor", "defer"),
+    ("index", "kill-executor", "inject"),
+    ("worker", "kill-worker", "inject"),
+)
+
+
+def killed(
+    spark: SparkSession, data: Path, out: Path, n: int, cases: tuple[Case, ...] = KILLED, executors: int = 2
+) -> None:
+    """Query `n` captured while a JVM is SIGKILLed under it, once per case (each once
+    `executors` are up): by default an executor in the job of an Inject capture, in Defer's
+    background capture (struck only once the user's job has returned), in a task building
+    the executors' index, and a worker (with its executor) last, for good. Each case's
+    store goes to killed-<case>, and what happened to killed.json (the error: its type,
+    message and cause's type)."""
+    path = out / "killed.json"
+    report: dict[str, dict[str, object]] = json.loads(path.read_text()) if path.exists() else {}
+    (out / "struck").mkdir(exist_ok=True)
+    for case, how, strategy in cases:
+        wait_for_executors(spark, executors)
         marker, armed = out / "struck" / case, out / "struck" / f"{case}.armed"
         tpch.register(spark, data)
         if case == "index":
             spark.conf.set(faults.FAIL_PARTS_ONCE, f"{how}:{marker}")
         else:
             lineitem = spark.read.parquet(str(data / "lineitem.parquet"))
-            udf = F.udf(striking(str(marker), str(armed), how), "decimal(15,2)")  # type: ignore[arg-type]
+            udf = F.udf(striking(str(marker), str(armed), how), "decimal(15,2)")
             lineitem.withColumn("l_extendedprice", udf("l_extendedprice")).createOrReplaceTempView("lineitem")
         if strategy == "inject":
             armed.touch()
@@ -121,10 +144,11 @@ def killed(spark: SparkSession, data: Path, out: Path, n: int) -> None:
             entry["error"] = None
         except Exception as e:  # the test says which failures are allowed
             entry["error"] = f"{type(e).__module__}.{type(e).__name__}: {e}"
+            entry["cause"] = None if e.__cause__ is None else f"{type(e.__cause__).__module__}.{type(e.__cause__).__name__}"
         entry["killed"] = [gone(int(p.read_text())) for p in marker.rglob("killed")]
         report[case] = entry
         spark.conf.unset(faults.FAIL_PARTS_ONCE)
-    (out / "killed.json").write_text(json.dumps(report))
+    path.write_text(json.dumps(report))
 
 
 def gone(pid: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -94,7 +95,7 @@ def stores(cluster: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(
         [sys.executable, "-m", "tests.capture.cluster_job", cluster, str(tpch), str(out), str(QUERY), str(RETRIED)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (out / "parts.json").exists(), f"the cluster job ended without writing its stores:\n{done.stderr[-4000:]}"
@@ -158,3 +159,23 @@ def test_a_jvm_killed_under_a_capture_leaves_the_lineage_of_a_clean_run(stores: 
     if report["strategy"] == "defer":
         assert report["ready_before"] is False, "the background capture ended before the kill was armed"
     assert by_values(ember.load(str(stores / f"killed-{case}"))) == by_values(ember.load(str(stores / "clean-retried")))
+
+
+@pytest.mark.parametrize("case", ["gave-up", "gave-up-defer"])
+def test_a_capture_spark_gives_up_on_raises_an_ember_error_naming_what_died(stores: Path, case: str) -> None:
+    """Under spark.task.maxFailures=1 the task SIGKILLs its executor: Spark aborts the job.
+    The capture (Inject), or the wait for Defer's background capture, raises SparkJobError
+    whose one line names the lost executor, Spark's error as its cause."""
+    report = json.loads((stores / "killed.json").read_text())[case]
+    assert report["killed"] and all(report["killed"]), f"the {case} fault killed no JVM: the test proved nothing"
+    if report["strategy"] == "defer":
+        assert report["ready_before"] is False, "Defer's capture raised before the user's job returned"
+    error = report["error"]
+    assert error is not None, "the capture ended with a lineage though Spark gave up on its job"
+    assert re.fullmatch(
+        r"ember\.errors\.SparkJobError: the capture's Spark job failed: executor \S+ was lost "
+        r"\(ExecutorLostFailure \(executor \S+ exited caused by one of the running tasks\) Reason: [^\n]+\); "
+        r"task \S+ in stage \S+ failed 1 time, as often as spark\.task\.maxFailures allows",
+        error,
+    ), error
+    assert report["cause"] == "py4j.protocol.Py4JJavaError"
