@@ -190,10 +190,9 @@ def _marked(level: Level, source: str, rids: np.ndarray, marks: list[np.ndarray]
         if key == source:
             hit[col.hits(rids)] = True
     for r in level.refs:
-        if not marks[r.table].any():
-            continue
-        below = np.concatenate(([0], np.cumsum(marks[r.table], dtype=np.int64)))
-        hit |= below[r.end.decode()] > below[r.start.decode()]
+        marked = np.flatnonzero(marks[r.table])  # a trace marks few rows: no count over the whole level
+        if marked.size:
+            hit |= np.searchsorted(marked, r.end.decode()) > np.searchsorted(marked, r.start.decode())
     return hit
 
 
