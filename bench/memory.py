@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--driver-memory", default="1g")
     p.add_argument("--scale", type=float, default=1.0, help="TPC-H scale of the q1 cases")
     p.add_argument("--data", type=Path, default=None, help="TPC-H folder of the q1 cases (default: data/tpch/sf<scale>)")
-    p.add_argument("--rows", type=int, default=300_000_000, help="rows of the range case")
+    p.add_argument("--rows", type=int, default=80_000_000, help="rows of the range case")
     p.add_argument("--driver-rids", type=int, default=100_000, help="spark.ember.driverRids where a case forces it")
     p.add_argument("--scratch", default=None, help="folder for the stores (default: the system's temporary folder)")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="results folder (history/, pages)")
