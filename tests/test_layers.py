@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("query", "rdd", "arrays"),
     ("capture", "infer"),
-    ("modes", "apps"),
+    ("modes", "apps", "connect"),
     ("__init__",),
     ("cli", "ui", "demo"),
 )
