@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ember.capture.capture import _spark_gives_up, what_died
+from ember.capture.capture import _spark_gives_up
+from ember.engines.spark.failures import what_died
 from ember.errors import SparkJobError, UnsupportedOperatorError
 
 AWAIT = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any
 
 from google.protobuf import any_pb2
@@ -24,6 +25,8 @@ from ember.plan.trees import PlanOut, read
 
 REQUEST = "type.googleapis.com/ember.Request"
 VERSION = 1
+# A server with no plugin for the request: Spark 4.0's text, then its error class from 4.1
+_NO_HANDLER = re.compile(r"No handler found for extension|NO_HANDLER_FOR_EXTENSION")
 
 
 class _Request(LogicalPlan):
@@ -48,7 +51,7 @@ def message(df: ConnectFrame) -> PlanOut:
     try:
         (row,) = ConnectFrame(request, df.sparkSession).collect()
     except Exception as e:  # the server's refusal comes back as a gRPC error of its own kind
-        if "extension" in str(e).lower() or REQUEST.rsplit("/", 1)[-1] in str(e):
+        if _NO_HANDLER.search(str(e)):
             raise EmberError(
                 "this Spark Connect server does not serve ember: start it with the settings of "
                 "ember.connect.server_conf()"
