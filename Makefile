@@ -8,7 +8,7 @@ TPCDS_SF ?= 0.01
 TPCDS := data/tpcds/sf$(TPCDS_SF)
 TPCDS_GEN := $(VENV)/tpcds
 
-.PHONY: demo test test-fast test-spark40 lint setup data tpcds check-java clean chromium ui jar
+.PHONY: demo test test-fast test-spark40 lint setup data tpcds check-java clean chromium ui jar client
 
 check-java:
 	@scripts/check_java.sh
@@ -50,7 +50,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup data tpcds lint chromium
+test: setup data tpcds lint chromium client
 	EMBER_TPCH=$(abspath $(DATA)) EMBER_TPCDS=$(abspath $(TPCDS)) $(BIN)/python -m pytest -q
 	$(MAKE) test-spark40
 
@@ -67,6 +67,19 @@ $(SPARK40)/.stamp: pyproject.toml | check-java
 
 test-spark40: $(SPARK40)/.stamp data
 	EMBER_TPCH=$(abspath $(DATA)) $(SPARK40)/bin/python -m pytest -q tests/engines/spark/test_jar.py tests/engines/spark/test_plan_in.py tests/capture/test_operators.py tests/tpch/test_tpch.py
+
+# A Spark Connect client with no JVM: ember with its `client` extra (`pyspark-client`: PySpark
+# without the JVM's jars or py4j), in a virtualenv of its own. tests/test_connect.py runs a
+# capture from it against the tests' Connect server.
+CLIENT := $(VENV)/client
+
+$(CLIENT)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(CLIENT)
+	$(CLIENT)/bin/pip install -q --upgrade pip
+	$(CLIENT)/bin/pip install -q -e '.[client]'
+	@touch $@
+
+client: $(CLIENT)/.stamp
 
 # The fast tier, while editing (about a minute; `make test` runs everything): each test that
 # starts no JVM and needs neither Chromium nor TPC-DS (tests/conftest.py marks the others

@@ -22,6 +22,7 @@ from bench.results import RESULTS, read_history, show
 
 TITLES = {
     "capture": "Capture overhead and traces, TPC-H",
+    "connect": "Capture over Spark Connect vs a classic session",
     "tpcds": "TPC-DS coverage and capture overhead",
     "store": "Lineage store size and traces from disk",
     "remote": "Side tables indexed by the executors",

@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import settings
 from pyspark.sql import SparkSession
+from pyspark.sql.connect.session import SparkSession as RemoteSession
 
+from devkit import connect
 from devkit import tpch as tpch_data
 from tests.oracle.tpch_lineage import oracle
 
@@ -33,6 +35,7 @@ JVM_FIXTURES = frozenset(
         "page",  # tests/ui/test_page.py: the page in headless Chromium (make chromium)
         "browser",  # a Playwright browser, should a test ask for one by that name
         "tpcds_dir",  # tests/tpcds: the TPC-DS data (make tpcds), read only with Spark
+        "connect_server",  # a Spark Connect server with ember's plugin (its own JVM)
     }
 )
 
@@ -128,3 +131,19 @@ def table_rows(tpch: Path) -> dict[str, int]:
         t: pq.ParquetFile(tpch / f"{t}.parquet").metadata.num_rows
         for t in ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
     }
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server with ember's settings, started once for the run: its URL, token included."""
+    with connect.server(tmp_path_factory.mktemp("connect") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def remote(connect_server: str, tpch: Path) -> Iterator[RemoteSession]:
+    # Connect's own builder: the generic one refuses a remote session beside this process's classic one
+    session = RemoteSession.builder.remote(connect_server).getOrCreate()
+    tpch_data.register(session, tpch)  # type: ignore[arg-type]
+    yield session
+    session.stop()

@@ -19,12 +19,11 @@ from ember.capture.annotate import annotate
 from ember.capture.keys import rekey, unique_keys
 from ember.capture.local import reads as local_reads
 from ember.capture.untie import Tied, held, untied
-from ember.engines.spark.build import Builder
+from ember.engines.spark import engine as engines
+from ember.engines.spark.engine import Engine
 from ember.engines.spark.failures import texts, what_died
 from ember.engines.spark.frames import spark_frame
-from ember.engines.spark.jvm import Jvm
-from ember.engines.spark.numbering import number_source, shaped
-from ember.engines.spark.plan_import import Imported, import_plan
+from ember.engines.spark.plan_import import Imported
 from ember.errors import EmberError, InvalidPredicateError, SparkJobError, UnknownSourceError
 from ember.fetch.rows import check_unchanged
 from ember.plan import ir
@@ -149,7 +148,7 @@ def _capture(
         raise ValueError(f"keep_rows is a share of a source's rows, from 0 to 1, not {keep_rows!r}")
     if write_to is not None:
         _check_target(write_to, format)
-    jvm = Jvm.of(df, "ember.capture")
+    jvm = engines.of(df, "ember.capture")
     bound = driver_rids(jvm)
     at_trace = _count_setting(jvm, AT_TRACE_ROWS, sides.AT_TRACE_ROWS)
     user: pa.Table | None = None
@@ -158,7 +157,7 @@ def _capture(
         user, (plan, sources, clock) = _overlapped(jvm, df)
     else:
         phase("reading the plan")
-        plan, sources, clock = import_plan(jvm, df)
+        plan, sources, clock = engines.imported(jvm, df)
     workload = workload or Workload()
     sources = _in_workload(jvm, sources, workload)
     _check_predicates(jvm, plan, workload)
@@ -185,7 +184,7 @@ def _capture(
     inline = all(t.inline or t.local for t in annotated.tables)
     why = _why(strategy, inline, varies, ir.order_bound(plan))
     if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
-        numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+        numbered = {k: engines.numbered(jvm, s) for k, s in sources.items()}
         _, (user, index) = _guessed(
             annotated,
             lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess, at_trace),
@@ -231,10 +230,10 @@ def _why(strategy: Strategy, inline: bool, varies: bool, order_bound: bool) -> s
     return "the plan needs side-table jobs: the result comes first, lineage is built in the background"
 
 
-def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, Imported]:
+def _overlapped(jvm: Engine, df: DataFrame) -> tuple[pa.Table, Imported]:
     """Defer: the user's job runs while ember imports its plan (a run of Spark's optimizer that
     would otherwise delay the job), so a refusal comes after the job, not before it."""
-    imported = pool("import").submit(jvm.threaded(import_plan), jvm, df)
+    imported = pool("import").submit(jvm.threaded(engines.imported), jvm, df)
     try:
         user = df.toArrow()
     finally:
@@ -242,7 +241,7 @@ def _overlapped(jvm: Jvm, df: DataFrame) -> tuple[pa.Table, Imported]:
     return user, imported.result()
 
 
-def _in_workload(jvm: Jvm, sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
+def _in_workload(jvm: Engine, sources: dict[str, Source], workload: Workload) -> dict[str, Source]:
     """The sources the workload keeps; names it gives that the job does not read are refused,
     and so are its queries that cannot be pushed down."""
     names = {s.name for s in sources.values()}
@@ -252,7 +251,7 @@ def _in_workload(jvm: Jvm, sources: dict[str, Source], workload: Workload) -> di
         raise UnknownSourceError(f"workload names unknown sources {sorted(asked - names)}; the job reads: {known}")
     kept = {k: s for k, s in sources.items() if workload.keeps(s.name)}
     queries = _grouping_queries(workload)
-    shapes = {s.name: shaped(jvm, s) for s in kept.values()} if queries else {}
+    shapes = {s.name: engines.checkable(jvm, s) for s in kept.values()} if queries else {}
     for sql, _ in queries:
         grouped.check(sql, shapes)
     return kept
@@ -269,7 +268,7 @@ def _groupings(workload: Workload, sources: dict[str, Source], index: LineageInd
     return tuple(grouped.materialize(sql, by_name, index, outputs, col) for sql, col in _grouping_queries(workload))
 
 
-def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
+def _check_predicates(jvm: Engine, plan: ir.Node, workload: Workload) -> None:
     """Each `where` of the workload must fit its source's columns (checked without a job)."""
     for node in walk(plan):
         if isinstance(node, ir.Scan) and node.source.name in workload.where:
@@ -281,7 +280,7 @@ def _check_predicates(jvm: Jvm, plan: ir.Node, workload: Workload) -> None:
 
 
 def run_annotated(
-    jvm: Jvm,
+    jvm: Engine,
     annotated: Annotated,
     names: list[str],
     sources: dict[str, Source],
@@ -317,7 +316,7 @@ def _indexed(result: pa.Table, annotated: Annotated, data: list[SideRows], same:
 
 
 def _run(
-    jvm: Jvm,
+    jvm: Engine,
     annotated: Annotated,
     sources: dict[str, Source],
     staging: str | None,
@@ -332,7 +331,7 @@ def _run(
 
     Side tables read the sources again, so the files must be as they were when the plan
     was read: checked after the last job."""
-    builder = Builder(jvm, sources, imported=imported)
+    builder = engines.builder(jvm, sources, imported)
     try:
         job = builder.dataframe(annotated.plan)
         started = sides.start(builder, annotated, small, at_trace)
@@ -350,7 +349,7 @@ def _run(
 
 @_spark_gives_up
 def _deferred(
-    jvm: Jvm,
+    jvm: Engine,
     plan: ir.Node,
     sources: dict[str, Source],
     staging: str | None,
@@ -362,7 +361,7 @@ def _deferred(
     """Captures after the user's job: same plan, same (unchanged) files, rows matched up."""
     for s in sources.values():
         check_unchanged(s)
-    numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+    numbered = {k: engines.numbered(jvm, s) for k, s in sources.items()}
     annotated = _annotated(plan, workload, sources, bound, at_trace=at_trace)
     annotated, (result, side_data, same) = _guessed(
         annotated,
@@ -422,13 +421,13 @@ def _guessed(
         annotated = again(reported, guess)
 
 
-def driver_rids(jvm: Jvm) -> int | None:
+def driver_rids(jvm: Engine) -> int | None:
     """The session's `spark.ember.driverRids`, if set (None: ember's default); read once
     per capture, as Defer's background capture may run after the session changed it."""
     return _count_setting(jvm, DRIVER_RIDS, None)
 
 
-def _count_setting(jvm: Jvm, key: str, default: T) -> int | T:
+def _count_setting(jvm: Engine, key: str, default: T) -> int | T:
     """A session setting that counts rows or rids (`default` where it is not set)."""
     value = jvm.spark.conf.get(key, None)
     if value is None:

@@ -30,13 +30,12 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ember.capture.annotate import input_rows
 from ember.capture.local import reads as local_reads
 from ember.capture.local.inputs import Inputs
 from ember.capture.untie import Tied, computes_again
-from ember.engines.spark.build import Builder
+from ember.engines.spark.engine import Building
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.plan import ir
@@ -109,7 +108,7 @@ class Started:
     later: set[int]  # tables read at trace time (`read_at_trace`)
 
 
-def start(builder: Builder, annotated: Annotated, small: bool, at_trace: int | None = None) -> Started:
+def start(builder: Building, annotated: Annotated, small: bool, at_trace: int | None = None) -> Started:
     """Side tables that can run beside the job, started: those the job's result alone points
     at without keys (scalar subqueries, global aggregates: nothing to cut them to), and
     those whose every group is wanted, whichever rows point at them (`SideTable.whole`,
@@ -216,7 +215,7 @@ def _unchecked(table: SideTable) -> None:
 
 
 def fetch(
-    builder: Builder,
+    builder: Building,
     annotated: Annotated,
     result: pa.Table,
     staging: str | None,
@@ -303,7 +302,7 @@ def _referrers(annotated: Annotated) -> dict[int, set[int]]:
 
 
 def _job(
-    builder: Builder,
+    builder: Building,
     table: SideTable,
     keys: Keys,
     small: bool,
@@ -355,7 +354,7 @@ class Unreported(Exception):
     the task ended before the function did. The capture is run again over a cached input."""
 
 
-def _reported(builder: Builder, table: SideTable, keys: Keys) -> pa.Table:
+def _reported(builder: Building, table: SideTable, keys: Keys) -> pa.Table:
     """A partition map's side table from what its wrapped function reported: a row per rid
     read, under the partition's number, in the column of its slot (the others null)."""
     reports = builder.reports[table.id].value
@@ -382,10 +381,10 @@ def _note(wanted: dict[int, _Wanted], rows: pa.Table | Staged, slots: tuple[Slot
             wanted[slot.table].add(rows, slot)
 
 
-def _restricted(builder: Builder, side: DataFrame, table: SideTable, keys: pa.Table | DataFrame) -> DataFrame:
+def _restricted(builder: Building, side: DataFrame, table: SideTable, keys: pa.Table | DataFrame) -> DataFrame:
     """The side table's rows whose keys are among `keys` (null keys match null-safely, as
     refs are resolved)."""
-    wanted = keys if isinstance(keys, DataFrame) else F.broadcast(builder.jvm.spark.createDataFrame(keys))
+    wanted = keys if isinstance(keys, DataFrame) else builder.jvm.spark.createDataFrame(keys).hint("broadcast")
     at = {name: j for j, name in enumerate(side.columns)}
     cond = [side[at[k.name]].eqNullSafe(wanted[f"k{i}"]) for i, k in enumerate(table.keys)]
     on = cond[0]

@@ -9,6 +9,8 @@ the handler which DataFrame the action read. Calls made from inside pyspark or e
 
 from __future__ import annotations
 
+import functools
+import importlib
 import inspect
 import os
 import runpy
@@ -22,9 +24,7 @@ from types import FrameType
 from typing import Any
 
 import pyspark
-from pyspark.core.rdd import RDD
 from pyspark.sql import DataFrame
-from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 from pyspark.sql.readwriter import DataFrameWriter
 
 import ember
@@ -60,16 +60,37 @@ def _none(_: Any, __: Params) -> None:
     return None
 
 
-ACTIONS: list[tuple[type, str, str, Target]] = [
-    *((ClassicFrame, m, m, _whole) for m in ("collect", "toPandas", "toArrow", "toLocalIterator", "count", "foreach", "foreachPartition")),
-    (ClassicFrame, "take", "take", _limit("num", 1)),
-    (ClassicFrame, "head", "head", _limit("n", 1)),
-    (ClassicFrame, "first", "first", _limit(None, 1)),
-    (ClassicFrame, "show", "show", _limit("n", 20)),
-    (ClassicFrame, "tail", "tail", _none),
-    *((DataFrameWriter, m, f"write.{m}", _written) for m in ("save", "parquet", "csv", "json", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")),
-    *((RDD, m, f"rdd.{m}", _none) for m in ("collect", "count", "take", "first", "reduce", "fold", "aggregate", "sum", "foreach", "foreachPartition", "top", "takeOrdered", "collectAsMap", "countByKey", "countByValue", "saveAsTextFile", "saveAsPickleFile")),
-]
+def _classes(names: list[str]) -> list[type]:
+    """The classes of those (module, class) names this PySpark has: a Connect client
+    (`pyspark-client`) has no classic frames or RDDs, and a classic install may lack the
+    packages Connect's frames need."""
+    found = []
+    for name in names:
+        module, _, cls = name.rpartition(".")
+        try:
+            found.append(getattr(importlib.import_module(module), cls))
+        except ImportError:
+            continue
+    return found
+
+
+@functools.cache
+def actions() -> list[tuple[type, str, str, Target]]:
+    """(class, method, action name, target) for every action `ember run` reports, of the
+    classes this PySpark has (looked up at the first run: Connect's client is slow to import)."""
+    frames = _classes(["pyspark.sql.classic.dataframe.DataFrame", "pyspark.sql.connect.dataframe.DataFrame"])
+    writers = _classes(["pyspark.sql.readwriter.DataFrameWriter"])  # Connect's writer keeps a plan, not a frame
+    rdds = _classes(["pyspark.core.rdd.RDD"])
+    return [
+        *((f, m, m, _whole) for f in frames for m in ("collect", "toPandas", "toArrow", "toLocalIterator", "count", "foreach", "foreachPartition")),
+        *((f, "take", "take", _limit("num", 1)) for f in frames),
+        *((f, "head", "head", _limit("n", 1)) for f in frames),
+        *((f, "first", "first", _limit(None, 1)) for f in frames),
+        *((f, "show", "show", _limit("n", 20)) for f in frames),
+        *((f, "tail", "tail", _none) for f in frames),
+        *((w, m, f"write.{m}", _written) for w in writers for m in ("save", "parquet", "csv", "json", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")),
+        *((r, m, f"rdd.{m}", _none) for r in rdds for m in ("collect", "count", "take", "first", "reduce", "fold", "aggregate", "sum", "foreach", "foreachPartition", "top", "takeOrdered", "collectAsMap", "countByKey", "countByValue", "saveAsTextFile", "saveAsPickleFile")),
+    ]
 
 
 @dataclass
@@ -136,8 +157,9 @@ class Script:
 
     @contextmanager
     def _patched(self, handler: Handler) -> Iterator[None]:
-        originals = [(cls, method, cls.__dict__[method]) for cls, method, _, _ in ACTIONS]
-        for (cls, method, name, target), (_, _, orig) in zip(ACTIONS, originals, strict=True):
+        patched = actions()
+        originals = [(cls, method, cls.__dict__[method]) for cls, method, _, _ in patched]
+        for (cls, method, name, target), (_, _, orig) in zip(patched, originals, strict=True):
             setattr(cls, method, self._wrap(orig, name, target, handler))
         try:
             yield

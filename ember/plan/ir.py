@@ -362,6 +362,7 @@ class Generate(Unary):
     generator: Expr = field(default_factory=lambda: Expr("", frozenset()))
     generated: tuple[Attr, ...] = ()
     kept: tuple[Attr, ...] = ()
+    python: bool = False  # a Python UDTF: its node names the child columns it keeps
     handle: Any = field(default=None, compare=False, hash=False, repr=False)
 
     @property

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from ember import progress
 from ember.arrow import positions
 from ember.engines import duck
+from ember.engines.spark.frames import is_connect
 from ember.engines.spark.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, first_line
 from ember.fetch.rows import check_unchanged, source_relation
@@ -341,7 +342,7 @@ def load(path: str | os.PathLike[str], spark: SparkSession | Callable[[], SparkS
     """
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"ember.load takes the path of a saved store (a str), not {type(path).__name__}")
-    if spark is not None and not isinstance(spark, SparkSession) and not callable(spark):
+    if spark is not None and not isinstance(spark, SparkSession) and not is_connect(spark) and not callable(spark):
         raise TypeError(f"ember.load's spark is a SparkSession (or a function returning one), not {type(spark).__name__}")
     path = os.fspath(path)
     if not isinstance(path, str):
@@ -381,6 +382,11 @@ class _Recount:
                     raise EmberError(
                         f"source {self._source.name!r} is {self._source.kind.upper()}: reading its rows needs Spark: "
                         "ember.load(path, spark)"
+                    )
+                if is_connect(spark):
+                    raise EmberError(
+                        f"source {self._source.name!r} is {self._source.kind.upper()}: counting its rows again needs a "
+                        "classic session (over Spark Connect ember does not count such sources yet)"
                     )
                 self._counted = reopen_text(spark, self._source, self._recipe).data
             return self._counted

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pyspark import Accumulator, SparkContext
 from pyspark.sql import DataFrame
 
+from ember.engines.spark.frames import is_connect
 from ember.errors import EmberError
 from ember.rdd.debug import LIST_PARAM, CulpritError, Guard, culprit
 from ember.rdd.ids import MASK, MAX_SLOTS, SHIFT, Ref
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from ember.rdd.lineage_rdd import LineageRDD
 
 T = TypeVar("T")
+_NO_RDDS = ": RDD lineage needs a SparkContext, which a Spark Connect session does not have"
 LineageId = tuple[int, int, int]  # (point uid, partition, n): an id as users see it
 
 
@@ -31,6 +33,12 @@ class LineageContext:
     """Creates tracked RDDs; remembers their capture points and which outputs ran."""
 
     def __init__(self, sc: SparkContext) -> None:
+        if not isinstance(sc, SparkContext):
+            kind = type(sc)
+            raise TypeError(
+                f"ember.LineageContext wraps a SparkContext (spark.sparkContext of a classic session), not "
+                f"{kind.__module__}.{kind.__qualname__}{_NO_RDDS if is_connect(sc) else ''}"
+            )
         self.sc = sc
         self._points: list[Point] = []
         self._bases: list[int] = []  # first slot of each point, in uid order
@@ -52,6 +60,8 @@ class LineageContext:
 
     def fromDataFrame(self, df: DataFrame) -> TrackedRDD:
         """`df.rdd`'s Rows; ids are (partition, position in it), so `df` must be deterministic."""
+        if is_connect(df):
+            raise EmberError(f"LineageContext.fromDataFrame needs a classic session's DataFrame{_NO_RDDS}")
         point = IndexedInput(self, df.rdd.mapPartitions(enumerate, True))
         return TrackedRDD(self, point.tagged(), (point,))
 

@@ -23,6 +23,7 @@ from pyspark.sql.window import Window
 
 import ember
 from ember.capture import sides
+from ember.engines.spark.frames import is_connect
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
@@ -54,16 +55,20 @@ def b() -> list[o.Row]:
 
 def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
     """Oracle values = Spark's values; ember's lineage = oracle's (both strategies and lazy
-    inference, exact and superset); the result is the job's."""
+    inference, exact and superset); the result is the job's. Over Spark Connect
+    (tests/capture/test_connect.py) the captures only: inference and the py4j round trip
+    run on classic sessions."""
     plain = sorted(repr(tuple(r)) for r in df.collect())
     assert plain == sorted(repr(v) for v, _ in expected), "the oracle disagrees with Spark on values"
-    assert_round_trip(df)  # the JVM boundary's two messages agree on this plan
+    classic = not is_connect(df)
+    if classic:
+        assert_round_trip(df)  # the JVM boundary's two messages agree on this plan
     for strategy in ("defer", "inject"):
         lin = ember.capture(df, strategy=strategy)
         got = sorted(repr(v) for v in o.value_rows(lin.output().drop_columns(["ember_oid"])))
         assert got == plain, f"capture ({strategy}) changed the job's result"
         o.assert_same_lineage(lin, expected)
-    for exact in (True, False):
+    for exact in (True, False) if classic else ():
         o.assert_inferred(ember.infer(df, exact=exact), expected)
     return lin
 

@@ -38,7 +38,7 @@ from pyspark.sql.window import Window as W
 
 from ember.engines.spark import jar, plan_in
 from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
-from ember.engines.spark.numbering import HELPERS, TextNumbering, files, parquet_rid
+from ember.engines.spark.numbering import HELPERS, TextNumbering, parquet_rid
 from ember.engines.spark.plan_import import BATCHED_GROUP_MAPS
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
@@ -164,11 +164,9 @@ class Builder:
     _Passthrough = _same
 
     def _Generate(self, node: ir.Generate) -> JObj:
-        """A Generate keeps its child's new columns by itself; a Python UDTF names the child
-        columns it keeps, so it is made again keeping the slots too."""
+        """A Python UDTF names the child columns it keeps, so it is made again keeping the
+        slots too (any other Generate keeps its child's new columns by itself: `plan_in`)."""
         kind = str(node.handle.nodeName())
-        if kind not in ("BatchEvalPythonUDTF", "ArrowEvalPythonUDTF"):
-            return self._same(node)
         child = self.build(node.child)
         h = node.handle
         args = (h.udtf(), self.seq([self.attr(a) for a in node.kept]), h.resultAttrs(), child)
@@ -318,12 +316,7 @@ class Builder:
         scan = node.child
         assert isinstance(scan, ir.Scan)
         source = self.sources.get(scan.source.key, scan.source)
-        if source.kind == "parquet":
-            # Made resolved by `RowIndex.java`: a DataFrame resolving `_metadata.row_index`
-            # cost an analysis per scan; one is left only for a workload's `only`.
-            if node.only is None:
-                made = jar.helper(self.jvm, "RowIndex")
-                return made.numbered(scan.handle, *files(source), node.rid.name, self.jvm.expr_id(node.rid.id))
+        if source.kind == "parquet":  # only for a workload's `only`: the message numbers the rest
             df = self.jvm.dataframe(self._with_fields(scan, ["row_index", "file_path"]))
             rid = parquet_rid(df, source)
         elif isinstance(source.data, TextNumbering):

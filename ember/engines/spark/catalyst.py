@@ -17,12 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from py4j import protocol as proto
-from py4j.java_gateway import JavaObject
 from pyspark.sql import DataFrame
 
 from ember.engines.spark import jar
-from ember.engines.spark.jvm import JObj, Jvm
+from ember.engines.spark.jvm import JObj, Jvm, gateway_of, handles
 from ember.plan.trees import PlanOut, PlanTree, Reader, Tree, read
 
 _OPT = "org.apache.spark.sql.catalyst.optimizer."
@@ -42,27 +40,27 @@ def message(jvm: Jvm, df: DataFrame) -> PlanOut:
     """The plan out of `df`: its optimized plan (with `excluded` rules) and what the import
     reads beside it, in one py4j call (schema: docs/design/import.md, "One message out")."""
     client = df._jdf._gateway_client
-    body = _dumped(lambda path: _dumper(jvm).message(_gateway(df._jdf), df._jdf, ",".join(EXCLUDED_RULES), path))
-    return read(body, lambda ref: JavaObject(ref, client))
+    body = _dumped(lambda path: _dumper(jvm).message(gateway_of(df._jdf), df._jdf, ",".join(EXCLUDED_RULES), path))
+    return read(body, handles(client))
 
 
 def plan(jvm: Jvm, p: JObj) -> PlanTree:
     """`p` with handles to its nodes and the expressions they hold."""
-    return Reader(lambda ref: JavaObject(ref, p._gateway_client)).plan(
-        _dumped(lambda path: _dumper(jvm).plan(_gateway(p), p, path))
+    return Reader(handles(p._gateway_client)).plan(
+        _dumped(lambda path: _dumper(jvm).plan(gateway_of(p), p, path))
     )
 
 
 def expression(jvm: Jvm, e: JObj) -> Tree:
     """One expression, with a handle, as `plan` reads those a node holds."""
-    return Reader(lambda ref: JavaObject(ref, e._gateway_client)).tree(
-        _dumped(lambda path: _dumper(jvm).expression(_gateway(e), e, path))
+    return Reader(handles(e._gateway_client)).tree(
+        _dumped(lambda path: _dumper(jvm).expression(gateway_of(e), e, path))
     )
 
 
 def leaves(jvm: Jvm, p: JObj) -> list[PlanTree]:
     """Every leaf of a plan (no handles)."""
-    reader = Reader(lambda ref: JavaObject(ref, p._gateway_client))
+    reader = Reader(handles(p._gateway_client))
     return [reader.plan(leaf) for leaf in _dumped(lambda path: _dumper(jvm).leaves(p, path))]
 
 
@@ -78,9 +76,5 @@ def _dumped(dump: Callable[[str], None]) -> Any:
 
 
 # --- the Java side ---------------------------------------------------------------
-def _gateway(obj: JObj) -> JObj:
-    return JavaObject(proto.GATEWAY_SERVER_OBJECT_ID, obj._gateway_client).getGateway()
-
-
 def _dumper(jvm: Jvm) -> JObj:
     return jar.helper(jvm, "PlanDump")

@@ -11,22 +11,34 @@ from __future__ import annotations
 import base64
 import json
 import re
-from typing import Any
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
+import pyarrow as pa
 from google.protobuf import any_pb2
+from pyspark.sql import DataFrame
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
 from pyspark.sql.connect.plan import LogicalPlan
 from pyspark.sql.connect.session import SparkSession as RemoteSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
-from ember.engines.spark import catalyst, plan_in
-from ember.errors import EmberError
+from ember.engines.spark import catalyst, jar, plan_in
+from ember.engines.spark.plan_import import Imported, imported_from
+from ember.errors import EmberError, UnsupportedOperatorError
+from ember.plan import ir
+from ember.plan.sources import COUNTED, Source
 from ember.plan.trees import PlanOut, read
 
+T = TypeVar("T")
+_RID = "__ember_rid"
 REQUEST = "type.googleapis.com/ember.Request"
 VERSION = 1
 # A server with no plugin for the request: Spark 4.0's text, then its error class from 4.1
 _NO_HANDLER = re.compile(r"No handler found for extension|NO_HANDLER_FOR_EXTENSION")
+_PLUGIN = re.compile(r"ember's Connect plugin [^\n]*")  # a refusal of the plugin's own, one line
 
 
 class _Request(LogicalPlan):
@@ -56,6 +68,9 @@ def message(df: ConnectFrame) -> PlanOut:
                 "this Spark Connect server does not serve ember: start it with the settings of "
                 "ember.connect.server_conf()"
             ) from None
+        refused = _PLUGIN.search(str(e))
+        if refused:
+            raise EmberError(refused.group(0)) from None
         raise
     return read(json.loads(row[0]), lambda ref: ref)
 
@@ -65,3 +80,113 @@ def build(session: RemoteSession, message: plan_in.Message) -> ConnectFrame:
     from references the plan out of this session gave; its rows come as the plan was
     built, not optimized again."""
     return ConnectFrame(_Request(None, {"command": "plan_in", "message": message.body}), session)
+
+
+def _plan(ref: str) -> plan_in.Message:
+    """The message of a plan the plan out named, as it is."""
+    return plan_in.Message({"version": plan_in.VERSION, "root": {"op": "plan", "ref": ref}}, ())
+
+
+class Remote:
+    """The Connect server behind one client session, serving what a capture asks of an
+    engine: the plan out, plans built from messages, and a referenced plan's rows."""
+
+    def __init__(self, spark: RemoteSession) -> None:
+        jar.check_version(str(spark.version))  # the server's Spark: its plugin is ember's jar
+        self.spark = spark
+
+    def threaded(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """`fn` as it is: a Connect request names its session itself, on any thread."""
+        return fn
+
+    def imported(self, df: DataFrame) -> Imported:
+        assert isinstance(df, ConnectFrame)
+        return imported_from(message(df), {})
+
+    def dataframe(self, ref: str) -> ConnectFrame:
+        """The rows of a plan the plan out named (a scan, to check a predicate against)."""
+        return build(self.spark, _plan(ref))
+
+    def numbered(self, source: Source) -> Source:
+        """Parquet files number their rows by their row index, with no first look, and an
+        in-memory table is collected and numbered by position (as on a classic session);
+        text formats would need a counting job the server does not serve yet."""
+        if source.kind == "memory":
+            table = self.dataframe(source.data).toArrow()
+            return replace(source, rows=table.num_rows, data=table)
+        if source.kind in COUNTED:
+            raise UnsupportedOperatorError(
+                f"over Spark Connect ember does not yet number the rows of {source.kind} sources such as "
+                f"{source.name!r}: that takes a counting job the server does not serve (capture it from a "
+                "classic session)"
+            )
+        return source
+
+
+@dataclass
+class RemoteBuilder:
+    """Builds one capture's rewritten plans on the Connect server, each as one plan-in
+    message. What a message cannot hold (nodes built through py4j on a classic session)
+    is refused by name."""
+
+    jvm: Remote
+    sources: dict[str, Source]
+    imported: ir.Node | None = field(default=None, repr=False)
+    keys: pa.Table | ConnectFrame | None = None
+    reports: dict[int, Any] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _unchanged: frozenset[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._unchanged = frozenset(map(id, ir.walk(self.imported))) if self.imported is not None else frozenset()
+
+    def dataframe(self, node: ir.Node) -> ConnectFrame:
+        return build(self.jvm.spark, plan_in.message(node, self._outside, self._unchanged))
+
+    def release(self) -> None:
+        """Nothing is cached on the server for a capture."""
+
+    def _outside(self, node: ir.Node) -> plan_in.Json:
+        """Rows this client holds, as a relation of its own (`rows`): an in-memory source
+        numbered by position, the keys a side table is computed for."""
+        if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):
+            source = self.sources.get(node.child.source.key, node.child.source)
+            if source.kind == "memory":
+                table: pa.Table = source.data
+                fresh = self._frame(table.append_column(_RID, pa.array(range(table.num_rows), pa.int64())))
+                if node.only is not None:  # the workload's predicate, over the table's own columns
+                    kept = [f"`{c}`" for c in table.column_names]
+                    fresh = fresh.selectExpr(*kept, f"CASE WHEN {node.only} THEN {_RID} END AS {_RID}")
+                return self._rows(fresh, (*node.child.attrs, node.rid))
+        if isinstance(node, ir.Keys) and self.keys is not None:
+            keys = self.keys if isinstance(self.keys, DataFrame) else self._frame(self.keys)
+            typed = keys.selectExpr(*[f"CAST(`{c}` AS {a.dtype})" for c, a in zip(keys.columns, node.attrs, strict=True)])
+            return self._rows(typed, node.attrs)
+        raise UnsupportedOperatorError(
+            f"over Spark Connect ember cannot capture this plan yet: its lineage needs {_needed(node)}, which a "
+            "classic session builds through py4j (capture it from a classic session)"
+        )
+
+
+    def _frame(self, table: pa.Table) -> DataFrame:
+        """The table as a DataFrame of this session (Connect infers no schema from no rows)."""
+        if table.num_rows:
+            return self.jvm.spark.createDataFrame(table)
+        return self.jvm.spark.createDataFrame([], from_arrow_schema(table.schema))
+
+    def _rows(self, df: DataFrame, attrs: tuple[ir.Attr, ...]) -> plan_in.Json:
+        assert isinstance(df, ConnectFrame)
+        relation = base64.b64encode(df._plan.plan(self.jvm.spark.client).SerializeToString()).decode()
+        return {"op": "rows", "relation": relation, "as": [{"name": a.name, "id": a.id} for a in attrs]}
+
+
+def _needed(node: ir.Node) -> str:
+    """What a node the plan message cannot hold stands for, in words.
+
+    >>> _needed(ir.Keys(attrs=()))
+    'a Keys node'
+    """
+    if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):
+        why = " under a workload's filter" if node.only is not None else ""
+        return f"row numbers of source {node.child.source.name!r} ({node.child.source.kind}){why}"
+    return f"a {type(node).__name__} node"

@@ -20,3 +20,13 @@ def spark_frame(df: Any) -> Any:
         if callable(to_spark):
             return to_spark()
     return df
+
+
+def is_connect(obj: object) -> bool:
+    """Whether `obj` is of Spark Connect's client (a session or a DataFrame), known without
+    importing the client, which needs packages a classic install may lack.
+
+    >>> is_connect("not a frame")
+    False
+    """
+    return type(obj).__module__.startswith("pyspark.sql.connect.")

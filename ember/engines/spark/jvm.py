@@ -1,5 +1,7 @@
 """Thin helpers over py4j for the Catalyst objects ember reads and builds.
 
+py4j is imported where it is used: a Spark Connect client (`pyspark-client`) has none.
+
 Everything that touches Spark's internal (non-public) JVM API goes through here or
 through the edge modules (`engines.spark.catalyst`, `engines.spark.plan_import`, `engines.spark.build`,
 and the Java helpers in the jar `engines.spark.jar` loads), so a Spark upgrade has few places to check.
@@ -11,8 +13,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from py4j import protocol as proto
-from py4j.java_gateway import JavaObject, JVMView
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from ember.errors import EmberError
@@ -99,8 +99,7 @@ class Jvm:
         """The JVM's py4j gateway (its registry of the objects Python holds), fetched once."""
         found = self._names.get(_GATEWAY)
         if found is None:
-            client = self.jsession._gateway_client
-            found = self._names[_GATEWAY] = JavaObject(proto.GATEWAY_SERVER_OBJECT_ID, client).getGateway()
+            found = self._names[_GATEWAY] = gateway_of(self.jsession)
         return found
 
     # --- Scala collections -------------------------------------------------
@@ -174,6 +173,21 @@ class Jvm:
         return df._jdf.queryExecution().optimizedPlan()
 
 
+def gateway_of(obj: JObj) -> JObj:
+    """The py4j gateway (the JVM's registry of the objects Python holds) of `obj`'s JVM."""
+    from py4j import protocol as proto
+    from py4j.java_gateway import JavaObject
+
+    return JavaObject(proto.GATEWAY_SERVER_OBJECT_ID, obj._gateway_client).getGateway()
+
+
+def handles(client: Any) -> Callable[[str], JObj]:
+    """The py4j object behind a gateway id, for the plan reader."""
+    from py4j.java_gateway import JavaObject
+
+    return lambda ref: JavaObject(ref, client)
+
+
 _LIST_OF_ARITY = 10  # java.util.List.of has overloads of 0 to 10 elements
 
 
@@ -190,6 +204,9 @@ def iterate(seq: JObj) -> Iterator[JObj]:
 
 def class_name(obj: JObj) -> str:
     """`obj.getClass().getSimpleName()` in one round trip (commons-lang3 ships with Spark)."""
+    from py4j import protocol as proto
+    from py4j.java_gateway import JVMView
+
     client = obj._gateway_client
     root = JVMView(client, proto.DEFAULT_JVM_NAME, id=proto.DEFAULT_JVM_ID)
     return str(_resolved(_names(client), root, "org.apache.commons.lang3.ClassUtils.getSimpleName")(obj))

@@ -37,7 +37,7 @@ from ember.plan.sources import (
     spark_uri,
     stem,
 )
-from ember.plan.trees import PlanTree, Tree, find
+from ember.plan.trees import PlanOut, PlanTree, Tree, find
 
 _UNSUPPORTED = {
     "PythonMapInArrow": "mapInArrow",
@@ -203,7 +203,7 @@ class Importer:
             python=any(find(e, _PYTHON) for e in p.exprs["list"]),
         )
 
-    def _Generate(self, p: PlanTree) -> ir.Node:
+    def _Generate(self, p: PlanTree, python: bool = False) -> ir.Node:
         generator = p.expr("gen")
         assert generator is not None
         return ir.Generate(
@@ -211,6 +211,7 @@ class Importer:
             generator=self.expr(generator),
             generated=p.attrs["generated"],
             kept=p.attrs["kept"],
+            python=python,
             handle=p.handle,
         )
 
@@ -230,7 +231,7 @@ class Importer:
                 f"ember cannot trace the Python UDTF {name}: it has a terminate(), and Spark gives the rows "
                 "terminate() yields the lineage of a partition's last input row, whichever rows made them"
             )
-        return self._Generate(p)
+        return self._Generate(p, python=True)
 
     _BatchEvalPythonUDTF = _python_udtf
     _ArrowEvalPythonUDTF = _python_udtf
@@ -413,13 +414,17 @@ class Imported(NamedTuple):
 
 def import_plan(jvm: Jvm, df: DataFrame) -> Imported:
     """The IR of `df`'s optimized plan and the sources it reads, from one plan-out message."""
-    out = catalyst.message(jvm, df)
+    return imported_from(catalyst.message(jvm, df), _NAMED.get(jvm.spark, {}))
+
+
+def imported_from(out: PlanOut, named: dict[str, str]) -> Imported:
+    """The IR and the sources of a plan-out message; `named`: source names given by key."""
     if out.plan is None:
         raise UnsupportedOperatorError(
             "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
             "foreachBatch is a batch one)"
         )
-    importer = Importer({**view_names(out.views), **_NAMED.get(jvm.spark, {})})
+    importer = Importer({**view_names(out.views), **named})
     root = importer.node(out.plan)
     return Imported(domains.marked(root), importer.sources, out.clock)
 

@@ -42,12 +42,18 @@ def expressible(node: ir.Node) -> bool:
         return not node.python and not any(isinstance(c.expr, ir.FrameCount) for c in node.columns)
     if isinstance(node, ir.Scan | ir.Limit | ir.Passthrough):
         return node.handle is not None
+    if isinstance(node, ir.Generate):  # a Python UDTF is made again, keeping the rid columns too
+        return node.handle is not None and not node.python
+    if isinstance(node, ir.Numbered):  # a Parquet scan's rids are read off its row index
+        scan = node.child
+        return isinstance(scan, ir.Scan) and scan.source.kind == "parquet" and node.only is None and scan.handle is not None
     return isinstance(node, ir.Filter | ir.Project | ir.Join | ir.Aggregate | ir.Union | ir.Expand)
 
 
-def message(node: ir.Node, outside: Callable[[ir.Node], JObj], unchanged: frozenset[int]) -> Message:
+def message(node: ir.Node, outside: Callable[[ir.Node], JObj | Json], unchanged: frozenset[int]) -> Message:
     """The message for `node` (which must be `expressible`). `outside` builds a node the
-    message cannot hold; a node in `unchanged` (ids) is the import's own, used whole.
+    message cannot hold (or writes it as a node of its own: a Connect client's rows); a
+    node in `unchanged` (ids) is the import's own, used whole.
 
     >>> from types import SimpleNamespace
     >>> a = ir.Attr(1, "a", "bigint")
@@ -74,7 +80,7 @@ def build(jvm: Jvm, m: Message) -> JObj:
 
 
 class _Writer:
-    def __init__(self, outside: Callable[[ir.Node], JObj], unchanged: frozenset[int]) -> None:
+    def __init__(self, outside: Callable[[ir.Node], JObj | Json], unchanged: frozenset[int]) -> None:
         self.outside = outside
         self.unchanged = unchanged
         self.held: list[JObj] = []
@@ -84,14 +90,15 @@ class _Writer:
         if handle is not None and id(n) in self.unchanged:
             return self._plan(handle)
         if not expressible(n):
-            return self._plan(self.outside(n))
+            outside = self.outside(n)
+            return outside if isinstance(outside, dict) else self._plan(outside)
         made: Json = getattr(self, f"_{type(n).__name__}")(n)
         return made
 
     def _kids(self, n: ir.Node) -> list[Json]:
         return [self.node(c) for c in n.children]
 
-    def _same(self, n: ir.Scan | ir.Limit | ir.Passthrough | ir.Join) -> Json:
+    def _same(self, n: ir.Scan | ir.Limit | ir.Passthrough | ir.Generate | ir.Join) -> Json:
         """The node as the import made it, over its new children (a user's join, a limit)."""
         kids = self._kids(n)
         return {"op": "same", "ref": self._ref(n.handle), "kids": kids} if kids else self._plan(n.handle)
@@ -99,6 +106,7 @@ class _Writer:
     _Scan = _same
     _Limit = _same
     _Passthrough = _same
+    _Generate = _same
 
     def _Filter(self, n: ir.Filter) -> Json:
         return {"op": "filter", "cond": self.expr(n.cond), "kids": self._kids(n)}
@@ -131,6 +139,13 @@ class _Writer:
     def _Window(self, n: ir.Window) -> Json:
         """Over the user's own window's partition and order (no positions of ember's)."""
         return {"op": "window", "ref": self._ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
+
+    def _Numbered(self, n: ir.Numbered) -> Json:
+        """Each file's path and first rid, where the source has several (`RowIndex.numbered`)."""
+        assert isinstance(n.child, ir.Scan)
+        files = n.child.source.files
+        listed = [[f.uri, f.offset] for f in files] if len(files) > 1 else []
+        return {"op": "numbered", "files": listed, "rid": {"name": n.rid.name, "id": n.rid.id}, "kids": self._kids(n)}
 
     def expr(self, e: ir.AnyExpr) -> Json:
         if isinstance(e, ir.Expr):

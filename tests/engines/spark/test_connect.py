@@ -6,19 +6,12 @@ job's rows."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pyspark
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-import ember.connect
 from ember.engines.spark import connect, plan_in
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import Importer, import_plan
@@ -32,56 +25,6 @@ QUERIES = [
     " AND l_commitdate < l_receiptdate) GROUP BY o_orderpriority",
     "SELECT n_name, sum(c_acctbal) AS b FROM customer JOIN nation ON c_nationkey = n_nationkey GROUP BY n_name",
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Spark Connect server on loopback with ember's settings, in a process of its own."""
-    home = Path(pyspark.__file__).parent
-    port = _free_port()
-    settings = {
-        **ember.connect.server_conf(),
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.ui.enabled": "false",
-    }
-    conf = [x for k, v in settings.items() for x in ("--conf", f"{k}={v}")]
-    log = tmp_path_factory.mktemp("connect") / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-             "--master", "local[2]", *conf, "spark-internal"],
-            env={**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"}, stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while "Spark Connect server started" not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the Connect server did not start:\n{log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-@pytest.fixture(scope="module")
-def remote(server: str, tpch: Path) -> Iterator[RemoteSession]:
-    # Connect's own builder: the generic one refuses a remote session beside this process's classic one
-    session = RemoteSession.builder.remote(server).getOrCreate()
-    for table in ("lineitem", "orders", "customer", "nation"):
-        session.read.parquet(str(tpch / f"{table}.parquet")).createOrReplaceTempView(table)
-    yield session
-    session.stop()
 
 
 @pytest.mark.parametrize("query", QUERIES)
@@ -108,6 +51,13 @@ def test_a_server_that_does_not_know_the_request_is_named(remote: RemoteSession,
     assert "\n" not in str(raised.value)
 
 
+def test_a_client_of_another_version_is_refused_with_both_versions(remote: RemoteSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connect, "VERSION", connect.VERSION + 1)
+    with pytest.raises(EmberError, match=rf"version {connect.VERSION - 1}, not {connect.VERSION}\b") as raised:
+        connect.message(remote.range(3))
+    assert "\n" not in str(raised.value)
+
+
 @pytest.mark.parametrize("query", QUERIES)
 def test_a_plan_built_over_connect_gives_the_job_s_rows(remote: RemoteSession, query: str) -> None:
     """The boundary's round trip on the server: the plan read out, written back as a plan-in
@@ -124,3 +74,13 @@ def test_a_plan_built_over_connect_gives_the_job_s_rows(remote: RemoteSession, q
 
 def _no_outside(node: ir.Node) -> ir.Node:
     raise AssertionError(f"these plans need nothing built outside the message: {node}")
+
+
+def test_the_server_refuses_a_client_without_its_token(connect_server: str) -> None:
+    """The test server authenticates: a client that does not give its token gets no answer."""
+    anonymous = RemoteSession.builder.remote(connect_server.split("/;")[0]).create()
+    try:
+        with pytest.raises(Exception, match=r"(?i)unauthenticated|token"):
+            anonymous.range(1).collect()
+    finally:
+        anonymous.stop()

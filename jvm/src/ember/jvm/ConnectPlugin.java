@@ -40,7 +40,9 @@ import org.sparkproject.connect.protobuf.InvalidProtocolBufferException;
  * references ("m3.17") name objects this server holds for the client's session, as the
  * py4j gateway does for a classic one. {"version": 1, "command": "plan_in", "message":
  * a plan-in message} answers the rows of the plan it builds, planned as built (`Prepared`):
- * a second optimization could change an optimized plan's answer.
+ * a second optimization could change an optimized plan's answer. Its `rows` nodes carry
+ * relations of the client's (base64 protobuf: tables it holds, keys it supplies), which
+ * this session's planner analyzes.
  */
 public final class ConnectPlugin implements RelationPlugin {
     static final String REQUEST = "type.googleapis.com/ember.Request";
@@ -78,8 +80,7 @@ public final class ConnectPlugin implements RelationPlugin {
             SparkSession session = planner.session();
             String scope = planner.sessionId() + "/";
             if ("plan_out".equals(command)) {
-                Relation relation = Relation.parseFrom(Base64.getDecoder().decode(body.path("relation").asText()));
-                Dataset<Row> ds = Dataset.ofRows(session, planner.transformRelation(relation));
+                Dataset<Row> ds = Dataset.ofRows(session, planner.transformRelation(parsed(body.path("relation").asText())));
                 String message = "m" + MESSAGES.incrementAndGet();
                 List<Object> held = new ArrayList<>();
                 HELD.put(scope + message, held);
@@ -90,13 +91,24 @@ public final class ConnectPlugin implements RelationPlugin {
                 return Optional.of(answer(session, new PlanDump().text(handles, ds, body.path("excluded").asText())));
             }
             if ("plan_in".equals(command)) {
-                LogicalPlan built = new PlanBuild().build(ref -> held(scope, ref), body.path("message").toString());
+                Function<String, LogicalPlan> relations = encoded -> Dataset.ofRows(session, planner.transformRelation(
+                    parsed(encoded))).queryExecution().analyzed();
+                LogicalPlan built = new PlanBuild().build(ref -> held(scope, ref), relations, body.path("message").toString());
                 Dataset<Row> prepared = new Prepared().dataframe(session, built);
                 return Optional.of(planned(prepared));
             }
             throw new IllegalArgumentException("ember's Connect plugin does not know the request " + command);
         } catch (java.io.IOException malformed) {
             throw new IllegalArgumentException("ember's Connect plugin got a malformed request: " + malformed.getMessage(), malformed);
+        }
+    }
+
+    /** A client's relation, sent as base64 protobuf. */
+    private static Relation parsed(String encoded) {
+        try {
+            return Relation.parseFrom(Base64.getDecoder().decode(encoded));
+        } catch (InvalidProtocolBufferException malformed) {
+            throw new IllegalArgumentException("ember's Connect plugin got a malformed relation: " + malformed.getMessage(), malformed);
         }
     }
 

@@ -53,16 +53,18 @@ public final class PlanBuild {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final Function<String, Object> objects;  // a reference's object (null: unknown)
+    private final Function<String, LogicalPlan> relations;  // a client's relation, analyzed (Connect only)
     private final Map<Long, Attribute> scope = new HashMap<>();
     private java.util.UUID jvmId;
 
     /** The instance Python holds (`engines.spark.jar.helper`); each build makes its own. */
     public PlanBuild() {
-        this(null);
+        this(null, null);
     }
 
-    private PlanBuild(Function<String, Object> objects) {
+    private PlanBuild(Function<String, Object> objects, Function<String, LogicalPlan> relations) {
         this.objects = objects;
+        this.relations = relations;
     }
 
     /** The plan the message in file `path` describes (a file: see `PlanDump.write`). */
@@ -72,12 +74,18 @@ public final class PlanBuild {
 
     /** The plan `text` describes, its references resolved by `objects`. */
     public LogicalPlan build(Function<String, Object> objects, String text) throws IOException {
+        return build(objects, null, text);
+    }
+
+    /** The same, with a Connect client's relations (base64 protobuf) analyzed by `relations`. */
+    public LogicalPlan build(Function<String, Object> objects, Function<String, LogicalPlan> relations, String text)
+            throws IOException {
         JsonNode message = JSON.readTree(text);
         int version = message.path("version").asInt(-1);
         if (version != VERSION) {
             throw new IllegalArgumentException("ember plan message version " + version + "; this jar reads " + VERSION);
         }
-        PlanBuild made = new PlanBuild(objects);
+        PlanBuild made = new PlanBuild(objects, relations);
         made.jvmId = NamedExpression$.MODULE$.newExprId().jvmId();
         return made.node(message.get("root"));
     }
@@ -100,6 +108,8 @@ public final class PlanBuild {
             case "union" -> n.has("ref") ? ((LogicalPlan) ref(n)).withNewChildren(seq(kids)) : new Union(seq(kids), false, false);
             case "expand" -> expand(n, kids.get(0));
             case "window" -> window(n, kids.get(0));
+            case "numbered" -> numbered(n, kids.get(0));
+            case "rows" -> rows(n);
             default -> throw new IllegalArgumentException("ember plan message: unknown node op " + op);
         };
         for (Attribute a : CollectionConverters.asJava(made.output())) {
@@ -149,6 +159,36 @@ public final class PlanBuild {
     private LogicalPlan window(JsonNode n, LogicalPlan child) {
         Window spec = (Window) ref(n);
         return new Window(named(n.get("list")), spec.partitionSpec(), spec.orderSpec(), child, (Option) spec.productElement(4));
+    }
+
+    /** A Parquet scan with its rows' rids (`RowIndex`): each file's first rid given where
+     * the source has several files. */
+    private LogicalPlan numbered(JsonNode n, LogicalPlan scan) {
+        List<String> uris = new ArrayList<>();
+        List<Long> offsets = new ArrayList<>();
+        for (JsonNode f : n.path("files")) {
+            uris.add(f.get(0).asText());
+            offsets.add(f.get(1).asLong());
+        }
+        JsonNode rid = n.get("rid");
+        return new RowIndex().numbered((org.apache.spark.sql.execution.datasources.LogicalRelation) scan, uris, offsets,
+            rid.get("name").asText(), exprId(rid.get("id").asLong()));
+    }
+
+    /** A Connect client's rows (a relation it made: a table it holds, keys it supplies),
+     * its columns taken in order as the attributes `as` names, keeping their exprIds. */
+    private LogicalPlan rows(JsonNode n) {
+        if (relations == null) {
+            throw new IllegalArgumentException("ember plan message: rows of a client's relation come only over Spark Connect");
+        }
+        LogicalPlan plan = relations.apply(n.get("relation").asText());
+        List<Attribute> output = CollectionConverters.asJava(plan.output());
+        List<NamedExpression> columns = new ArrayList<>();
+        int i = 0;
+        for (JsonNode a : n.get("as")) {
+            columns.add(alias(output.get(i++), a));
+        }
+        return new Project(seq(columns), plan);
     }
 
     // --- expressions -----------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""ember.capture over Spark Connect: the TPC-H queries captured from a Connect client
+(a server with ember's plugin, `ember.connect.server_conf()`) meet the DuckDB oracle
+backward and forward, as the classic session's captures do (`tests/tpch`). What the
+server cannot build yet is refused by name, before any job."""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+import ember
+from devkit.tpch import QUERIES
+from ember.errors import UnsupportedOperatorError
+from tests.capture import test_operators as operators
+from tests.tpch.queries_sql import tpch_sql
+from tests.tpch.test_tpch import SEED, check_lineage
+
+DEFERRED = [1, 3, 9, 13, 18, 21]  # Defer's path too, over shapes from one table to six and anti joins
+CASES = [("inject", n) for n in sorted(QUERIES)] + [("defer", n) for n in DEFERRED]
+
+
+@pytest.mark.parametrize(("strategy", "n"), CASES, ids=[f"{s}-q{n:02d}" for s, n in CASES])
+def test_tpch_over_connect(
+    remote: RemoteSession, tpch_oracle: Callable[[int], pa.Table], table_rows: dict[str, int], strategy: str, n: int
+) -> None:
+    lin = check_lineage(tpch_sql(remote, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 500 + n), strategy)
+    assert lin.mode == strategy
+
+
+def test_what_the_server_cannot_number_yet_is_refused_by_name(remote: RemoteSession, tmp_path: Path) -> None:
+    """Before any job: a CSV source (counted by a job of its own on a classic session) and
+    `spark.range` (numbered by a column the client cannot build into a plan message)."""
+    (tmp_path / "t.csv").write_text("k\n1\n2\n")
+    with pytest.raises(UnsupportedOperatorError, match="does not yet number the rows of csv sources") as raised:
+        ember.capture(remote.read.csv(str(tmp_path / "t.csv"), header=True).groupBy().count())
+    assert "\n" not in str(raised.value)
+    with pytest.raises(UnsupportedOperatorError, match=r"cannot capture this plan yet: .*row numbers of source"):
+        ember.capture(remote.range(10).groupBy().count())
+
+
+def test_rows_of_a_source_without_a_key_are_numbered_on_the_server(remote: RemoteSession, tmp_path: Path) -> None:
+    """Repeated rows over two files: no key tells them apart, so the server numbers them
+    by file and row index (the plan message's numbered scan); the oracle numbers the
+    files' rows in the order Spark lists them."""
+    folder = tmp_path / "repeated"
+    folder.mkdir()
+    parts = [pa.table({"k": [1, 2, 1, 1], "v": [5, 5, 5, 7]}), pa.table({"k": [2, 1, 3], "v": [5, 5, 5]})]
+    for name, part in zip(("a", "b"), parts, strict=True):
+        pq.write_table(part, folder / f"{name}.parquet")
+    rows = pa.concat_tables(parts)
+    # (a dict, not functions.sum: beside a classic session, PySpark's functions make classic columns)
+    lin = ember.capture(remote.read.parquet(str(folder)).groupBy("k").agg({"v": "sum"}), strategy="inject")
+    out = lin.output()
+    for oid, k in enumerate(out.column("k").to_pylist()):
+        want = [i for i, key in enumerate(rows.column("k").to_pylist()) if key == k]
+        assert lin.backward(oids=[oid]).ids(lin.sources[0]).tolist() == want
+    for rid, k in enumerate(rows.column("k").to_pylist()):
+        assert out.column("k").take(lin.forward(lin.sources[0], ids=[rid]).ids()).to_pylist() == [k]
+
+
+def test_ember_lineage_captures_over_connect(remote: RemoteSession) -> None:
+    """Inference needs the driver's JVM; `auto` captures a Connect DataFrame, as it would
+    a plan inference refuses, and `lazy` says why it cannot."""
+    df = remote.sql("SELECT n_regionkey, count(*) AS n FROM nation GROUP BY n_regionkey")
+    lin = ember.lineage(df, traces=1)
+    assert isinstance(lin, ember.Lineage) and lin.mode == "inject"
+    with pytest.raises(ember.EmberError, match="classic SparkSession"):
+        ember.lineage(df, mode="lazy")
+
+
+# The operator table's tests that build their jobs in SQL alone (PySpark's functions make
+# classic columns in a process that holds a classic session, as these tests' does), each
+# as its own case, with its parameters.
+OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
+    f.__name__.removeprefix("test_"): f
+    for f in (
+        operators.test_filter_project_computed_columns,
+        operators.test_sort,
+        operators.test_limit_and_top_k,
+        operators.test_inner_cross_theta_joins,
+        operators.test_an_outer_join_spark_could_drop_still_gives_its_matched_rows,
+        operators.test_semi_joins_exists_and_in,
+        operators.test_anti_joins_not_exists_and_not_in,
+        operators.test_grouped_aggregate_with_having,
+        operators.test_global_aggregate_also_over_no_rows,
+        operators.test_aggregates_spark_would_merge_keep_their_own_rows,
+        operators.test_distinct_and_count_distinct,
+        operators.test_union_all_and_distinct,
+        operators.test_explode_and_posexplode,
+        operators.test_pivot,
+        operators.test_unpivot,
+        operators.test_self_join_and_a_table_read_twice_are_one_source,
+    )
+}
+OPERATORS |= {f"outer_joins_{k}": functools.partial(operators.test_outer_joins, kind=k) for k in ("left", "right", "full")}
+OPERATORS |= {
+    f"{op}{'_all' if all_ else ''}": functools.partial(operators.test_intersect_and_except, op=op, all_=all_)
+    for op in ("intersect", "except") for all_ in (False, True)
+}
+
+
+@pytest.fixture(scope="module")
+def remote_views(remote: RemoteSession) -> RemoteSession:
+    """The operator table's in-memory tables, as temp views of the Connect session."""
+    for name, rows, schema in (("a", operators.A, "k int, v string"), ("b", operators.B, "k int, w string"),
+                               ("w", operators.W, "g int, o int, v int"), ("c", operators.C, "id int, c1 int, c2 int")):
+        remote.createDataFrame(rows, schema).createOrReplaceTempView(name)
+    return remote
+
+
+@pytest.mark.parametrize("case", sorted(OPERATORS))
+def test_the_operator_table_over_connect(remote_views: RemoteSession, case: str) -> None:
+    OPERATORS[case](remote_views)
+
+
+@pytest.mark.parametrize(
+    ("case", "needed"),
+    [(operators.test_window_functions, "a Window node"), (operators.test_except_all_against_an_aggregate, "a Shared node")],
+    ids=["window_positions", "cached_subplan"],
+)
+def test_what_the_plugin_does_not_build_yet_is_refused(
+    remote_views: RemoteSession, case: Callable[[RemoteSession], None], needed: str
+) -> None:
+    """Window positions (resolved by Spark's analyzer) and cached subplans are built through
+    py4j on a classic session; over Connect they are refused by name, not run wrong."""
+    with pytest.raises(UnsupportedOperatorError, match=f"cannot capture this plan yet: its lineage needs {needed}"):
+        case(remote_views)
