@@ -4,7 +4,8 @@
     .venv/bin/python -m bench.connect --scale 0.1 --queries 1 3 6
 
 A Connect server with ember's plugin (`devkit.connect.server`, local[2], on loopback)
-runs beside a classic local[2] session in this process, each with the same settings. Per
+runs beside a classic local[2] session in this process, with the same shuffle partitions
+(and a 6g driver beside the classic one's 12g, so that both fit a 24 GB machine). Per
 query, after a warm-up, `--runs` rounds alternate four jobs: the plain job on the
 classic session, `ember.capture(..., strategy="inject")` there, then the same two over
 Connect (the plain job is `df.toArrow()` over Connect). Reported: medians, each path's
@@ -30,7 +31,7 @@ from bench.capture import trace_latency
 from bench.common import Run, figure, median, parser, per_query, settled, timed, tpch_session, worst
 from devkit import connect, tpch
 
-SETTINGS = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "12g"}
+SETTINGS = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "6g"}  # beside a 12g classic driver
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,16 @@
 """ember from a Spark Connect client with no JVM: a virtualenv holding `pyspark-client` and
 ember but not `pyspark` (nor py4j; `make test` builds it, .venv/client) captures TPC-H Q3
-on the tests' Connect server and saves the lineage; its every output row's backward trace
-meets the DuckDB oracle. `ember.connect`'s settings are what a server needs."""
+on the tests' Connect server and saves the lineage, and `ember run` records the same job
+from a script; every output row's backward trace of both meets the DuckDB oracle. The
+22 queries in the DataFrame API (whose columns, made by PySpark's functions, are
+Connect's only in a client-only process) are captured there too, deferred, and meet the
+oracle as the classic session's do.
+`python -m ember.connect` prints the settings a server needs."""
 
 from __future__ import annotations
 
+import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import ember
@@ -20,6 +27,7 @@ from devkit.tpch import QUERIES, TABLES
 from tests.conftest import ROOT
 from tests.oracle.compare import expected_backward, match_rows
 from tests.oracle.tpch_lineage import KEYS, SOURCES
+from tests.tpch.test_tpch import SEED, check_captured
 
 CLIENT = ROOT / ".venv" / "client" / "bin" / "python"
 N = 3
@@ -35,7 +43,10 @@ url, data, query, store = sys.argv[1:]
 spark = SparkSession.builder.remote(url).getOrCreate()
 for table in {tables!r}:
     spark.read.parquet(f"{{data}}/{{table}}.parquet").createOrReplaceTempView(table)
-ember.capture(spark.sql(query)).save(store)
+if store == "-":  # under `ember run`, which captures the action
+    spark.sql(query).collect()
+else:
+    ember.capture(spark.sql(query)).save(store)
 """
 
 
@@ -47,18 +58,66 @@ def test_a_client_with_pyspark_client_alone_captures_over_connect(
     job = tmp_path / "job.py"
     job.write_text(JOB.format(tables=list(TABLES)))
     (query,) = QUERIES[N]
-    store = tmp_path / "store"
-    run = subprocess.run([str(CLIENT), str(job), connect_server, str(tpch), query, str(store)],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    args = [str(job), connect_server, str(tpch), query]
+    run = subprocess.run([str(CLIENT), *args, str(tmp_path / "store")], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    lin = ember.load(str(store))
+    recorded = subprocess.run([str(CLIENT.with_name("ember")), "run", "--store", str(tmp_path / "run"), *args, "-"],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    (entry,) = (p for p in (tmp_path / "run").iterdir() if p.is_dir())
     expected = tpch_oracle(N)
-    mapping = match_rows(lin.output(), expected, KEYS[N])
-    assert len(mapping) == lin.output().num_rows > 0
-    for oid, row in mapping.items():
-        trace = lin.backward(oids=[oid])
-        for source in SOURCES[N]:
-            assert np.array_equal(trace.ids(source), expected_backward(expected, [row], source)), (oid, source)
+    for store in (tmp_path / "store", entry):
+        lin = ember.load(str(store))
+        mapping = match_rows(lin.output(), expected, KEYS[N])
+        assert len(mapping) == lin.output().num_rows > 0
+        for oid, row in mapping.items():
+            trace = lin.backward(oids=[oid])
+            for source in SOURCES[N]:
+                assert np.array_equal(trace.ids(source), expected_backward(expected, [row], source)), (store, oid, source)
+
+
+DATAFRAMES = """
+import sys
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+import ember
+from tests.tpch.queries_dataframe import DF
+
+url, data, out = sys.argv[1:]
+spark = SparkSession.builder.remote(url).getOrCreate()
+for table in {tables!r}:
+    spark.read.parquet(f"{{data}}/{{table}}.parquet").createOrReplaceTempView(table)
+for n, query in sorted(DF.items()):
+    pq.write_table(query(spark).toArrow(), f"{{out}}/q{{n}}.parquet")
+    ember.capture(query(spark), strategy="defer").save(f"{{out}}/q{{n}}")
+"""
+
+
+@pytest.fixture(scope="module")
+def client_dataframes(connect_server: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 22 TPC-H queries in the DataFrame API, run plainly and captured (deferred) by the
+    client-only virtualenv, where PySpark's functions make Connect's columns: each one's
+    plain output and lineage store, by query number."""
+    if not CLIENT.exists():
+        pytest.fail("the client-only virtualenv .venv/client is missing: `make test` (or `make client`) builds it")
+    out = tmp_path_factory.mktemp("client-dataframes")
+    job = out / "job.py"
+    job.write_text(DATAFRAMES.format(tables=list(TABLES)))
+    run = subprocess.run([str(CLIENT), str(job), connect_server, str(tpch), str(out)], capture_output=True, text=True,
+                         cwd=out, timeout=1200, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("n", sorted(QUERIES))
+def test_tpch_dataframe_api_from_a_client_over_connect(
+    client_dataframes: Path, tpch_oracle: Callable[[int], pa.Table], table_rows: dict[str, int], n: int
+) -> None:
+    lin = ember.load(str(client_dataframes / f"q{n}"))
+    assert lin.mode == "defer"
+    plain = pq.read_table(client_dataframes / f"q{n}.parquet")
+    check_captured(lin, plain, n, tpch_oracle(n), table_rows, random.Random(SEED + 600 + n))
 
 
 def test_python_m_ember_connect_prints_the_server_flags() -> None:

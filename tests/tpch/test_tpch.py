@@ -51,9 +51,18 @@ MULTI_OIDS = 5  # one backward trace over several output rows at once
 def check_lineage(
     df: DataFrame, n: int, expected: pa.Table, rows: dict[str, int], rng: random.Random, strategy: str
 ) -> ember.Lineage:
-    keys, sources = KEYS[n], SOURCES[n]
     plain = df.toArrow()
     lin = ember.capture(df, strategy=strategy)
+    check_captured(lin, plain, n, expected, rows, rng)
+    return lin
+
+
+def check_captured(
+    lin: ember.Lineage, plain: pa.Table, n: int, expected: pa.Table, rows: dict[str, int], rng: random.Random
+) -> None:
+    """The lineage of query `n` (captured here or elsewhere: a Connect client's, loaded)
+    against the plain job's output and the oracle's."""
+    keys, sources = KEYS[n], SOURCES[n]
     out = lin.output()
 
     # The captured job's output is the plain job's, with ember_oid = 0..n-1 appended.
@@ -100,7 +109,6 @@ def check_lineage(
             got = lin.forward(source, ids=[rid]).ids()
             want = expected_forward(index, rid)
             assert np.array_equal(got, want), _diff(f"forward {source} rid {rid}", got, want)
-    return lin
 
 
 def _diff(what: str, got: np.ndarray, want: np.ndarray) -> str:

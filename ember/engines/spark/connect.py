@@ -129,7 +129,7 @@ class RemoteBuilder:
     message. What a message cannot hold (nodes built through py4j on a classic session)
     is refused by name."""
 
-    jvm: Remote
+    jvm: Remote  # the engine, named as the classic `Builder`'s (`capture.sides` reads either)
     sources: dict[str, Source]
     imported: ir.Node | None = field(default=None, repr=False)
     keys: pa.Table | ConnectFrame | None = None
@@ -166,7 +166,6 @@ class RemoteBuilder:
             f"over Spark Connect ember cannot capture this plan yet: its lineage needs {_needed(node)}, which a "
             "classic session builds through py4j (capture it from a classic session)"
         )
-
 
     def _frame(self, table: pa.Table) -> DataFrame:
         """The table as a DataFrame of this session (Connect infers no schema from no rows)."""
