@@ -70,12 +70,12 @@ def parser(doc: str | None, runs: int | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def tpch_session(console: Console, scale: float) -> tuple[SparkSession, Path]:
+def tpch_session(console: Console, scale: float, memory: str = "12g") -> tuple[SparkSession, Path]:
     """TPC-H data at `scale` (generated once) registered in a local benchmark session."""
     data = ROOT / "data" / "tpch" / f"sf{scale:g}"
     with console.status(f"TPC-H SF{scale:g} data"):
         tpch.ensure_data(data, scale)
-    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": "12g", "spark.sql.shuffle.partitions": "8"})
+    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": memory, "spark.sql.shuffle.partitions": "8"})
     tpch.register(spark, data)
     return spark, data
 

@@ -4,8 +4,8 @@
     .venv/bin/python -m bench.connect --scale 0.1 --queries 1 3 6
 
 A Connect server with ember's plugin (`devkit.connect.server`, local[2], on loopback)
-runs beside a classic local[2] session in this process, with the same shuffle partitions
-(and a 6g driver beside the classic one's 12g, so that both fit a 24 GB machine). Per
+runs beside a classic local[2] session in this process, with the same settings (6g
+drivers: two of them fit a 24 GB machine beside other work). Per
 query, after a warm-up, `--runs` rounds alternate four jobs: the plain job on the
 classic session, `ember.capture(..., strategy="inject")` there, then the same two over
 Connect (the plain job is `df.toArrow()` over Connect). Reported: medians, each path's
@@ -31,14 +31,15 @@ from bench.capture import trace_latency
 from bench.common import Run, figure, median, parser, per_query, settled, timed, tpch_session, worst
 from devkit import connect, tpch
 
-SETTINGS = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "6g"}  # beside a 12g classic driver
+MEMORY = "6g"
+SETTINGS = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": MEMORY}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser(__doc__, runs=3).parse_args(argv)
     run = Run("connect", args.out, argv)
     console = Console()
-    spark, data = tpch_session(console, args.scale)
+    spark, data = tpch_session(console, args.scale, MEMORY)
     with tempfile.TemporaryDirectory() as scratch, connect.server(Path(scratch) / "server.log", **SETTINGS) as url:
         remote = RemoteSession.builder.remote(url).getOrCreate()
         tpch.register(remote, data)  # type: ignore[arg-type]

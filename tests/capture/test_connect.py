@@ -1,7 +1,8 @@
-"""ember.capture over Spark Connect: the TPC-H queries captured from a Connect client
-(a server with ember's plugin, `ember.connect.server_conf()`) meet the DuckDB oracle
-backward and forward, as the classic session's captures do (`tests/tpch`). What the
-server cannot build yet is refused by name, before any job."""
+"""ember.capture over Spark Connect: the TPC-H queries and the operator table's SQL cases,
+captured from a Connect client (a server with ember's plugin, `ember.connect.server_conf()`),
+meet the same oracles backward and forward as the classic session's captures do
+(`tests/tpch`, `tests/capture/test_operators.py`). What the server cannot build yet is
+refused by name, before any job."""
 
 from __future__ import annotations
 
@@ -22,16 +23,15 @@ from tests.capture import test_operators as operators
 from tests.tpch.queries_sql import tpch_sql
 from tests.tpch.test_tpch import SEED, check_lineage
 
-DEFERRED = [1, 3, 9, 13, 18, 21]  # Defer's path too, over shapes from one table to six and anti joins
-CASES = [("inject", n) for n in sorted(QUERIES)] + [("defer", n) for n in DEFERRED]
 
-
-@pytest.mark.parametrize(("strategy", "n"), CASES, ids=[f"{s}-q{n:02d}" for s, n in CASES])
+@pytest.mark.parametrize("n", sorted(QUERIES))
 def test_tpch_over_connect(
-    remote: RemoteSession, tpch_oracle: Callable[[int], pa.Table], table_rows: dict[str, int], strategy: str, n: int
+    remote: RemoteSession, tpch_oracle: Callable[[int], pa.Table], table_rows: dict[str, int], n: int
 ) -> None:
-    lin = check_lineage(tpch_sql(remote, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 500 + n), strategy)
-    assert lin.mode == strategy
+    """The SQL texts, injected (the DataFrame API's, deferred, run from a client-only
+    process: tests/test_connect.py)."""
+    lin = check_lineage(tpch_sql(remote, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 500 + n), "inject")
+    assert lin.mode == "inject"
 
 
 def test_what_the_server_cannot_number_yet_is_refused_by_name(remote: RemoteSession, tmp_path: Path) -> None:
