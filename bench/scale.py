@@ -93,22 +93,25 @@ def shuffle_partitions(scale: float) -> int:
 
 
 class PeakMemory:
-    """The maximum over a query's phases of each memory peak `Peaks` measures per phase."""
+    """A query's memory peaks (`Peaks`, per phase): the maximum over its phases, and over
+    its plain jobs alone (`<key>_plain`). In local mode the executors share the driver's
+    JVM, so its peak is mostly Spark's own; the plain jobs' peak tells ember's share."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.peaks = Peaks(spark)
-        self.seen: dict[str, int] = dict.fromkeys(MEMORY_KEYS, 0)
+        self.seen: dict[str, int] = {}
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         with self.peaks.phase(name):
             yield
         for key in MEMORY_KEYS:
-            self.seen[key] = max(self.seen[key], self.peaks.seen[name][key])
+            for seen in (key, f"{key}_plain") if name == "plain" else (key,):
+                self.seen[seen] = max(self.seen.get(seen, 0), self.peaks.seen[name][key])
 
     def taken(self) -> dict[str, int]:
         """This query's peaks, and starts the next query's."""
-        seen, self.seen = self.seen, dict.fromkeys(MEMORY_KEYS, 0)
+        seen, self.seen = self.seen, {}
         return seen
 
 
@@ -395,8 +398,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         "| SF | query | rounds | plain s | inject | defer | ready (inject) | ready (defer) | lineage rids | built by "
         "| first backward ms | backward ids ms | trace rids | with rows ms | forward ms | index MB | per input byte "
         "| whole store MB | per input byte "
-        "| save s | JVM peak MB | JVM heap peak MB | Python peak MB | lazy job s | lazy exact trace ms | run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| save s | JVM peak MB | JVM heap peak MB | Python peak MB | plain job's JVM / heap / Python peaks MB "
+        "| lazy job s | lazy exact trace ms | run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         head = f"| {r['scale']:g} | Q{r['n']} |"
@@ -410,7 +414,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
             f"{'executors' if r['remote'] else 'driver'} | {r['first_back']:.1f} | {r['back']:.1f} | "
             f"{r['back_rids']:,} | {r['rows']:.1f} | {r['fwd']:.1f} | {r['index_bytes'] * mb:,.2f} | "
             f"{r['per_input']:.3%} | {r['store_bytes'] * mb:,.2f} | {r['store_share']:.3%} | {r['save']:.2f} | {r['jvm_rss'] * mb:,.0f} | {r['jvm_heap'] * mb:,.0f} | "
-            f"{r['python_rss'] * mb:,.0f} | {r.get('lazy_job', float('nan')):.2f} | {r['lazy_ms']:.0f} | "
+            f"{r['python_rss'] * mb:,.0f} | "
+            + " / ".join(f"{r.get(f'{k}_plain', float('nan')) * mb:,.0f}" for k in MEMORY_KEYS)
+            + f" | {r.get('lazy_job', float('nan')):.2f} | {r['lazy_ms']:.0f} | "
             f"{r['run'][:10]} |"
         )
     return lines
@@ -427,7 +433,9 @@ def write_report(run: Run, args: argparse.Namespace, rows: list[dict[str, Any]],
         "only of sources with at most 1,000 rows in the trace). *index*: the lineage `lin.save` writes (its "
         "index/ folder), *whole store*: every file it writes (with the output and the manifest), each against "
         "the input Parquet of the sources the query reads. Memory: peak resident sets (VmHWM, reset per phase) of the "
-        "driver JVM and of the Python process, and the JVM heap's peak use, the maximum over the query's phases. "
+        "driver JVM and of the Python process, and the JVM heap's peak use, the maximum over the query's phases, "
+        "and over its plain jobs alone (local mode: the executors run in the driver's JVM, so most of its peak "
+        "is Spark's own). "
         "*lazy*: the job under `ember.infer` (exact) and its one-row backward trace. Rows from earlier runs keep "
         "their date (column *run*). Where a capture ran long, its phases are in the child's log (`--logs`).",
         "",
