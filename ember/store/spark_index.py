@@ -185,6 +185,8 @@ class Staged:
         """The table's level, built by the executors as parts in the scratch folder."""
         needed = {a.name for a in (*table.keys, *(a for s in table.slots for a in s.attrs))}
         df = self.frame(sorted(needed))
+        # Without a join, each task reads stretches of its files in order: no shuffle to cut them.
+        in_order = not any(isinstance(s, RefSlot) and s.keys for s in table.slots)
         values: list[tuple[str, Column]] = []
         for i, slot in enumerate(table.slots):
             if isinstance(slot, RidSlot):
@@ -194,7 +196,7 @@ class Staged:
                 df, start, end = self._resolved(df, i, slot, below[slot.table], tables[slot.table], levels[slot.table].rows)
                 values += [(f"ref{i}.start", start), (f"ref{i}.end", end)]
         df = df.select(F.col(RN), *[c.alias(n.replace(".", "_")) for n, c in values])  # a dot would name a field
-        metas = _written(df, [n for n, _ in values], self.scratch, f"index/t{table.id}", self.rows, compress)
+        metas = _written(df, [n for n, _ in values], self.scratch, f"index/t{table.id}", self.rows, compress, in_order)
         columns = {n: _column(metas[n], self.rows, self.scratch) for n, _ in values}
         rids = tuple((s.source, columns[f"rid{i}"]) for i, s in enumerate(table.slots) if isinstance(s, RidSlot))
         refs = tuple(
@@ -245,14 +247,18 @@ def _all(conds: list[Column]) -> Column:
 
 
 def _written(
-    df: DataFrame, names: list[str], scratch: Scratch, folder: str, rows: int, compress: bool
+    df: DataFrame, names: list[str], scratch: Scratch, folder: str, rows: int, compress: bool, in_order: bool = False
 ) -> dict[str, list[dict[str, Any]]]:
-    """Each column's parts, written by the tasks; orphans of failed attempts deleted."""
-    parts = max(1, math.ceil(rows / PART_ROWS))
-    spread = df.repartition(parts, F.floor(F.col(RN) / PART_ROWS))
+    """Each column's parts, written by the tasks; orphans of failed attempts deleted.
+
+    `in_order`: `df` reads the staged files with no shuffle, so each task's rows come in
+    stretches of consecutive numbers and the tasks write them as they stream (a shuffle
+    into `PART_ROWS` stretches would move every row of the level once more); else the rows
+    are shuffled into such stretches first."""
+    spread = df if in_order else df.repartition(max(1, math.ceil(rows / PART_ROWS)), F.floor(F.col(RN) / PART_ROWS))
     fail = df.sparkSession.conf.get(faults.FAIL_PARTS_ONCE, None)
     reports = spread.mapInArrow(
-        _part_writer(scratch.uri, folder, names, compress, fail), "first long, rows long, columns string"
+        _part_writer(scratch.uri, folder, names, compress, fail, in_order), "first long, rows long, columns string"
     ).toArrow()
     found: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for first, columns in sorted(zip(reports.column("first").to_pylist(), reports.column("columns").to_pylist(), strict=True)):
@@ -270,33 +276,37 @@ def _written(
 
 
 def _part_writer(
-    uri: str, folder: str, names: list[str], compress: bool, fail: str | None
+    uri: str, folder: str, names: list[str], compress: bool, fail: str | None, in_order: bool = False
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The task that encodes and writes a partition's stretches of consecutive rows."""
+    """The task that encodes and writes a partition's stretches of consecutive rows: all
+    of them at once, sorted, or (`in_order`) as they stream, about `PART_ROWS` at a time,
+    so a task holds no more than that of a file split however big."""
+    part_rows = PART_ROWS  # read here: the tasks import this module afresh
+
+    def chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+        held: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in batches:
+            held.append(batch)
+            rows += batch.num_rows
+            if in_order and rows >= part_rows:
+                yield pa.Table.from_batches(held)
+                held, rows = [], 0
+        if held:
+            yield pa.Table.from_batches(held)
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        got = list(batches)
-        table = pa.Table.from_batches(got) if got else None
-        if table is None or table.num_rows == 0:
-            return
         ctx = TaskContext.get()
         tag = f"s{ctx.stageId()}p{ctx.partitionId()}a{ctx.attemptNumber()}" if ctx else uuid.uuid4().hex[:8]
-        table = table.sort_by(RN)
-        rn = table.column(RN).to_numpy()
-        cuts = np.flatnonzero(np.diff(rn) != 1) + 1
         fs, root = filesystem(uri)
-        fs.create_dir(f"{root}/{folder}")
         pack: Callable[[np.ndarray], IntColumn] = encode if compress else Plain
         reports = []
-        for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.append(cuts, rn.size).tolist(), strict=True):
-            first = int(rn[lo])
-            metas = {}
-            for name in names:
-                values = table.column(name.replace(".", "_")).slice(lo, hi - lo).to_numpy().astype(np.int64, copy=False)
-                file = f"{folder}/{first:012d}-{tag}.{name}.parquet"
-                meta, size = write_column(fs, root, file, pack(values))
-                metas[name] = {**meta, "size": size}
-            reports.append((first, hi - lo, json.dumps(metas)))
+        for chunk in chunks(batches):
+            if chunk.num_rows:
+                fs.create_dir(f"{root}/{folder}")
+                reports += _stretches_written(fs, root, folder, tag, names, pack, chunk.sort_by(RN), part_rows)
+        if not reports:
+            return
         if fail is not None and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
             how, markers = faults.parse(fail)
             marker = f"{markers.rstrip('/')}/{folder.replace('/', '-')}"
@@ -307,6 +317,34 @@ def _part_writer(
                                   names=["first", "rows", "columns"])
 
     return write
+
+
+def _stretches_written(
+    fs: pafs.FileSystem,
+    root: str,
+    folder: str,
+    tag: str,
+    names: list[str],
+    pack: Callable[[np.ndarray], IntColumn],
+    table: pa.Table,
+    part_rows: int,
+) -> list[tuple[int, int, str]]:
+    """Each stretch of consecutive row numbers in `table` (sorted by them) within one
+    `part_rows` stretch of the level written as a part per column: (first row, rows, the
+    columns' part entries as JSON)."""
+    rn = table.column(RN).to_numpy()
+    cuts = np.flatnonzero((np.diff(rn) != 1) | (np.diff(rn // part_rows) != 0)) + 1
+    reports = []
+    for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.append(cuts, rn.size).tolist(), strict=True):
+        first = int(rn[lo])
+        metas = {}
+        for name in names:
+            values = table.column(name.replace(".", "_")).slice(lo, hi - lo).to_numpy().astype(np.int64, copy=False)
+            file = f"{folder}/{first:012d}-{tag}.{name}.parquet"
+            meta, size = write_column(fs, root, file, pack(values))
+            metas[name] = {**meta, "size": size}
+        reports.append((first, hi - lo, json.dumps(metas)))
+    return reports
 
 
 def _column(metas: list[dict[str, Any]], rows: int, scratch: Scratch) -> Parts:
