@@ -199,6 +199,9 @@ def child(scale: float, args: argparse.Namespace) -> None:
     data = data_folder(args.data_root, scale)
     tpch.ensure_data(data, scale)
     conf = {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": str(shuffle_partitions(scale))}
+    if args.event_log is not None:  # Spark's own record of every stage: where a long capture's time goes
+        args.event_log.mkdir(parents=True, exist_ok=True)
+        conf |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": args.event_log.resolve().as_uri()}
     spark = tpch.local_spark("ember-bench-scale", **conf)
     if args.driver_rids is not None:
         spark.conf.set(DRIVER_RIDS, str(args.driver_rids))
@@ -229,6 +232,8 @@ def child_argv(scale: float, args: argparse.Namespace) -> list[str]:
         argv += ["--driver-rids", str(args.driver_rids)]
     if args.scratch:
         argv += ["--scratch", args.scratch]
+    if args.event_log is not None:
+        argv += ["--event-log", str(args.event_log)]
     return argv
 
 
@@ -475,6 +480,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--logs", type=Path, default=Path(tempfile.gettempdir()) / "ember-bench-scale",
                    help="folder for each scale's stderr (ember's capture phases)")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="results folder (history/, pages)")
+    p.add_argument("--event-log", type=Path, default=None, help="folder for Spark's event logs (default: none kept)")
     p.add_argument("--child", type=float, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     quick = QUICK if args.quick else {"scales": list(SCALES), "queries": list(QUERIES), "rounds": 3}
