@@ -100,18 +100,22 @@ class PeakMemory:
     def __init__(self, spark: SparkSession) -> None:
         self.peaks = Peaks(spark)
         self.seen: dict[str, int] = {}
+        self.phases: dict[str, dict[str, int]] = {}
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         with self.peaks.phase(name):
             yield
         for key in MEMORY_KEYS:
+            value = self.peaks.seen[name][key]
             for seen in (key, f"{key}_plain") if name == "plain" else (key,):
-                self.seen[seen] = max(self.seen.get(seen, 0), self.peaks.seen[name][key])
+                self.seen[seen] = max(self.seen.get(seen, 0), value)
+            self.phases.setdefault(name, {})[key] = max(self.phases.get(name, {}).get(key, 0), value)
 
-    def taken(self) -> dict[str, int]:
-        """This query's peaks, and starts the next query's."""
-        seen, self.seen = self.seen, {}
+    def taken(self) -> dict[str, Any]:
+        """This query's peaks (and, under `peaks`, each phase's), and starts the next query's."""
+        seen: dict[str, Any] = {**self.seen, "peaks": self.phases}
+        self.seen, self.phases = {}, {}
         return seen
 
 
@@ -140,7 +144,8 @@ def store_size(lin: ember.Lineage, scratch: str | None) -> tuple[float, int, int
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         took, _ = timed(lambda: lin.save(f"{tmp}/store"))
         files = [f for f in Path(tmp).rglob("*") if f.is_file()]
-        return took, sum(f.stat().st_size for f in files), sum(f.stat().st_size for f in files if f.parent.name == "index")
+        index = Path(tmp) / "store" / "index"  # parts the executors wrote sit in folders under it
+        return took, sum(f.stat().st_size for f in files), sum(f.stat().st_size for f in files if index in f.parents)
 
 
 def lazy_trace(spark: SparkSession, n: int) -> tuple[float, float]:
