@@ -1,13 +1,11 @@
 """Index levels built by the executors, for side tables too big to pass through the driver.
 
 A side table that could outgrow the driver's result channel (`annotate.bounded`) is
-written by its job's tasks into the capture's scratch folder (`Scratch`), its groups
-contiguous: hash-partitioned by its keys and sorted within each partition by the columns
-`index.order_by` names (a group's rows, ordered, in one file; the groups need no order
-among themselves, so no sampling job runs for a range partitioning). Each task writes one
-file named by its partition, so a row's number in the level is the rows of the earlier
-files (their Parquet footers, read by the driver) plus its index in its file
-(`_metadata.row_index`): no pass over the rows numbers them.
+written by its job's tasks into the capture's scratch folder (`Scratch`), sorted by the
+columns that make its groups contiguous (`index.order_by`). A sort's partitions are
+ordered and each task writes one file named by its partition, so a row's number in the
+level is the rows of the earlier files (their Parquet footers, read by the driver) plus
+its index in its file (`_metadata.row_index`): no pass over the rows numbers them.
 
 A second job turns the rows into the level's columns (`Staged.level`): rids as they are,
 each ref resolved by a join with the groups (`[start, end)` row ranges) of the table it
@@ -97,11 +95,8 @@ def stage(side: DataFrame, table: SideTable, sources: dict[str, Source], scratch
         for slot in table.slots:
             if isinstance(slot, RidSlot) and slot.key_column is not None:
                 df = _rekeyed(df, f"c{names.index(slot.attr.name)}", sources[slot.source], slot.key_column)
-        order = [F.col(f"c{names.index(n)}").asc_nulls_first() for n in order_by(table)]
-        if table.keys:  # a group's rows in one partition, sorted there: no sampling job, as a global sort has
-            df = df.repartition(*[F.col(f"c{names.index(k.name)}") for k in table.keys]).sortWithinPartitions(*order)
-        elif order:  # one group: the whole table in order
-            df = df.orderBy(*order)
+        if order_by(table):
+            df = df.orderBy(*[F.col(f"c{names.index(n)}").asc_nulls_first() for n in order_by(table)])
     # Timestamps travel as microseconds (Spark would write INT96, which readers turn into other types).
     df = df.select(*[F.unix_micros(F.col(f"c{j}")).alias(f"c{j}") if j in stamps else F.col(f"c{j}") for j in range(len(names))])
     folder = f"staged/t{table.id}"
