@@ -9,7 +9,8 @@ its index in its file (`_metadata.row_index`): no pass over the rows numbers the
 
 A second job turns the rows into the level's columns (`Staged.level`): rids as they are,
 each ref resolved by a join with the groups (`[start, end)` row ranges) of the table it
-points at, computed by Spark from that table's own files, or sent from the driver when
+points at, computed by Spark from the runs of equal keys that table's level tasks wrote
+where they read its rows in order (else from its own files), or sent from the driver when
 that table was small. Its tasks each take whole stretches of consecutive rows, encode
 every column as the driver would (ProvRC runs or plain, `store.columns`) and write each
 stretch as a part (`store.parts`). A task names its parts in its result; Spark keeps one
@@ -26,11 +27,12 @@ import tempfile
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark import TaskContext
@@ -130,6 +132,7 @@ class Staged:
     stamps: list[int]  # timestamp columns, stored as microseconds
     files: tuple[tuple[str, int], ...]  # file name, number of its first row in the level
     rows: int
+    grouped: list[str] = field(default_factory=list)  # the folder of group runs its level's tasks wrote, once built
 
     def read(self) -> pa.Table:
         """The rows on the driver, as they were written (then no longer kept)."""
@@ -142,6 +145,8 @@ class Staged:
     def release(self) -> None:
         """Deletes the files once the level is built (its parts live on)."""
         self.scratch.drop(self.folder)
+        for folder in self.grouped:
+            self.scratch.drop(folder)
 
     def frame(self, columns: list[str]) -> DataFrame:
         """The named columns and each row's number in the level (`RN`)."""
@@ -163,7 +168,13 @@ class Staged:
         )
 
     def groups(self, table: SideTable) -> DataFrame:
-        """Each group's keys (g0..gn) and its rows `[__s, __e)`, computed by Spark."""
+        """Each group's keys (g0..gn) and its rows `[__s, __e)`, computed by Spark: from the
+        runs of equal keys the level's tasks wrote (`grouped`), a few rows per group, else
+        from every row's keys."""
+        if self.grouped:
+            runs = self.spark.read.parquet(f"{self.scratch.uri}/{self.grouped[0]}")
+            keys = [F.col(f"g{i}") for i in range(len(table.keys))]
+            return runs.groupBy(*keys).agg(F.min("__s").alias("__s"), F.max("__e").alias("__e"))
         df = self.frame([k.name for k in table.keys])
         keys = [F.col(k.name).alias(f"g{i}") for i, k in enumerate(table.keys)]
         return df.groupBy(*keys).agg(F.min(RN).alias("__s"), (F.max(RN) + 1).alias("__e"))
@@ -185,6 +196,8 @@ class Staged:
         """The table's level, built by the executors as parts in the scratch folder."""
         needed = {a.name for a in (*table.keys, *(a for s in table.slots for a in s.attrs))}
         df = self.frame(sorted(needed))
+        # Without a join, each task reads stretches of its files in order: no shuffle to cut them.
+        in_order = not any(isinstance(s, RefSlot) and s.keys for s in table.slots)
         values: list[tuple[str, Column]] = []
         for i, slot in enumerate(table.slots):
             if isinstance(slot, RidSlot):
@@ -193,8 +206,15 @@ class Staged:
                 assert isinstance(slot, RefSlot)
                 df, start, end = self._resolved(df, i, slot, below[slot.table], tables[slot.table], levels[slot.table].rows)
                 values += [(f"ref{i}.start", start), (f"ref{i}.end", end)]
-        df = df.select(F.col(RN), *[c.alias(n.replace(".", "_")) for n, c in values])  # a dot would name a field
-        metas = _written(df, [n for n, _ in values], self.scratch, f"index/t{table.id}", self.rows, compress)
+        # In order, the tasks also write each run of equal keys they see: the groups, read from those.
+        runs = [F.col(k.name).alias(f"g{j}") for j, k in enumerate(table.keys)] if in_order else []
+        df = df.select(F.col(RN), *[c.alias(n.replace(".", "_")) for n, c in values], *runs)  # a dot would name a field
+        grouped = f"groups/t{table.id}" if runs else None
+        metas = _written(
+            df, [n for n, _ in values], self.scratch, f"index/t{table.id}", self.rows, compress, in_order, grouped
+        )
+        if grouped is not None and self.scratch.fs.get_file_info(f"{self.scratch.root}/{grouped}").type != pafs.FileType.NotFound:
+            self.grouped.append(grouped)
         columns = {n: _column(metas[n], self.rows, self.scratch) for n, _ in values}
         rids = tuple((s.source, columns[f"rid{i}"]) for i, s in enumerate(table.slots) if isinstance(s, RidSlot))
         refs = tuple(
@@ -245,14 +265,28 @@ def _all(conds: list[Column]) -> Column:
 
 
 def _written(
-    df: DataFrame, names: list[str], scratch: Scratch, folder: str, rows: int, compress: bool
+    df: DataFrame,
+    names: list[str],
+    scratch: Scratch,
+    folder: str,
+    rows: int,
+    compress: bool,
+    in_order: bool = False,
+    grouped: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Each column's parts, written by the tasks; orphans of failed attempts deleted."""
-    parts = max(1, math.ceil(rows / PART_ROWS))
-    spread = df.repartition(parts, F.floor(F.col(RN) / PART_ROWS))
+    """Each column's parts, written by the tasks; orphans of failed attempts deleted.
+
+    `in_order`: `df` reads the staged files with no shuffle, so each task's rows come in
+    stretches of consecutive numbers and the tasks write them as they stream (a shuffle
+    into `PART_ROWS` stretches would move every row of the level once more); else the rows
+    are shuffled into such stretches first. `grouped`: where the tasks also write the runs
+    of equal keys (columns g0..gn of `df`) they see, with their rows `[__s, __e)`; a failed
+    attempt's runs repeat those of the attempt that succeeds, which reading them as groups
+    (least start, greatest end per key) makes no difference to."""
+    spread = df if in_order else df.repartition(max(1, math.ceil(rows / PART_ROWS)), F.floor(F.col(RN) / PART_ROWS))
     fail = df.sparkSession.conf.get(faults.FAIL_PARTS_ONCE, None)
     reports = spread.mapInArrow(
-        _part_writer(scratch.uri, folder, names, compress, fail), "first long, rows long, columns string"
+        _part_writer(scratch.uri, folder, names, compress, fail, in_order, grouped), "first long, rows long, columns string"
     ).toArrow()
     found: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for first, columns in sorted(zip(reports.column("first").to_pylist(), reports.column("columns").to_pylist(), strict=True)):
@@ -270,33 +304,48 @@ def _written(
 
 
 def _part_writer(
-    uri: str, folder: str, names: list[str], compress: bool, fail: str | None
+    uri: str,
+    folder: str,
+    names: list[str],
+    compress: bool,
+    fail: str | None,
+    in_order: bool = False,
+    grouped: str | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The task that encodes and writes a partition's stretches of consecutive rows."""
+    """The task that encodes and writes a partition's stretches of consecutive rows: all
+    of them at once, sorted, or (`in_order`) as they stream, about `PART_ROWS` at a time,
+    so a task holds no more than that of a file split however big."""
+    part_rows = PART_ROWS  # read here: the tasks import this module afresh
+
+    def chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+        held: list[pa.RecordBatch] = []
+        rows = 0
+        for batch in batches:
+            held.append(batch)
+            rows += batch.num_rows
+            if in_order and rows >= part_rows:
+                yield pa.Table.from_batches(held)
+                held, rows = [], 0
+        if held:
+            yield pa.Table.from_batches(held)
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        got = list(batches)
-        table = pa.Table.from_batches(got) if got else None
-        if table is None or table.num_rows == 0:
-            return
         ctx = TaskContext.get()
         tag = f"s{ctx.stageId()}p{ctx.partitionId()}a{ctx.attemptNumber()}" if ctx else uuid.uuid4().hex[:8]
-        table = table.sort_by(RN)
-        rn = table.column(RN).to_numpy()
-        cuts = np.flatnonzero(np.diff(rn) != 1) + 1
         fs, root = filesystem(uri)
-        fs.create_dir(f"{root}/{folder}")
         pack: Callable[[np.ndarray], IntColumn] = encode if compress else Plain
         reports = []
-        for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.append(cuts, rn.size).tolist(), strict=True):
-            first = int(rn[lo])
-            metas = {}
-            for name in names:
-                values = table.column(name.replace(".", "_")).slice(lo, hi - lo).to_numpy().astype(np.int64, copy=False)
-                file = f"{folder}/{first:012d}-{tag}.{name}.parquet"
-                meta, size = write_column(fs, root, file, pack(values))
-                metas[name] = {**meta, "size": size}
-            reports.append((first, hi - lo, json.dumps(metas)))
+        for chunk in chunks(batches):
+            if chunk.num_rows:
+                fs.create_dir(f"{root}/{folder}")
+                ordered = chunk.sort_by(RN)
+                reports += _stretches_written(fs, root, folder, tag, names, pack, ordered, part_rows)
+                if grouped is not None:
+                    fs.create_dir(f"{root}/{grouped}")
+                    first = ordered.column(RN)[0].as_py()
+                    pq.write_table(_key_runs(ordered), f"{root}/{grouped}/{first:012d}-{tag}.parquet", filesystem=fs)
+        if not reports:
+            return
         if fail is not None and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
             how, markers = faults.parse(fail)
             marker = f"{markers.rstrip('/')}/{folder.replace('/', '-')}"
@@ -307,6 +356,51 @@ def _part_writer(
                                   names=["first", "rows", "columns"])
 
     return write
+
+
+def _key_runs(table: pa.Table) -> pa.Table:
+    """The runs of rows of `table` (sorted by row number) with equal keys (columns g0..gn,
+    nulls equal) and consecutive numbers: each run's keys and rows `[__s, __e)`."""
+    rn = table.column(RN).to_numpy()
+    keys = [n for n in table.column_names if n.startswith("g") and n[1:].isdigit()]
+    new = np.diff(rn) != 1
+    for name in keys:
+        column = table.column(name)
+        a, b = column.slice(1), column.slice(0, len(column) - 1)
+        same = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        new |= ~same.to_numpy(zero_copy_only=False)
+    starts = np.concatenate(([0], np.flatnonzero(new) + 1))
+    ends = np.append(starts[1:], rn.size)
+    runs = table.select(keys).take(pa.array(starts))
+    return runs.append_column("__s", pa.array(rn[starts])).append_column("__e", pa.array(rn[ends - 1] + 1))
+
+
+def _stretches_written(
+    fs: pafs.FileSystem,
+    root: str,
+    folder: str,
+    tag: str,
+    names: list[str],
+    pack: Callable[[np.ndarray], IntColumn],
+    table: pa.Table,
+    part_rows: int,
+) -> list[tuple[int, int, str]]:
+    """Each stretch of consecutive row numbers in `table` (sorted by them) within one
+    `part_rows` stretch of the level written as a part per column: (first row, rows, the
+    columns' part entries as JSON)."""
+    rn = table.column(RN).to_numpy()
+    cuts = np.flatnonzero((np.diff(rn) != 1) | (np.diff(rn // part_rows) != 0)) + 1
+    reports = []
+    for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.append(cuts, rn.size).tolist(), strict=True):
+        first = int(rn[lo])
+        metas = {}
+        for name in names:
+            values = table.column(name.replace(".", "_")).slice(lo, hi - lo).to_numpy().astype(np.int64, copy=False)
+            file = f"{folder}/{first:012d}-{tag}.{name}.parquet"
+            meta, size = write_column(fs, root, file, pack(values))
+            metas[name] = {**meta, "size": size}
+        reports.append((first, hi - lo, json.dumps(metas)))
+    return reports
 
 
 def _column(metas: list[dict[str, Any]], rows: int, scratch: Scratch) -> Parts:
