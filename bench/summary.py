@@ -22,6 +22,7 @@ from bench.results import RESULTS, read_history, show
 
 TITLES = {
     "capture": "Capture overhead and traces, TPC-H",
+    "scale": "Costs against TPC-H scale (SF 0.1 to 10)",
     "connect": "Capture over Spark Connect vs a classic session",
     "tpcds": "TPC-DS coverage and capture overhead",
     "store": "Lineage store size and traces from disk",
