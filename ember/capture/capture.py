@@ -6,10 +6,9 @@ import functools
 import os
 from collections.abc import Callable
 from concurrent.futures import wait
-from typing import Literal, ParamSpec, TypeVar, get_args
+from typing import Any, Literal, ParamSpec, TypeVar, get_args
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -20,6 +19,7 @@ from ember.capture.keys import rekey, unique_keys
 from ember.capture.local import reads as local_reads
 from ember.capture.untie import Tied, held, untied
 from ember.engines.spark import engine as engines
+from ember.engines.spark import writes
 from ember.engines.spark.engine import Engine
 from ember.engines.spark.failures import texts, what_died
 from ember.engines.spark.frames import spark_frame
@@ -30,7 +30,7 @@ from ember.plan import ir
 from ember.plan.columns import column_lineage
 from ember.plan.ir import outline, walk
 from ember.plan.slots import Annotated
-from ember.plan.sources import OID, Source, SourceFile, file_facts, spark_uri
+from ember.plan.sources import Source, SourceFile
 from ember.plan.workload import Workload
 from ember.pools import pool
 from ember.progress import Phases
@@ -41,9 +41,6 @@ from ember.store.groupings import Grouping
 from ember.store.index import LineageIndex
 from ember.store.kept import KEEP_SHARE
 from ember.store.spark_index import Staged
-
-WRITTEN_FILE = "part-00000.parquet"
-
 
 Strategy = Literal["auto", "inject", "defer"]
 STRATEGIES: tuple[Strategy, ...] = get_args(Strategy)
@@ -65,6 +62,7 @@ def capture(
     workload: Workload | None = None,
     keep_rows: float = KEEP_SHARE,
     progress: bool | None = None,
+    write: Callable[[Any], object] | None = None,
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
@@ -78,9 +76,13 @@ def capture(
     needs no side-table job or when a second run could give other rows, and defers
     otherwise. `lin.mode` says which ran.
 
-    `write_to`: the job also writes its output to that new folder as Parquet, row `i` of
-    the file being output row `i`, so a later job reading it links to this lineage
-    (`backward(..., through=[...])`). `staging`: where the executors write lineage too big
+    `write`: the job writes its output as this function of a `DataFrameWriter` says
+    (`lambda w: w.partitionBy("dt").mode("overwrite").parquet(path)`; any format, mode,
+    partitioning, bucketing, `saveAsTable` or `insertInto`). The write is the job: it runs
+    once, with its lineage, and the output is the rows written, in the files' path order;
+    `lin.written` lists the files, and a later job that reads them links to this lineage
+    (`ember.catalog`). `write_to=path` is `write=lambda w: w.parquet(path)` into a new
+    folder. `staging`: where the executors write lineage too big
     for the driver (session setting `spark.ember.driverRids`); a path every executor and
     the driver reach on a multi-machine cluster (default: a temporary folder).
     `workload` (`ember.Workload`): the sources and rows traces will ask about; the rest is
@@ -95,7 +97,7 @@ def capture(
     phases = Phases("capture", progress)
     lineage: Lineage | None = None
     try:
-        lineage = _capture(df, write_to, format, staging, strategy, workload, keep_rows, phases)
+        lineage = _capture(df, _write_of(write, write_to, format), staging, strategy, workload, keep_rows, phases)
         return lineage
     finally:
         if lineage is None:
@@ -133,8 +135,7 @@ def _spark_gives_up(run: Callable[P, T]) -> Callable[P, T]:
 @_spark_gives_up
 def _capture(
     df: DataFrame,
-    write_to: str | None,
-    format: Literal["parquet"],
+    write: writes.Write | None,
     staging: str | None,
     strategy: Strategy,
     workload: Workload | None,
@@ -146,8 +147,13 @@ def _capture(
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
     if not 0 <= keep_rows <= 1:
         raise ValueError(f"keep_rows is a share of a source's rows, from 0 to 1, not {keep_rows!r}")
-    if write_to is not None:
-        _check_target(write_to, format)
+    if write is not None:
+        if strategy == "defer":
+            raise EmberError(
+                f"a capture that writes ({write.describe()}) runs its job once, with the lineage; defer would run "
+                "it twice: capture it with strategy='inject' or 'auto'"
+            )
+        strategy = "inject"
     jvm = engines.of(df, "ember.capture")
     bound = driver_rids(jvm)
     at_trace = _count_setting(jvm, AT_TRACE_ROWS, sides.AT_TRACE_ROWS)
@@ -179,16 +185,21 @@ def _capture(
             )
         annotated = annotate(plan, workload, inline_rids=bound)  # Defer annotates again, fully, in its background capture
     else:
-        annotated = _annotated(plan, workload, sources, bound, at_trace=at_trace)
+        # a write runs once: no guess that a failed run would have to take back (`_guessed`)
+        once = write is None
+        annotated = _annotated(plan, workload, sources, bound, reported=once, guess=once, at_trace=at_trace)
     names = [a.name for a in plan.output]
     inline = all(t.inline or t.local for t in annotated.tables)
     why = _why(strategy, inline, varies, ir.order_bound(plan))
     if strategy == "inject" or (strategy == "auto" and (inline or varies or ir.order_bound(plan))):
         numbered = {k: engines.numbered(jvm, s) for k, s in sources.items()}
+        written = Written(write)
         _, (user, index) = _guessed(
             annotated,
             lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess, at_trace),
-            lambda a: run_annotated(jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace, phase=phase),
+            lambda a: run_annotated(
+                jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace, phase=phase, collect=written
+            ),
         )
         groups = _groupings(workload, numbered, index, user.num_rows)
         lineage = Lineage(
@@ -201,6 +212,7 @@ def _capture(
             columns=column_lineage(plan),
             hold_rows=keep_rows,
             why=why,
+            written=written.files,
         )
     else:
         user = df.toArrow() if user is None else user
@@ -208,9 +220,35 @@ def _capture(
         lineage = Lineage(
             user, job, sources.values(), "defer", outline(plan), columns=column_lineage(plan), hold_rows=keep_rows, why=why
         )
-    if write_to is not None:
-        lineage.written = _write(lineage.output().drop_columns([OID]), write_to)
     return lineage
+
+
+def _write_of(write: Callable[[Any], object] | None, write_to: str | None, format: str) -> writes.Write | None:
+    """The write a capture makes: `write=`'s, or `write_to=`'s Parquet into a new folder."""
+    if write is not None and write_to is not None:
+        raise TypeError("give write= or write_to=, not both")
+    if write_to is None:
+        return None if write is None else writes.recorded(write)
+    if format != "parquet":
+        raise EmberError(f"capture(write_to=...) writes Parquet only, not {format!r} (write= takes any format)")
+    if os.path.exists(write_to) and os.listdir(write_to):
+        raise EmberError(f"capture(write_to={write_to!r}): the folder exists and is not empty")
+    return writes.recorded(lambda w: w.parquet(write_to))
+
+
+class Written:
+    """How a capture's job runs: collected (`toArrow`), or written as the user's write says
+    and then collected in the files' order (`writes.run`); the files it wrote, after."""
+
+    def __init__(self, write: writes.Write | None = None) -> None:
+        self.write = write
+        self.files: tuple[SourceFile, ...] = ()
+
+    def __call__(self, job: DataFrame, width: int) -> pa.Table:
+        if self.write is None:
+            return job.toArrow()
+        rows, self.files = writes.run(job, width, self.write)
+        return rows
 
 
 def _why(strategy: Strategy, inline: bool, varies: bool, order_bound: bool) -> str:
@@ -289,6 +327,7 @@ def run_annotated(
     imported: ir.Node | None = None,
     at_trace: int | None = None,
     phase: Callable[[str], None] = lambda _: None,
+    collect: Written | None = None,
 ) -> tuple[pa.Table, LineageIndex]:
     """Runs an annotated plan over numbered sources: its output rows and their lineage index.
 
@@ -296,9 +335,11 @@ def run_annotated(
     costs less than a committed Parquet write when they hold a handful of rows.
     `imported`: the plan import made, which the rewrite took (`Builder.imported`).
     `at_trace`: scanned rows past which a table read whole is left to traces (None: none is).
-    `phase`: told each phase as it starts (`progress.Phases`).
+    `phase`: told each phase as it starts (`progress.Phases`). `collect`: how the job runs
+    (collected, or written as a capture's `write=` says).
     """
-    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported, at_trace, phase)
+    run = functools.partial(collect or Written(), width=len(names))
+    result, side_data, same = _run(jvm, annotated, sources, None if small else staging, small, imported, at_trace, phase, run)
     user = pa.table(result.columns[: len(names)], names=names)
     phase("building the lineage index")
     return user, _indexed(result, annotated, side_data, same)
@@ -324,6 +365,7 @@ def _run(
     imported: ir.Node | None = None,
     at_trace: int | None = None,
     phase: Callable[[str], None] = lambda _: None,
+    collect: Callable[[DataFrame], pa.Table] = lambda job: job.toArrow(),
 ) -> tuple[pa.Table, list[SideRows], dict[int, int]]:
     """The rewritten job's rows (its columns, then the slots), each side table's rows
     (None for a table whose rows ride in the job's result, `Staged` for one the executors
@@ -336,7 +378,7 @@ def _run(
         job = builder.dataframe(annotated.plan)
         started = sides.start(builder, annotated, small, at_trace)
         phase("the job, with its lineage")
-        result = job.toArrow()
+        result = collect(job)
         if annotated.tables:
             phase(f"side tables ({len(annotated.tables)})")
         data, same = sides.fetch(builder, annotated, result, staging, small, started)
@@ -439,20 +481,3 @@ def _count_setting(jvm: Engine, key: str, default: T) -> int | T:
     if count < 0:
         raise EmberError(f"{key} must be a count (0 or more), not {value!r}")
     return count
-
-
-def _check_target(path: str, format: str) -> None:
-    if format != "parquet":
-        raise EmberError(f"capture(write_to=...) writes Parquet only, not {format!r}")
-    if os.path.exists(path) and os.listdir(path):
-        raise EmberError(f"capture(write_to={path!r}): the folder exists and is not empty")
-
-
-def _write(table: pa.Table, folder: str) -> tuple[SourceFile, ...]:
-    """Writes the output as one Parquet file and describes it as a later job will see it."""
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(os.path.abspath(folder), WRITTEN_FILE)
-    pq.write_table(table, path)
-    uri = spark_uri("file://" + path)
-    size, mtime = file_facts(uri)
-    return (SourceFile(uri, size, mtime, table.num_rows, 0),)
