@@ -8,7 +8,9 @@
     lin.forward("lineitem", ids=[7]).ids()   # output oids a source row reached
     lin.save("q1.lineage"); lin = ember.load("q1.lineage", spark)   # a persisted store
     lin.export_json("q1.json")               # output oid → source rids, for other tools
-    lin_b.backward(oids=[0], through=[lin_a])   # across jobs: lin_a = capture(df_a, write_to=...)
+    lin_a = ember.capture(df_a, write=lambda w: w.partitionBy("dt").parquet(path))   # the write is the job
+    lin_b.backward(oids=[0])                 # goes on into lin_a where df_b read its files
+    ember.catalog("runs/")                   # saved stores found by the files they wrote (EMBER_CATALOG)
     lin = ember.infer(df)                    # lazy: nothing captured, traces re-run restricted
     lin = ember.infer(df, exact=False)       # lazy superset: no re-run, never misses a row
     lin = ember.lineage(df, traces=2)        # eager or lazy (`AnyLineage`), from the expected traces
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
     from ember.infer.lineage import InferredLineage
     from ember.modes import lineage
     from ember.plan.workload import Workload
-    from ember.query.lineage import Lineage, load
+    from ember.query.lineage import Lineage, catalog, load
     from ember.query.trace import AnyLineage, ForwardTrace, Trace
     from ember.rdd import LineageContext
 
@@ -61,6 +63,7 @@ _LAZY = {
     "Workload": "ember.plan.workload",
     "Lineage": "ember.query.lineage",
     "load": "ember.query.lineage",
+    "catalog": "ember.query.lineage",
     "AnyLineage": "ember.query.trace",
     "ForwardTrace": "ember.query.trace",
     "Trace": "ember.query.trace",
@@ -111,6 +114,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "Workload",
     "capture",
+    "catalog",
     "infer",
     "lineage",
     "load",

@@ -6,10 +6,11 @@ import functools
 import json
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import asdict, replace
-from typing import Any, cast
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -25,9 +26,10 @@ from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, f
 from ember.fetch.rows import check_unchanged, source_relation
 from ember.plan.sources import COUNTED, OID, RID, Source, SourceFile, saved_file
 from ember.pools import pool
-from ember.query import distributed, grouped
+from ember.query import distributed, grouped, links
 from ember.query.distributed import SparkTrace
 from ember.query.html import render
+from ember.query.links import Catalog, Links
 from ember.query.trace import ForwardTrace, Trace, source_by_name, source_name
 from ember.store.columns import sorted_unique
 from ember.store.files import Stored, filesystem, read_store, write_store
@@ -63,10 +65,11 @@ class Lineage:
         self.mode = mode  # how the lineage was made: inject, defer, consume (a query's result)
         self.why = why  # why that strategy (`strategy`)
         self.plan = plan
-        self.written = written  # files the job wrote (`write_to=`): row i of them is output row i
+        self.written = written  # files the job wrote (`capture(write=)`), each with its first output row
         self.columns = list(columns)  # per output column: the (source, column) pairs it is computed from
         self.store: str | None = None  # where it was saved or loaded from
         self._holding = pool("rows").submit(self._hold, hold_rows) if hold_rows > 0 else None
+        links.remember(self)
 
     @property
     def sources(self) -> list[str]:
@@ -148,32 +151,35 @@ class Lineage:
         self,
         oids: Iterable[int] | None = None,
         where: str | None = None,
-        through: Sequence[Lineage] = (),
+        through: Through = None,
         source_where: Mapping[str, str] | None = None,
     ) -> Trace:
         """Source rows behind the output rows chosen by `oids` or by a SQL `where` over output columns.
 
-        `through` lists the lineages of upstream jobs whose written output this job read
-        (`capture(..., write_to=)`); the trace then continues into their sources too.
-        `source_where` keeps, per source name, only the traced rows satisfying a SQL
+        Where a source's files were written by a captured job (`capture(write=...)`), the
+        trace goes on into that job's sources, to any depth: writers are found among this
+        process's lineages, the catalogs `EMBER_CATALOG` names, and `through` (lineages,
+        `ember.catalog`s or folders of stores). `source_where` keeps, per source name, only the traced rows satisfying a SQL
         predicate over its columns; a predicate over the workload's `partition_by` column
         reads only the matching partitions of the lineage, never the source.
         """
-        through = _lineages(through)
+        linked = _links(through)
         restrict = _predicates(source_where)
         chosen = choose(self._output, "output", oids, where, OID)
-        sources, found = self._trace_back(chosen, through)
+        sources, found = self._trace_back(chosen, linked)
+        _unlinked(linked, self)
         for name, pred in restrict.items():
             src = source_by_name(sources, name)
-            found[src.key] = self._restricted(src, chosen, found.get(src.key, np.empty(0, np.int64)), pred, through)
-        one = chosen.size == 1 and not through and not source_where
+            found[src.key] = self._restricted(src, chosen, found.get(src.key, np.empty(0, np.int64)), pred, linked.found)
+        one = chosen.size == 1 and not linked.found and not source_where
         return Trace(sources, found, answers=functools.partial(self._answer, int(chosen[0])) if one else None)
 
     def _restricted(
-        self, src: Source, oids: np.ndarray, rids: np.ndarray, where: str, through: Sequence[Lineage]
+        self, src: Source, oids: np.ndarray, rids: np.ndarray, where: str, linked: bool
     ) -> np.ndarray:
-        """The traced `rids` of `src` that satisfy `where`: from a partition where one fits."""
-        for g in () if through else self._groupings:
+        """The traced `rids` of `src` that satisfy `where`: from a partition where one fits
+        (not across jobs: this job's partitions describe its own sources only)."""
+        for g in () if linked else self._groupings:
             if g.column is not None and g.source == src.name:
                 hit = g.skip(oids, where)
                 if hit is not None:
@@ -202,22 +208,20 @@ class Lineage:
         chosen = choose(self._output, "output", oids, where, OID)
         return distributed.backward(spark, self.store, self._sources, chosen)
 
-    def _trace_back(self, oids: np.ndarray, through: Sequence[Lineage]) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
+    def _trace_back(self, oids: np.ndarray, linked: Links) -> tuple[dict[str, Source], dict[str, np.ndarray]]:
         sources, found = dict(self._sources), self._index.backward(oids)
         for src in self._sources.values():
-            upstream = _producer(src, through)
-            if upstream is None:
-                continue
-            up_sources, up_found = upstream._trace_back(found.get(src.key, np.empty(0, np.int64)), through)
-            for name, up in up_sources.items():
-                if name in sources and sources[name].key != up.key:
-                    raise EmberError(
-                        f"two different sources are named {name!r} across the traced jobs; "
-                        "name them apart with ember.source(df, name)"
-                    )
-                sources[name] = up
-                if up.key in up_found:
-                    found[up.key] = np.union1d(found.get(up.key, up_found[up.key]), up_found[up.key])
+            for link in linked(self, src):
+                up_sources, up_found = link.upstream._trace_back(link.oids(found.get(src.key, np.empty(0, np.int64))), linked)
+                for name, up in up_sources.items():
+                    if name in sources and sources[name].key != up.key:
+                        raise EmberError(
+                            f"two different sources are named {name!r} across the traced jobs; "
+                            "name them apart with ember.source(df, name)"
+                        )
+                    sources[name] = up
+                    if up.key in up_found:
+                        found[up.key] = np.union1d(found.get(up.key, up_found[up.key]), up_found[up.key])
         return sources, found
 
     def forward(
@@ -225,23 +229,39 @@ class Lineage:
         source: str,
         ids: Iterable[int] | None = None,
         where: str | None = None,
-        through: Sequence[Lineage] = (),
+        through: Through = None,
     ) -> ForwardTrace:
         """Output rows reached by the rows of `source` chosen by `ids` or by a SQL `where` over its columns.
 
-        With `through`, `source` may be a source of an upstream job: the rows it reached
-        there are followed into this job.
+        `source` may be a source of an upstream job whose written files this job read
+        (writers found as `backward` finds them): the rows it reached there are followed
+        into this job.
         """
         source_name(source)
-        through = _lineages(through)
-        if source not in self._sources:
-            for src in self._sources.values():
-                upstream = _producer(src, through)
-                if upstream is not None and source in upstream._reachable(through):
-                    reached = upstream.forward(source, ids, where, through).ids()
-                    return ForwardTrace(self._output, self._index.forward(src.key, reached))
-        src = source_by_name(self._sources, source)
-        return ForwardTrace(self._output, self._index.forward(src.key, chosen_rids(src, ids, where)))
+        if source in self._sources:
+            src = self._sources[source]
+            return ForwardTrace(self._output, self._index.forward(src.key, chosen_rids(src, ids, where)))
+        linked = _links(through)
+        reached = self._forward_from(source, ids, where, linked)
+        _unlinked(linked, self)
+        if reached is None:
+            source_by_name(self._sources, source)  # raises: no job on the way reads it
+        return ForwardTrace(self._output, np.empty(0, np.int64) if reached is None else reached)
+
+    def _forward_from(self, source: str, ids: Iterable[int] | None, where: str | None, linked: Links) -> np.ndarray | None:
+        """Oids of this job reached by rows of `source`, read here or by a job upstream
+        (None: no job on the way reads it)."""
+        if source in self._sources:
+            src = self._sources[source]
+            return np.asarray(self._index.forward(src.key, chosen_rids(src, ids, where)), np.int64)
+        reached: np.ndarray | None = None
+        for src in self._sources.values():
+            for link in linked(self, src):
+                up = link.upstream._forward_from(source, ids, where, linked)
+                if up is not None:
+                    here = np.asarray(self._index.forward(src.key, link.rids(up)), np.int64)
+                    reached = here if reached is None else np.union1d(reached, here)
+        return reached
 
     def forward_distributed(
         self, spark: SparkSession, source: str, ids: Iterable[int] | None = None, where: str | None = None
@@ -251,14 +271,6 @@ class Lineage:
             raise EmberError("forward_distributed reads a saved store: call lin.save(path) first")
         src = source_by_name(self._sources, source_name(source))
         return distributed.forward(spark, self.store, src, chosen_rids(src, ids, where))
-
-    def _reachable(self, through: Sequence[Lineage]) -> set[str]:
-        names = set(self._sources)
-        for src in self._sources.values():
-            upstream = _producer(src, through)
-            if upstream is not None:
-                names |= upstream._reachable(through)
-        return names
 
     def save(self, path: str, overwrite: bool = False, keep_rows: float = KEEP_SHARE) -> None:
         """Writes this lineage as a store at `path` (a folder, or any URI pyarrow can write).
@@ -405,15 +417,6 @@ def _session() -> SparkSession | None:
     return SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)
 
 
-def _producer(source: Source, through: Sequence[Lineage]) -> Lineage | None:
-    """The upstream lineage whose written files are exactly this source's files."""
-    files = {(f.uri, f.size, f.mtime_ns) for f in source.files}
-    for lin in through:
-        if files and files == {(f.uri, f.size, f.mtime_ns) for f in lin.written}:
-            return lin
-    return None
-
-
 def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
     """Rids of `src` given as ids or by a SQL `where` over its columns (exactly one)."""
     if (ids is None) == (where is None):
@@ -517,15 +520,54 @@ def condition(where: object) -> str:
     return where
 
 
-def _lineages(through: object) -> tuple[Lineage, ...]:
-    """`through=`: the upstream jobs' lineages."""
-    if isinstance(through, Lineage | str | bytes) or not isinstance(through, Iterable):
-        raise TypeError(f"through is a list of upstream lineages (Lineage), not {type(through).__name__}")
-    found: tuple[object, ...] = tuple(through)
-    for lin in found:
-        if not isinstance(lin, Lineage):
-            raise TypeError(f"through lists lineages (ember.Lineage, from ember.capture or ember.load), not {type(lin).__name__}")
-    return cast(tuple[Lineage, ...], found)
+Through = Sequence["Lineage | Catalog | str | os.PathLike[str]"] | Catalog | str | os.PathLike[str] | None
+
+
+def _links(through: object) -> Links:
+    """`through=`: lineages, catalogs or folders of stores to find upstream writers in,
+    besides this process's lineages and the `EMBER_CATALOG` folders."""
+    if through is None:
+        given: tuple[object, ...] = ()
+    elif isinstance(through, Catalog | str | os.PathLike):
+        given = (through,)
+    elif isinstance(through, Lineage | bytes) or not isinstance(through, Iterable):
+        raise TypeError(f"through is a list of upstream lineages, catalogs or folders, not {type(through).__name__}")
+    else:
+        given = tuple(through)
+    lineages, catalogs = [], []
+    for item in given:
+        if isinstance(item, Lineage):
+            lineages.append(item)
+        elif isinstance(item, Catalog):
+            catalogs.append(item)
+        elif isinstance(item, str | os.PathLike):
+            catalogs.append(catalog(item))
+        else:
+            raise TypeError(
+                "through lists lineages (ember.Lineage), catalogs (ember.catalog) or folders of stores, "
+                f"not {type(item).__name__}"
+            )
+    catalogs += [catalog(p) for p in links.catalog_folders()]
+    return Links(lineages, catalogs, given=bool(given))
+
+
+def _unlinked(linked: Links, lin: Lineage) -> None:
+    """Warns where `through=` named writers and none of them wrote a file the trace read."""
+    if linked.given and not linked.found:
+        warnings.warn(
+            f"through= links nothing: no job it names wrote the files of {', '.join(lin.sources) or 'any source'}",
+            stacklevel=3,
+        )
+
+
+def catalog(path: str | os.PathLike[str], spark: SparkSession | Callable[[], SparkSession] | None = None) -> Catalog:
+    """The lineage stores under folder `path` (saved stores, `ember run` folders), found by
+    the files their jobs wrote: pass it as `through=`, or name the folder in the
+    `EMBER_CATALOG` setting, and traces continue into the job that wrote a source's files.
+    Each store is opened (`ember.load(store, spark)`) when a trace first reaches it."""
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"ember.catalog takes the path of a folder (a str), not {type(path).__name__}")
+    return Catalog(path, lambda store: load(store, spark))
 
 
 def _predicates(source_where: object) -> dict[str, str]:

@@ -34,8 +34,9 @@ PART = "__ember_part_"  # a partition column's value as the writer spells its fo
 BUCKET = "__ember_bucket"
 _TASK_BITS = 33  # monotonically_increasing_id's row bits
 _DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # the folder of a null or empty partition value
-# part-<task>-<job uuid>[_<bucket>].c<sequence><extension>: FileFormatWriter's file names
-_FILE = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:_(\d+))?\.c(\d+)")
+# part-<task>-<job uuid>[_<bucket>]{-,.}c<sequence><extension>: FileFormatWriter's file names
+# (`-c` from a writer of one folder, `.c` from one of partition folders or buckets)
+_FILE = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:_(\d+))?[-.]c(\d+)")
 
 Setting = Literal["format", "mode", "option", "options", "partitionBy", "bucketBy", "sortBy"]
 SETTINGS: tuple[Setting, ...] = ("format", "mode", "option", "options", "partitionBy", "bucketBy", "sortBy")
