@@ -62,7 +62,7 @@ def capture(
     workload: Workload | None = None,
     keep_rows: float = KEEP_SHARE,
     progress: bool | None = None,
-    write: Callable[[Any], object] | None = None,
+    write: Callable[[Any], object] | writes.Write | None = None,
 ) -> Lineage:
     """Runs `df` on Spark with lineage capture built into its plan and indexes the lineage.
 
@@ -223,12 +223,13 @@ def _capture(
     return lineage
 
 
-def _write_of(write: Callable[[Any], object] | None, write_to: str | None, format: str) -> writes.Write | None:
-    """The write a capture makes: `write=`'s, or `write_to=`'s Parquet into a new folder."""
+def _write_of(write: Callable[[Any], object] | writes.Write | None, write_to: str | None, format: str) -> writes.Write | None:
+    """The write a capture makes: `write=`'s (a function of a writer, or a write `ember run`
+    recorded), or `write_to=`'s Parquet into a new folder."""
     if write is not None and write_to is not None:
         raise TypeError("give write= or write_to=, not both")
     if write_to is None:
-        return None if write is None else writes.recorded(write)
+        return write if write is None or isinstance(write, writes.Write) else writes.recorded(write)
     if format != "parquet":
         raise EmberError(f"capture(write_to=...) writes Parquet only, not {format!r} (write= takes any format)")
     if os.path.exists(write_to) and os.listdir(write_to):

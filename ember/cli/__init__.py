@@ -11,9 +11,12 @@ from __future__ import annotations
 import tempfile
 import traceback
 import uuid
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pyarrow as pa
 import typer
@@ -38,6 +41,9 @@ from ember.cli.runstore import (
 )
 from ember.cli.show import dict_table, human_bytes, print_json, rows_table
 from ember.query.lineage import Lineage
+
+if TYPE_CHECKING:
+    from ember.infer.lineage import InferredLineage
 
 app = typer.Typer(
     name="ember",
@@ -85,7 +91,7 @@ def run(
         raise CliError(f"no script at {script}")
     folder = store or Path(f"{script.stem}.lineage")
     fresh_store(folder)
-    user = Script(script, list(args or []))
+    user = Script(script, list(args or []), writes=mode is Mode.eager)
     record = Run(user.path, user.args, mode.value, sha256(script), str(uuid.uuid4()), now())
     write_run(folder, record)
     err = _console(stderr=True)
@@ -138,7 +144,8 @@ def trace(
     where: Annotated[str | None, typer.Option("--where", help="SQL condition over the output (backward) or the source's columns (forward).")] = None,
     oids: Annotated[str | None, typer.Option("--oids", help="Output row numbers, comma-separated (backward).")] = None,
     ids: Annotated[str | None, typer.Option("--ids", help="Source row ids (ember_rid), comma-separated (forward).")] = None,
-    source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward).")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward; may be an upstream job's).")] = None,
+    through: Annotated[list[Path] | None, typer.Option("--through", help="A folder of stores to find upstream jobs in (repeatable; the store's parent folder and EMBER_CATALOG are searched too).")] = None,
     columns: Annotated[str | None, typer.Option("--columns", help="Columns to show, comma-separated (default: all).")] = None,
     limit: Annotated[int, typer.Option("--limit", min=0, help="Rows (and ids in JSON) shown per source; 0 for all.")] = 20,
     ids_only: Annotated[bool, typer.Option("--ids-only", help="Backward: print the source row ids, not the rows (reads no source).")] = False,
@@ -154,8 +161,10 @@ def trace(
     cap = None if limit == 0 else limit
     out = _console()
     if backward:
-        t = lin.backward(oids=_numbers(oids, "--oids"), where=where)
-        names = [source] if source else lin.sources
+        chosen = _numbers(oids, "--oids")
+        with _linking(lin, store, through or []) as up:
+            t = lin.backward(oids=chosen, where=where, through=up) if isinstance(lin, Lineage) else lin.backward(oids=chosen, where=where)
+        names = [source] if source else t.sources
         if ids_only:
             ids_of = {n: t.ids(n) for n in names}
             print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
@@ -170,7 +179,9 @@ def trace(
             out.print(rows_table(f"{n}: {i.size} rows{_shown(r, i.size)}{'' if t.exact else ' (superset)'}", r))
         return
     assert forward is not None
-    f = lin.forward(forward, ids=_numbers(ids, "--ids"), where=where)
+    rids = _numbers(ids, "--ids")
+    with _linking(lin, store, through or []) as up:
+        f = lin.forward(forward, ids=rids, where=where, through=up) if isinstance(lin, Lineage) else lin.forward(forward, ids=rids, where=where)
     reached = f.ids()
     rows = _pick(f.rows().slice(0, cap), columns)
     if as_json:
@@ -178,6 +189,22 @@ def trace(
                          "count": int(reached.size), "oids": reached[:cap].tolist(), "rows": rows.to_pylist()})
         return
     out.print(rows_table(f"output: {reached.size} rows reached{_shown(rows, reached.size)}", rows))
+
+
+@contextmanager
+def _linking(lin: Lineage | InferredLineage, store: Path, through: list[Path]) -> Iterator[list[str]]:
+    """The folders a trace finds upstream jobs in: `--through`'s and the store's parent
+    (which holds the other runs' stores); a line where `--through` links nothing."""
+    if not isinstance(lin, Lineage) and through:
+        raise CliError("--through follows eager entries only: a lazy entry keeps no lineage to link")
+    for folder in through:
+        if not folder.is_dir():
+            raise CliError(f"--through {folder}: no such folder")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield [str(p) for p in (store.resolve().parent, *through)]
+    if through and any("links nothing" in str(w.message) for w in caught):
+        _console(stderr=True).print(f"ember: --through links nothing: no store there wrote the files {', '.join(lin.sources)} read")
 
 
 @app.command()

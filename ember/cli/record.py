@@ -5,6 +5,12 @@ actions) are patched for the duration of the run. A patched method first runs th
 original, so the script gets exactly the result it would get without ember, then tells
 the handler which DataFrame the action read. Calls made from inside pyspark or ember
 (`take` calling `collect`, ember's own capture jobs) are not actions of the script.
+
+A write is the exception where the handler takes writes (`Script(writes=True)`): the
+writer's settings are recorded as the script makes them, and the handler runs the write
+itself, as a capture with that write (`capture(write=...)`), so that the job runs once and
+its files are linked to its lineage. Where the handler did not start the write, the
+original runs after it, as the script wrote it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.readwriter import DataFrameWriter
 
 import ember
+from ember.engines.spark import writes
 
 Params = dict[str, Any]
 # (class, method, action name, the DataFrame the action reads, given the bound arguments)
@@ -102,6 +109,7 @@ class Action:
     df: DataFrame | None  # the DataFrame whose rows the action read; None: ember cannot capture it
     reason: str = ""  # why not, when df is None
     target: str | None = None  # where a write action wrote
+    write: writes.Write | None = None  # a write the handler is to make (else it was made)
 
 
 Handler = Callable[[Action], None]
@@ -118,9 +126,10 @@ class Outcome:
 class Script:
     """A user script run in-process as `python script args...` would run it."""
 
-    def __init__(self, path: Path, args: list[str]):
+    def __init__(self, path: Path, args: list[str], writes: bool = False):
         self.path = str(path.resolve())
         self.args = args
+        self.writes = writes  # whether the handler makes the script's writes (`Action.write`)
 
     def run(self, handler: Handler) -> Outcome:
         """Runs the script with its actions reported to `handler`.
@@ -161,6 +170,10 @@ class Script:
         originals = [(cls, method, cls.__dict__[method]) for cls, method, _, _ in patched]
         for (cls, method, name, target), (_, _, orig) in zip(patched, originals, strict=True):
             setattr(cls, method, self._wrap(orig, name, target, handler))
+        if self.writes:
+            originals += [(DataFrameWriter, m, DataFrameWriter.__dict__[m]) for m in writes.SETTINGS]
+            for m in writes.SETTINGS:
+                setattr(DataFrameWriter, m, _noted(DataFrameWriter.__dict__[m]))
         try:
             yield
         finally:
@@ -171,17 +184,23 @@ class Script:
         signature = inspect.signature(orig)
 
         def action(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            result = orig(obj, *args, **kwargs)
             caller = sys._getframe(1)
             if caller.f_code.co_filename.startswith(_INTERNAL):
-                return result  # pyspark or ember calling itself, not the script
+                return orig(obj, *args, **kwargs)  # pyspark or ember calling itself, not the script
+            method = orig.__name__
+            write = None
+            if self.writes and isinstance(obj, DataFrameWriter) and method in writes.ACTIONS:
+                write = writes.Write(tuple(obj.__dict__.get(NOTED, ())), writes.Call(method, args, tuple(kwargs.items())))
+            result = None if write is not None else orig(obj, *args, **kwargs)
             bound = signature.bind(obj, *args, **kwargs)
             bound.apply_defaults()
             params = dict(bound.arguments)
             df = target(obj, params)
             reason = "" if df is not None else (TAIL_REASON if name == "tail" else RDD_REASON)
             written = next((str(params[k]) for k in ("path", "tableName", "name", "table") if params.get(k)), None)
-            handler(Action(name, self._line(caller), df, reason, written if name.startswith("write.") else None))
+            handler(Action(name, self._line(caller), df, reason, written if name.startswith("write.") else None, write))
+            if write is not None and not write.started.is_set():
+                result = orig(obj, *args, **kwargs)  # ember did not write: the script's write runs as written
             return result
 
         action.__wrapped__ = orig  # type: ignore[attr-defined]
@@ -194,6 +213,21 @@ class Script:
                 return frame.f_lineno
             frame = frame.f_back
         return 0
+
+
+NOTED = "_ember_settings"  # a writer's settings as the script made them (`writes.Call`s)
+
+
+def _noted(orig: Callable[..., Any]) -> Callable[..., Any]:
+    """A writer's setting method that also notes the call on the writer."""
+
+    @functools.wraps(orig)
+    def setting(writer: DataFrameWriter, *args: Any, **kwargs: Any) -> Any:
+        result = orig(writer, *args, **kwargs)
+        writer.__dict__.setdefault(NOTED, []).append(writes.Call(orig.__name__, args, tuple(kwargs.items())))
+        return result
+
+    return setting
 
 
 class Stop(BaseException):

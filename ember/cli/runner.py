@@ -1,6 +1,8 @@
 """`ember run`'s capture of each action, and how a trace gets an entry's lineage back.
 
-Eager entries are lineage stores (`ember.capture`, then `Lineage.save`). A lazy entry
+Eager entries are lineage stores (`ember.capture`, then `Lineage.save`); a write action
+is made by its capture (`capture(write=...)`), so its store lists the files it wrote and
+a later run's trace that reads them goes on into it. A lazy entry
 stores no lineage, because `ember.infer` keeps none: it stores the rows the action
 computed, and a trace re-runs the script (same file, same arguments) up to that action
 and calls `ember.infer` on the DataFrame it reaches there. The re-run must compute the
@@ -73,8 +75,8 @@ class Recorder:
         assert action.df is not None
         path = self.folder / entry.name
         lin: Lineage | InferredLineage
-        if self.run.mode == "eager":
-            lin = ember.capture(action.df, strategy="inject")  # in this thread: the script waits for it
+        if self.run.mode == "eager":  # in this thread: the script waits for it
+            lin = ember.capture(action.df, strategy="inject", write=action.write)  # a write is made by the capture
             lin.save(str(path))
         else:
             lin = ember.infer(action.df)

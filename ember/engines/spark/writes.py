@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -63,12 +64,14 @@ class Write:
 
     settings: tuple[Call, ...]
     action: Call
+    started: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)  # set once it writes
 
     def replay(self, df: Any) -> None:
         """Writes `df` as the user's writer would have written theirs."""
         writer = df.write
         for call in self.settings:
             writer = call.on(writer)
+        self.started.set()
         self.action.on(writer)
 
     def argument(self, name: str, position: int) -> Any:
@@ -181,16 +184,37 @@ class Target:
     max_rows: int  # rows per file before the writer starts another (0: no bound)
 
 
-def _table(spark: Any, name: str) -> tuple[Path | None, list[str], list[str]]:
-    """A table's folder (None: no such table), columns and partition columns."""
+@dataclass(frozen=True)
+class Table:
+    """What a write into an existing table takes from it."""
+
+    folder: Path
+    columns: list[str]
+    partitions: list[str]
+    buckets: tuple[int, list[str], list[str]] | None  # as `Write.buckets`
+
+
+def _table(spark: Any, name: str) -> Table | None:
+    """The table `name` as the catalog describes it (None: no such table)."""
     if not spark.catalog.tableExists(name):
-        return None, [], []
+        return None
     columns = spark.catalog.listColumns(name)
-    described = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
-    location = next((str(r[1]) for r in described if str(r[0]).strip() == "Location"), None)
-    if location is None:
+    described = {str(r[0]).strip(): str(r[1]) for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+    if "Location" not in described:
         raise EmberError(f"write: the table {name} has no files ember can find (a view or a non-file table)")
-    return local_path(location), [c.name for c in columns], [c.name for c in columns if c.isPartition]
+    buckets = None
+    if "Num Buckets" in described:
+        buckets = (int(described["Num Buckets"]), _listed(described.get("Bucket Columns")), _listed(described.get("Sort Columns")))
+    return Table(local_path(described["Location"]), [c.name for c in columns], [c.name for c in columns if c.isPartition], buckets)
+
+
+def _listed(text: str | None) -> list[str]:
+    """Column names as DESCRIBE lists them.
+
+    >>> _listed("[`k`, `a b`]")
+    ['k', 'a b']
+    """
+    return [c.strip().strip("`") for c in (text or "").strip("[]").split(",") if c.strip()]
 
 
 def target(spark: Any, write: Write, names: list[str]) -> Target:
@@ -199,16 +223,18 @@ def target(spark: Any, write: Write, names: list[str]) -> Target:
         raise EmberError("write: ember does not yet capture XML writes")
     position = {n: i for i, n in enumerate(names)}
     partitions = write.partition_by()
-    folder: Path | None
-    if (table := write.table()) is not None:
-        folder, columns, table_partitions = _table(spark, table)
-        if write.action.name == "insertInto":
-            if folder is None:
-                raise EmberError(f"write: insertInto({table!r}): no such table")
-            position = {n: i for i, n in enumerate(columns)}  # insertInto matches columns by position
-            partitions = table_partitions
-        elif folder is not None and write.mode() == "append":
-            partitions = table_partitions
+    spec = write.buckets()
+    folder: Path | None = None
+    if (name := write.table()) is not None:
+        table = _table(spark, name)
+        if table is None and write.action.name == "insertInto":
+            raise EmberError(f"write: insertInto({name!r}): no such table")
+        if table is not None:
+            folder = table.folder
+            if write.action.name == "insertInto":
+                position = {n: i for i, n in enumerate(table.columns)}  # insertInto matches columns by position
+            if write.action.name == "insertInto" or write.mode() == "append":  # the table's layout, not the writer's
+                partitions, spec = table.partitions, table.buckets
     else:
         path = write.path()
         if path is None:
@@ -218,7 +244,7 @@ def target(spark: Any, write: Write, names: list[str]) -> Target:
     if missing:
         raise EmberError(f"write: partition column {missing[0]!r} is not a column of the job ({', '.join(names)})")
     buckets = None
-    if (spec := write.buckets()) is not None:
+    if spec is not None:
         count, by, sort = spec
         buckets = (count, tuple(position[c] for c in by), tuple(position[c] for c in sort))
     limit = write.options().get("maxrecordsperfile") or spark.conf.get("spark.sql.files.maxRecordsPerFile", "0")
@@ -257,11 +283,15 @@ def run(job: Any, count: int, write: Write) -> tuple[pa.Table, tuple[SourceFile,
         ordered = cached.sortWithinPartitions(*order, TAG) if order else cached
         write.replay(ordered.select(*(ordered[i] for i in range(count))))
         rows = cached.toArrow()
+        # sortBy orders a bucket's rows by their values, not their positions: read the order back
+        as_written = ordered.select(TAG).toArrow().column(TAG).to_numpy() if where.buckets and where.buckets[2] else None
     finally:
         cached.unpersist()
     if where.folder == Path():  # a new table: its folder is known once it is made
         where = target(spark, write, columns[:count])
     made = sorted(files(where.folder) - before)
+    if not made and write.mode() == "ignore" and before:  # the folder was there: Spark wrote nothing
+        return rows.drop_columns(_helpers(rows)), ()
     named = [_parsed(where.folder, f) for f in made]
     takes = layout(
         rows.column(TAG).to_numpy(),
@@ -270,6 +300,7 @@ def run(job: Any, count: int, write: Write) -> tuple[pa.Table, tuple[SourceFile,
         named,
         where.max_rows,
         write.describe(),
+        None if as_written is None else _ranks(rows.column(TAG).to_numpy(), as_written),
     )
     written, offset, picked = [], 0, []
     for (path, *_), take in zip(named, takes, strict=True):
@@ -279,8 +310,12 @@ def run(job: Any, count: int, write: Write) -> tuple[pa.Table, tuple[SourceFile,
         offset += int(take.size)
         picked.append(take)
     order_rows = np.concatenate(picked) if picked else np.empty(0, np.int64)
-    kept = [n for n in rows.column_names if n != TAG and not n.startswith(PART) and n != BUCKET]
-    return rows.select(kept).take(pa.array(order_rows)), tuple(written)
+    return rows.drop_columns(_helpers(rows)).take(pa.array(order_rows)), tuple(written)
+
+
+def _helpers(rows: pa.Table) -> list[str]:
+    """The columns `run` added to place rows."""
+    return [n for n in rows.column_names if n in (TAG, BUCKET) or n.startswith(PART)]
 
 
 def _functions(df: Any) -> Any:
@@ -292,6 +327,18 @@ def _functions(df: Any) -> Any:
     from pyspark.sql import functions
 
     return functions
+
+
+def _ranks(tags: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Each row's place in `order` (the rows' tags as written).
+
+    >>> _ranks(np.array([5, 1, 9]), np.array([9, 5, 1])).tolist()
+    [1, 2, 0]
+    """
+    by_tag = np.argsort(tags)
+    ranks = np.empty(tags.size, np.int64)
+    ranks[by_tag[np.searchsorted(tags[by_tag], order)]] = np.arange(order.size)
+    return ranks
 
 
 Named = tuple[Path, int, tuple[str | None, ...], int, int]  # (file, task, folder values, bucket, sequence)
@@ -317,12 +364,14 @@ def layout(
     named: list[Named],
     max_rows: int,
     what: str,
+    ranks: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """Per written file (in `named`'s order), the rows it holds, in file order.
 
     A task writes its rows sorted by (folder, bucket, job position); a file holds a run of
     one task's rows of one folder and bucket, `max_rows` of them before the next file of
     that run starts (or all of them). Files that do not add up to the rows are refused.
+    `ranks`: the rows' written order where a bucket's sort columns set it (else their tags').
 
     >>> tags = np.array([0, 1, 2, 1 << 33])   # three rows of task 0, one of task 1
     >>> parts = [pa.chunked_array([["b", "a", "b", "a"]])]
@@ -332,7 +381,7 @@ def layout(
     """
     spelled = [[None if v in (None, "") else v for v in p.to_pylist()] for p in parts]
     groups: dict[tuple[Any, ...], list[int]] = {}
-    for row in np.argsort(tags, kind="stable").tolist():
+    for row in np.argsort(tags if ranks is None else ranks, kind="stable").tolist():
         key = (int(tags[row]) >> _TASK_BITS, *(s[row] for s in spelled), int(buckets[row]) if buckets is not None else -1)
         groups.setdefault(key, []).append(row)
     runs: dict[tuple[Any, ...], list[int]] = {}
