@@ -20,6 +20,7 @@ import ember
 from devkit.tpch import QUERIES
 from ember.errors import UnsupportedOperatorError
 from tests.capture import test_operators as operators
+from tests.capture import test_writes as writes
 from tests.tpch.queries_sql import tpch_sql
 from tests.tpch.test_tpch import SEED, check_lineage
 
@@ -132,3 +133,12 @@ def test_what_the_plugin_does_not_build_yet_is_refused(
     py4j on a classic session; over Connect they are refused by name, not run wrong."""
     with pytest.raises(UnsupportedOperatorError, match=f"cannot capture this plan yet: its lineage needs {needed}"):
         case(remote_views)
+
+
+def test_a_partitioned_write_over_connect_links_each_row(remote: RemoteSession, tmp_path: Path) -> None:
+    """`capture(write=...)` from a Connect client: the same job and file oracle as a
+    classic session's (tests/capture/test_writes.py)."""
+    raw = remote.read.parquet(str(writes.raw_file(tmp_path)))
+    out = tmp_path / "out"
+    lin = ember.capture(writes.job(raw), write=lambda w: w.partitionBy("dt").mode("overwrite").parquet(str(out)))
+    assert writes.check(lin, out, "parquet", writes.by_id) == lin.output().num_rows == int((writes.RAW.v > 1).sum())
