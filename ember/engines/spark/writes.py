@@ -13,6 +13,7 @@ _<bucket>.c<seq>`); `layout` deals the rows out to them.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -25,6 +26,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ember.engines.spark.frames import is_connect
 from ember.errors import EmberError
@@ -341,6 +343,34 @@ def _ranks(tags: np.ndarray, order: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _groups(
+    tags: np.ndarray, parts: list[pa.ChunkedArray], buckets: np.ndarray | None, order: np.ndarray
+) -> dict[tuple[Any, ...], np.ndarray]:
+    """Rows by (task, folder values, bucket), each group's rows by `order` (vectorized:
+    a write's rows are many, its groups few). An empty folder value is a null one."""
+    codes, spellings = [], []
+    for p in parts:
+        column = p.combine_chunks()
+        column = pc.if_else(pc.equal(column, ""), pa.scalar(None, column.type), column)
+        encoded = pc.dictionary_encode(column)
+        codes.append(encoded.indices.fill_null(-1).to_numpy().astype(np.int64))
+        spellings.append(encoded.dictionary.to_pylist())
+    task = np.asarray(tags, np.int64) >> _TASK_BITS
+    bucket = np.full(task.size, -1, np.int64) if buckets is None else np.asarray(buckets, np.int64)
+    keys = np.stack([task, *codes, bucket]) if task.size else np.empty((2 + len(codes), 0), np.int64)
+    rows = np.lexsort([order, *keys[::-1]])  # the last key sorts first
+    keys = keys[:, rows]
+    cuts = [0, *(np.flatnonzero(np.any(keys[:, 1:] != keys[:, :-1], axis=0)) + 1).tolist(), rows.size]
+    groups = {}
+    for start, stop in itertools.pairwise(cuts):
+        if start == stop:
+            continue
+        k = keys[:, start]
+        values = (None if c < 0 else spellings[j][c] for j, c in enumerate(k[1:-1].tolist()))
+        groups[(int(k[0]), *values, int(k[-1]))] = rows[start:stop]
+    return groups
+
+
 Named = tuple[Path, int, tuple[str | None, ...], int, int]  # (file, task, folder values, bucket, sequence)
 
 
@@ -379,11 +409,7 @@ def layout(
     >>> [t.tolist() for t in layout(tags, parts, None, named, 0, "w")]
     [[1], [0, 2], [3]]
     """
-    spelled = [[None if v in (None, "") else v for v in p.to_pylist()] for p in parts]
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for row in np.argsort(tags if ranks is None else ranks, kind="stable").tolist():
-        key = (int(tags[row]) >> _TASK_BITS, *(s[row] for s in spelled), int(buckets[row]) if buckets is not None else -1)
-        groups.setdefault(key, []).append(row)
+    groups = _groups(tags, parts, buckets, tags if ranks is None else ranks)
     runs: dict[tuple[Any, ...], list[int]] = {}
     for i, (_, task, values, bucket, _) in enumerate(named):
         runs.setdefault((task, *values, bucket), []).append(i)
@@ -395,7 +421,7 @@ def layout(
             raise EmberError(f"{what}: {len(rows)} rows of task {key[0]} went to {len(file_ids)} files, not {need}; ember cannot place them")
         step = max_rows if max_rows > 0 else len(rows)
         for k, i in enumerate(file_ids):
-            takes[i] = np.array(rows[k * step : (k + 1) * step], np.int64)
+            takes[i] = rows[k * step : (k + 1) * step]
     if runs and groups:  # a task with no rows writes no file (unless the whole job is empty)
         stray = named[next(iter(runs.values()))[0]][0]
         raise EmberError(f"{what}: the file {stray} holds rows ember did not see written; another writer was writing there")
