@@ -567,6 +567,8 @@ def catalog(path: str | os.PathLike[str], spark: SparkSession | Callable[[], Spa
     Each store is opened (`ember.load(store, spark)`) when a trace first reaches it."""
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"ember.catalog takes the path of a folder (a str), not {type(path).__name__}")
+    if not os.fspath(path):
+        raise EmberError("ember.catalog takes the path of a folder, not an empty string")
     return Catalog(path, lambda store: load(store, spark))
 
 
