@@ -90,7 +90,6 @@ def path_order(uri: str) -> str:
 
 
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-HIVE_DEFAULT_PARTITION = _NULL_PARTITION  # how Hive's metastore and folders spell a null partition value
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 

@@ -28,7 +28,6 @@ from ember.errors import EmberError, StaleSourceError, UnsupportedOperatorError
 from ember.plan import domains, ir
 from ember.plan.sources import (
     COUNTED,
-    HIVE_DEFAULT_PARTITION,
     Source,
     SourceFile,
     file_facts,
@@ -384,7 +383,9 @@ class Importer:
             size, mtime = file_facts(uri)
             if listed != size:
                 raise StaleSourceError(f"{local_path(uri)} changed while ember read the plan: capture again")
-            partition = tuple(None if v in (None, HIVE_DEFAULT_PARTITION) else str(v) for v in values)
+            # the values as the metastore spells them, which Hive's reader gives a string
+            # partition column (a null one is `__HIVE_DEFAULT_PARTITION__`, as it reads)
+            partition = tuple(None if v is None else str(v) for v in values)
             files.append(SourceFile(uri, size, mtime, 0, 0, partition))  # rows: counted once capture starts
         columns = tuple(str(c) for c in f["columns"])
         name = self._name(key, str(f["name"]))
