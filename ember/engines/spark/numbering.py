@@ -58,8 +58,9 @@ class TextNumbering:
     layout: tuple[str | None, ...]
     _recounted: dict[tuple[str | None, ...], TextNumbering] = field(default_factory=dict, compare=False, repr=False)
 
-    def place(self) -> tuple[Column, Column]:
-        """Each row's file and the start of its split, as its scan gives them."""
+    def place(self) -> tuple[Column, Column, Column]:
+        """Each row's file, the start of its split, and its id (consecutive over a split's
+        rows), as its scan gives them."""
         return _file_place()
 
     def current(self) -> TextNumbering:
@@ -84,9 +85,9 @@ class TextNumbering:
         """`df` (the relation's rows) with its row ids taken right at the scan (columns
         `HELPERS`), and the rid column over them; a row whose id lies outside the rows
         counted for its split fails the job rather than take another row's rid."""
-        file, start = self.place()
+        file, start, row_id = self.place()
         key = F.concat(file, F.lit("@"), start)
-        ided = df.select(*[df[c] for c in df.columns], F.monotonically_increasing_id().alias(_ID), key.alias(_SPLIT))
+        ided = df.select(*[df[c] for c in df.columns], row_id.alias(_ID), key.alias(_SPLIT))
         fields = ("first", "rid", "rows")
         table = F.create_map(*[
             x for k, *facts in self.splits
@@ -121,25 +122,34 @@ class HiveNumbering(TextNumbering):
     """A metastore table read with Hive's own reader (`HiveTableRelation`), numbered as a
     counted file source. Its scan has no `_metadata` column: the reader tells each row's
     file and split through `input_file_name()` and `input_file_block_start()`, which spell
-    a file's path unescaped (`_read_path`), so its splits are keyed by that spelling."""
+    a file's path unescaped (`_read_path`), so its splits are keyed by that spelling.
+
+    Each task of a Hive scan reads exactly one split (a Hadoop RDD's partition is one input
+    split), so a row's place in its split is its `monotonically_increasing_id` without the
+    partition number (its low 33 bits): rows are numbered alike however many partitions a
+    scan reads (a self-join's sides pruned otherwise, dynamic partition pruning)."""
 
     table: str = ""  # the table's qualified name, which reads it again after a load
 
-    def place(self) -> tuple[Column, Column]:
+    def place(self) -> tuple[Column, Column, Column]:
         return _hive_place()
 
     def recipe(self) -> dict[str, Any]:
         return {"table": self.table}
 
 
-def _file_place() -> tuple[Column, Column]:
-    """A file scan's rows' file (its URI) and split start, from its `_metadata` column."""
-    return F.col("_metadata.file_path"), F.col("_metadata.file_block_start")
+def _file_place() -> tuple[Column, Column, Column]:
+    """A file scan's rows' file (its URI) and split start, from its `_metadata` column, and id."""
+    return F.col("_metadata.file_path"), F.col("_metadata.file_block_start"), F.monotonically_increasing_id()
 
 
-def _hive_place() -> tuple[Column, Column]:
-    """A Hive scan's rows' file (its path, as Hadoop's reader spells it) and split start."""
-    return F.input_file_name(), F.input_file_block_start()
+_IN_PARTITION = (1 << 33) - 1  # the bits of `monotonically_increasing_id` that count a partition's rows
+
+
+def _hive_place() -> tuple[Column, Column, Column]:
+    """A Hive scan's rows' file (its path, as Hadoop's reader spells it), split start, and
+    place in that split (see `HiveNumbering`)."""
+    return F.input_file_name(), F.input_file_block_start(), F.monotonically_increasing_id().bitwiseAND(F.lit(_IN_PARTITION))
 
 
 def _read_path(uri: str) -> str:
@@ -149,13 +159,15 @@ def _read_path(uri: str) -> str:
 
 def number_hive_source(jvm: Jvm, source: Source) -> Source:
     """Counts the rows of each split of a Hive table's files, as `number_text_source` does
-    for a file source. When the job reads some partitions only (the plan pruned the
-    table's), a pass over the whole table counts the others' files, so rids number all of
-    the table's files. A file the listing did not hold, or an input format that reads no
-    file splits (no file name per row), cannot be numbered: refused rather than guessed."""
+    for a file source, in one pass over all of the table's partitions (the job's scan may
+    read some): rids number all of its files, and rows of any partition can be fetched. A
+    file the listing did not hold, or an input format that reads no file splits (no file
+    name per row), cannot be numbered: refused rather than guessed."""
     table = source.key.split(":", 1)[1]
     layout = _layout(jvm)
-    by_file = _split_counts(jvm, source.data, _hive_place())
+    scan = source.data
+    whole = scan.copy(scan.tableMeta(), scan.dataCols(), scan.partitionCols(), scan.tableStats(), jvm.none())
+    by_file = _split_counts(jvm, whole, _hive_place())
     if "" in by_file:
         raise UnsupportedOperatorError(
             f"ember cannot number the rows of the Hive table {table}: its input format reads no file splits, "
@@ -165,18 +177,13 @@ def number_hive_source(jvm: Jvm, source: Source) -> Source:
     unlisted = sorted(set(by_file) - set(listed))
     if unlisted:
         raise StaleSourceError(f"source {source.name!r}: Spark read {unlisted[0]}, which the table did not list: capture again")
-    rows = {path: sum(n for _, n, _ in blocks) for path, blocks in by_file.items()}
-    if source.data.prunedPartitions().isDefined():
-        read = jvm.spark.table(table).select(F.input_file_name().alias("f")).groupBy("f").count().collect()
-        for r in read:
-            rows.setdefault(str(r["f"]), int(r["count"]))
     files, offset = [], 0
     for f in source.files:
-        n = rows.get(_read_path(f.uri), 0)
+        n = sum(rows for _, rows, _ in by_file.get(_read_path(f.uri), ()))
         files.append(replace(f, rows=n, offset=offset))
         offset += n
     splits = _splits(by_file, {_read_path(f.uri): f.offset for f in files})
-    return replace(source, rows=offset, files=tuple(files), data=HiveNumbering(jvm, source.data, splits, layout, table=table))
+    return replace(source, rows=offset, files=tuple(files), data=HiveNumbering(jvm, whole, splits, layout, table=table))
 
 
 def _recipe(relation: JObj) -> dict[str, Any]:
@@ -255,13 +262,13 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     return replace(source, rows=offset, files=tuple(files), data=numbering)
 
 
-def _split_counts(jvm: Jvm, relation: JObj, place: tuple[Column, Column]) -> dict[str, list[tuple[int, int, int]]]:
+def _split_counts(jvm: Jvm, relation: JObj, place: tuple[Column, Column, Column]) -> dict[str, list[tuple[int, int, int]]]:
     """Per file the relation reads: each split's start, rows and first row id, in one pass
-    under the session's layout; `place`: each row's file and split start."""
-    file, start = place
+    under the session's layout; `place`: each row's file, split start and id."""
+    file, start, row_id = place
     counts = (
         jvm.dataframe(relation)
-        .select(file.alias("f"), start.alias("b"), F.monotonically_increasing_id().alias("m"))
+        .select(file.alias("f"), start.alias("b"), row_id.alias("m"))
         .groupBy("f", "b")
         .agg(F.count(F.lit(1)).alias("n"), F.min("m").alias("m"))
         .collect()

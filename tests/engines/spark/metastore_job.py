@@ -40,6 +40,10 @@ CASES: dict[str, str] = {
     "pruned": "SELECT oid, note, dt FROM orders_t WHERE dt = 'a:b' ORDER BY oid",
     "orc": "SELECT cid, max(amt) AS top FROM orders_o GROUP BY cid ORDER BY cid",
     "serde": "SELECT oid, cid FROM orders_s WHERE oid % 4 = 1 ORDER BY oid",
+    "self-join": (  # one source, its sides pruned otherwise: one partition, all of them
+        "SELECT a.oid, b.oid AS other FROM orders_t a JOIN orders_t b ON a.cid = b.cid "
+        "WHERE a.dt = 'a:b' AND b.oid < 6 ORDER BY a.oid, b.oid"
+    ),
     "join": (
         "SELECT c.region, count(*) AS n, sum(o.amt) AS total FROM orders_t o JOIN customers_t c ON o.cid = c.id "
         "WHERE o.amt > 3 GROUP BY c.region ORDER BY c.region"

@@ -52,6 +52,10 @@ ORACLE = {
     "pruned": "SELECT oid, note, dt, [rid] AS orders_t FROM orders_t WHERE dt = 'a:b' ORDER BY oid",
     "orc": "SELECT cid, max(amt) AS top, list(rid) AS orders_o FROM orders_o GROUP BY cid ORDER BY cid",
     "serde": "SELECT oid, cid, [rid] AS orders_s FROM orders_s WHERE oid % 4 = 1 ORDER BY oid",
+    "self-join": (
+        "SELECT a.oid, b.oid AS other, [a.rid, b.rid] AS orders_t FROM orders_t a JOIN orders_t b ON a.cid = b.cid "
+        "WHERE a.dt = 'a:b' AND b.oid < 6 ORDER BY a.oid, b.oid"
+    ),
     "join": (
         "SELECT c.region, count(*) AS n, sum(o.amt) AS total, list(o.rid) AS orders_t, list(c.rid) AS customers_t "
         "FROM orders_t o JOIN customers_t c ON o.cid = c.id WHERE o.amt > 3 GROUP BY c.region ORDER BY c.region"
