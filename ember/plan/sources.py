@@ -32,7 +32,9 @@ OID = "ember_oid"  # an output row's id: its position in the output as collected
 SAVED = "saved"
 # File formats with no row index in Spark: their rows are numbered by counting each split
 # (`engines.spark.numbering`), and only Spark reads them back (`binaryFile`: a row per file).
-COUNTED = ("csv", "json", "text", "orc", "xml", "binary")
+# `hive`: a metastore table Spark reads with its Hive serde (a text-serde table, say): its
+# files are the table's, its rows counted as Hive's reader gives them.
+COUNTED = ("csv", "json", "text", "orc", "xml", "binary", "hive")
 READER_FORMATS = {"binary": "binaryFile"}  # a source kind whose reader Spark names otherwise
 
 

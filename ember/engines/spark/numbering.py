@@ -27,7 +27,7 @@ from pyspark.sql.types import StructType
 
 from ember.engines.spark import jar
 from ember.engines.spark.jvm import JObj, Jvm, iterate
-from ember.errors import StaleSourceError
+from ember.errors import StaleSourceError, UnsupportedOperatorError
 from ember.plan.sources import COUNTED, READER_FORMATS, RID, Source, spark_path, spark_uri
 
 # What Spark cuts files into splits and packs splits into tasks by (`FilePartition`): the
@@ -58,6 +58,11 @@ class TextNumbering:
     layout: tuple[str | None, ...]
     _recounted: dict[tuple[str | None, ...], TextNumbering] = field(default_factory=dict, compare=False, repr=False)
 
+    def place(self) -> tuple[Column, Column, Column]:
+        """Each row's file, the start of its split, and its id (consecutive over a split's
+        rows), as its scan gives them."""
+        return _file_place()
+
     def current(self) -> TextNumbering:
         """This numbering, counted again (once per layout) if Spark now splits the files
         otherwise (a Defer capture or a fetch after the session's settings or executors changed)."""
@@ -69,7 +74,8 @@ class TextNumbering:
             for key, _, rid, _ in self.splits:
                 uri = key.rsplit("@", 1)[0]
                 offsets[uri] = min(offsets.get(uri, rid), rid)
-            again = TextNumbering(self.jvm, self.relation, _splits(_split_counts(self.jvm, self.relation), offsets), layout)
+            counts = _split_counts(self.jvm, self.relation, self.place())
+            again = replace(self, splits=_splits(counts, offsets), layout=layout, _recounted={})
             if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
                 raise StaleSourceError("a counted source's files (CSV, JSON, XML, text, ORC, binary) hold other rows than at capture; capture again")
             self._recounted[layout] = again
@@ -79,8 +85,9 @@ class TextNumbering:
         """`df` (the relation's rows) with its row ids taken right at the scan (columns
         `HELPERS`), and the rid column over them; a row whose id lies outside the rows
         counted for its split fails the job rather than take another row's rid."""
-        key = F.concat(F.col("_metadata.file_path"), F.lit("@"), F.col("_metadata.file_block_start"))
-        ided = df.select(*[df[c] for c in df.columns], F.monotonically_increasing_id().alias(_ID), key.alias(_SPLIT))
+        file, start, row_id = self.place()
+        key = F.concat(file, F.lit("@"), start)
+        ided = df.select(*[df[c] for c in df.columns], row_id.alias(_ID), key.alias(_SPLIT))
         fields = ("first", "rid", "rows")
         table = F.create_map(*[
             x for k, *facts in self.splits
@@ -110,6 +117,75 @@ class TextNumbering:
         return _recipe(self.relation)
 
 
+@dataclass(frozen=True)
+class HiveNumbering(TextNumbering):
+    """A metastore table read with Hive's own reader (`HiveTableRelation`), numbered as a
+    counted file source. Its scan has no `_metadata` column: the reader tells each row's
+    file and split through `input_file_name()` and `input_file_block_start()`, which spell
+    a file's path unescaped (`_read_path`), so its splits are keyed by that spelling.
+
+    Each task of a Hive scan reads exactly one split (a Hadoop RDD's partition is one input
+    split), so a row's place in its split is its `monotonically_increasing_id` without the
+    partition number (its low 33 bits): rows are numbered alike however many partitions a
+    scan reads (a self-join's sides pruned otherwise, dynamic partition pruning)."""
+
+    table: str = ""  # the table's qualified name, which reads it again after a load
+
+    def place(self) -> tuple[Column, Column, Column]:
+        return _hive_place()
+
+    def recipe(self) -> dict[str, Any]:
+        return {"table": self.table}
+
+
+def _file_place() -> tuple[Column, Column, Column]:
+    """A file scan's rows' file (its URI) and split start, from its `_metadata` column, and id."""
+    return F.col("_metadata.file_path"), F.col("_metadata.file_block_start"), F.monotonically_increasing_id()
+
+
+_IN_PARTITION = (1 << 33) - 1  # the bits of `monotonically_increasing_id` that count a partition's rows
+
+
+def _hive_place() -> tuple[Column, Column, Column]:
+    """A Hive scan's rows' file (its path, as Hadoop's reader spells it), split start, and
+    place in that split (see `HiveNumbering`)."""
+    return F.input_file_name(), F.input_file_block_start(), F.monotonically_increasing_id().bitwiseAND(F.lit(_IN_PARTITION))
+
+
+def _read_path(uri: str) -> str:
+    """A file's URI as Hadoop's reader names it to `input_file_name()`: its path unescaped."""
+    return spark_uri(spark_path(uri))
+
+
+def number_hive_source(jvm: Jvm, source: Source) -> Source:
+    """Counts the rows of each split of a Hive table's files, as `number_text_source` does
+    for a file source, in one pass over all of the table's partitions (the job's scan may
+    read some): rids number all of its files, and rows of any partition can be fetched. A
+    file the listing did not hold, or an input format that reads no file splits (no file
+    name per row), cannot be numbered: refused rather than guessed."""
+    table = source.key.split(":", 1)[1]
+    layout = _layout(jvm)
+    scan = source.data
+    whole = scan.copy(scan.tableMeta(), scan.dataCols(), scan.partitionCols(), scan.tableStats(), jvm.none())
+    by_file = _split_counts(jvm, whole, _hive_place())
+    if "" in by_file:
+        raise UnsupportedOperatorError(
+            f"ember cannot number the rows of the Hive table {table}: its input format reads no file splits, "
+            "so Spark does not tell which file a row comes from"
+        )
+    listed = {_read_path(f.uri): f for f in source.files}
+    unlisted = sorted(set(by_file) - set(listed))
+    if unlisted:
+        raise StaleSourceError(f"source {source.name!r}: Spark read {unlisted[0]}, which the table did not list: capture again")
+    files, offset = [], 0
+    for f in source.files:
+        n = sum(rows for _, rows, _ in by_file.get(_read_path(f.uri), ()))
+        files.append(replace(f, rows=n, offset=offset))
+        offset += n
+    splits = _splits(by_file, {_read_path(f.uri): f.offset for f in files})
+    return replace(source, rows=offset, files=tuple(files), data=HiveNumbering(jvm, whole, splits, layout, table=table))
+
+
 def _recipe(relation: JObj) -> dict[str, Any]:
     """What reads a relation's files again: its reader options and schema."""
     rel = relation.relation()
@@ -135,8 +211,12 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
     Rids are file-order row positions, so recounting under this session's splits gives
     the same numbers; a different count means the files changed.
     """
-    df = _reader(spark, source, recipe, [f.uri for f in source.files])
-    counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
+    if source.kind == "hive":  # the table by its name, all of its partitions
+        table = Jvm.analyzed(spark.table(recipe["table"])).collectLeaves().head()
+        counted = number_hive_source(Jvm(spark), replace(source, data=table))
+    else:
+        df = _reader(spark, source, recipe, [f.uri for f in source.files])
+        counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
     if [f.rows for f in counted.files] != [f.rows for f in source.files]:
         raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
     return counted
@@ -155,6 +235,8 @@ def number_source(jvm: Jvm, source: Source) -> Source:
     if source.kind == "memory":
         table = jvm.dataframe(source.data).toArrow()
         return replace(source, rows=table.num_rows, data=table)
+    if source.kind == "hive":
+        return number_hive_source(jvm, source)
     if source.kind in COUNTED:
         return number_text_source(jvm, source)
     return source
@@ -165,7 +247,7 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     Rids number all of a source's files: those of a table's partitions the job skips
     are counted by a reader of them alone."""
     layout = _layout(jvm)
-    by_file = _split_counts(jvm, source.data)
+    by_file = _split_counts(jvm, source.data, _file_place())
     rows = {uri: sum(n for _, n, _ in blocks) for uri, blocks in by_file.items()}
     read = {spark_uri(str(uri)) for uri in source.data.relation().location().inputFiles()}
     skipped = [f.uri for f in source.files if f.uri not in read]
@@ -180,16 +262,13 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     return replace(source, rows=offset, files=tuple(files), data=numbering)
 
 
-def _split_counts(jvm: Jvm, relation: JObj) -> dict[str, list[tuple[int, int, int]]]:
+def _split_counts(jvm: Jvm, relation: JObj, place: tuple[Column, Column, Column]) -> dict[str, list[tuple[int, int, int]]]:
     """Per file the relation reads: each split's start, rows and first row id, in one pass
-    under the session's layout."""
+    under the session's layout; `place`: each row's file, split start and id."""
+    file, start, row_id = place
     counts = (
         jvm.dataframe(relation)
-        .select(
-            F.col("_metadata.file_path").alias("f"),
-            F.col("_metadata.file_block_start").alias("b"),
-            F.monotonically_increasing_id().alias("m"),
-        )
+        .select(file.alias("f"), start.alias("b"), row_id.alias("m"))
         .groupBy("f", "b")
         .agg(F.count(F.lit(1)).alias("n"), F.min("m").alias("m"))
         .collect()

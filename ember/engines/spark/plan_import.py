@@ -355,6 +355,42 @@ class Importer:
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
         return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data))
 
+    def _HiveTableRelation(self, p: PlanTree) -> ir.Node:
+        """A metastore table Spark reads with Hive's own reader and serde (a text-serde table;
+        a Parquet or ORC one the session does not convert to a file source). Its rows are
+        numbered by counting them as that reader gives them (`numbering.number_hive_source`),
+        so a row's values are the job's own; its files are those of all of the table's
+        partitions, whichever a job reads, so a row's rid does not depend on the job."""
+        key = source_key(p)
+        assert key is not None
+        if key in self.sources:
+            return self._scan(p, self.sources[key])
+        f = p.facts
+        if f["handler"]:
+            raise UnsupportedOperatorError(
+                f"ember cannot number the rows of the Hive table {f['table']}: it is stored by the storage "
+                f"handler {f['handler']}, not in files ember can list"
+            )
+        if f["nested"]:
+            raise UnsupportedOperatorError(
+                f"ember cannot number the rows of the Hive table {f['table']}: its folder holds the subfolder "
+                f"{f['nested'][0]}, whose files Hive's reader reads or skips by settings ember does not follow"
+            )
+        partitioning = tuple((str(n), str(t)) for n, t in f["partitioning"])
+        files = []
+        for uri, listed, _, values in sorted(f["files"], key=lambda file: path_order(spark_uri(file[0]))):
+            uri = spark_uri(uri)
+            size, mtime = file_facts(uri)
+            if listed != size:
+                raise StaleSourceError(f"{local_path(uri)} changed while ember read the plan: capture again")
+            # the values as the metastore spells them, which Hive's reader gives a string
+            # partition column (a null one is `__HIVE_DEFAULT_PARTITION__`, as it reads)
+            partition = tuple(None if v is None else str(v) for v in values)
+            files.append(SourceFile(uri, size, mtime, 0, 0, partition))  # rows: counted once capture starts
+        columns = tuple(str(c) for c in f["columns"])
+        name = self._name(key, str(f["name"]))
+        return self._scan(p, Source(key, name, "hive", 0, tuple(files), partitioning, columns, data=p.handle))
+
     def _LocalRelation(self, p: PlanTree) -> ir.Node:
         return self._memory(p)
 
@@ -392,6 +428,8 @@ def source_key(leaf: PlanTree) -> str | None:
     if leaf.kind == "LogicalRelation" and f["rel"] == "HadoopFsRelation":
         fmt = f["fmt"].replace("FileFormat", "").lower()
         return f"{fmt}:{','.join(sorted(f['roots']))}"
+    if leaf.kind == "HiveTableRelation":
+        return f"hive:{f['table']}"
     if leaf.kind == "LocalRelation":
         return f"memory:{f['data']}"
     if leaf.kind == "LogicalRDD":

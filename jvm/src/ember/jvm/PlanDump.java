@@ -11,6 +11,10 @@ import java.util.List;
 import java.util.function.Consumer;
 import java.util.function.Function;
 
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.spark.sql.catalyst.catalog.CatalogTablePartition;
+import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.And;
 import org.apache.spark.sql.catalyst.expressions.BloomFilterMightContain;
@@ -52,6 +56,7 @@ import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.View;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
 import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.execution.datasources.CatalogFileIndex;
 import org.apache.spark.sql.execution.datasources.FileIndex;
@@ -323,6 +328,8 @@ public final class PlanDump {
                     out.append(']');
                 });
             }
+        } else if (p instanceof HiveTableRelation x) {
+            hiveTable(x);
         } else if (p instanceof LocalRelation x) {
             field("data");
             out.append(System.identityHashCode(x.data()));
@@ -354,6 +361,97 @@ public final class PlanDump {
                 out.append(",-1,-1]");
             });
         }
+    }
+
+    /**
+     * A metastore table Spark reads with Hive's own reader (a serde table the session does
+     * not convert to a file source): its name, storage, columns, and every file of all its
+     * partitions as Hadoop lists them for a read (hidden `_` and `.` files skipped), each
+     * with its partition's values from the metastore, whichever partitions this job reads.
+     */
+    private void hiveTable(HiveTableRelation x) {
+        var meta = x.tableMeta();
+        field("table");
+        string(meta.identifier().unquotedString());
+        field("name");
+        string(meta.identifier().table());
+        field("serde");
+        string(meta.storage().serde().getOrElse(() -> ""));
+        field("input");
+        string(meta.storage().inputFormat().getOrElse(() -> ""));
+        field("handler");
+        string(meta.properties().get("storage_handler").getOrElse(() -> ""));
+        field("columns");
+        array(x.dataCols(), a -> string(((Attribute) a).name()));
+        field("partitioning");
+        array(x.partitionCols(), a -> {
+            Attribute column = (Attribute) a;
+            out.append('[');
+            string(column.name());
+            out.append(',');
+            string(column.dataType().simpleString());
+            out.append(']');
+        });
+        SparkSession session = SparkSession.active();
+        List<Object[]> locations = new ArrayList<>();  // [location, partition values]
+        if (x.partitionCols().isEmpty()) {
+            locations.add(new Object[] {meta.storage().locationUri(), List.of()});
+        } else {
+            var partitions = session.sessionState().catalog().listPartitions(meta.identifier(), Option.empty());
+            for (CatalogTablePartition part : CollectionConverters.asJava(partitions)) {
+                List<String> values = new ArrayList<>();
+                for (Attribute column : CollectionConverters.asJava(x.partitionCols())) {
+                    values.add(part.spec().get(column.name()).getOrElse(() -> null));
+                }
+                locations.add(new Object[] {part.storage().locationUri(), values});
+            }
+        }
+        Configuration conf = session.sessionState().newHadoopConf();
+        List<String> nested = new ArrayList<>();
+        field("files");
+        out.append('[');
+        boolean first = true;
+        for (Object[] location : locations) {
+            Option<?> uri = (Option<?>) location[0];
+            if (uri.isEmpty()) {
+                continue;
+            }
+            org.apache.hadoop.fs.Path folder = new org.apache.hadoop.fs.Path((java.net.URI) uri.get());
+            FileStatus[] listed;
+            try {
+                FileSystem fs = folder.getFileSystem(conf);
+                listed = fs.exists(folder) ? fs.listStatus(folder) : new FileStatus[0];
+            } catch (IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+            for (FileStatus status : listed) {
+                String name = status.getPath().getName();
+                if (name.startsWith("_") || name.startsWith(".")) {
+                    continue;
+                }
+                if (status.isDirectory()) {
+                    nested.add(status.getPath().toUri().toString());
+                    continue;
+                }
+                first = comma(first);
+                out.append('[');
+                string(status.getPath().toUri().toString());
+                out.append(',').append(status.getLen()).append(',').append(status.getModificationTime()).append(",[");
+                boolean firstValue = true;
+                for (Object value : (List<?>) location[1]) {
+                    firstValue = comma(firstValue);
+                    if (value == null) {
+                        out.append("null");
+                    } else {
+                        string((String) value);
+                    }
+                }
+                out.append("]]");
+            }
+        }
+        out.append(']');
+        field("nested");
+        array(CollectionConverters.asScala(nested), f -> string((String) f));
     }
 
     /** A reader's options, as a JSON object. */

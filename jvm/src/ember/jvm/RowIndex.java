@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
+import org.apache.spark.sql.catalyst.catalog.HiveTableRelation;
 import org.apache.spark.sql.catalyst.expressions.Add;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
@@ -78,6 +79,12 @@ public final class RowIndex {
         }
         output.add(meta);
         return scan.copy(scan.relation(), seq(output), scan.catalogTable(), scan.isStreaming(), scan.stream());
+    }
+
+    /** A Hive table's scan as it is: it has no `_metadata` column, and its rows' file and
+     * split come from `input_file_name()` and `input_file_block_start()` instead. */
+    public HiveTableRelation withFields(HiveTableRelation scan, List<String> needed, boolean always) {
+        return scan;
     }
 
     /** The scan without the `_metadata` column a job reads (then pruned to the fields it
