@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 import ember
 from devkit.hive import hive_spark
 from ember.errors import UnsupportedOperatorError
+from ember.plan.sources import local_path
 
 PARTS = ("2024-01-01", "2024-01-02", "a:b")  # `a:b`'s folder is escaped (a%3Ab)
 ORDERS = [
@@ -51,6 +53,13 @@ CASES: dict[str, str] = {
 }
 
 
+# name → (the job, its write: `capture(write=...)` into a table, Parquet and Hive text)
+WRITES: dict[str, tuple[str, Callable[[Any], object]]] = {
+    "saveAsTable": ("SELECT oid, cid, amt FROM orders_m WHERE amt > 6", lambda w: w.format("parquet").saveAsTable("written_p")),
+    "insertInto": ("SELECT oid, cid, amt, note, dt FROM orders_m WHERE oid % 3 = 0", lambda w: w.insertInto("written_t")),
+}
+
+
 def tables(spark: SparkSession, folder: Path) -> None:
     """Every kind of table the cases read: managed and external, Parquet, ORC and Hive text
     (`|`-delimited and partitioned; default `\\u0001`-delimited with `\\N` nulls)."""
@@ -73,6 +82,10 @@ def tables(spark: SparkSession, folder: Path) -> None:
     spark.sql("CREATE TABLE customers_t STORED AS TEXTFILE AS SELECT * FROM customers")
     spark.sql("CREATE TABLE orders_o STORED AS ORC AS SELECT * FROM orders")
     spark.sql("CREATE TABLE orders_s STORED AS PARQUET AS SELECT * FROM orders")
+    spark.sql(
+        "CREATE TABLE written_t (oid int, cid int, amt double, note string) PARTITIONED BY (dt string) "
+        "ROW FORMAT DELIMITED FIELDS TERMINATED BY '|' STORED AS TEXTFILE"
+    )
     spark.sql("CREATE TABLE nested_t (k int) STORED AS TEXTFILE")
     spark.sql("INSERT INTO nested_t VALUES (1), (2)")
 
@@ -120,6 +133,14 @@ def main(folder: Path) -> None:
             loaded = ember.load(str(folder / "saved"), spark)
             found["loaded"] = {s: loaded.backward(oids=[0, 1]).rows(s).to_pylist() for s in ("orders_t",)}
     spark.conf.set("spark.sql.hive.convertMetastoreParquet", "true")
+    for case, (sql, write) in WRITES.items():
+        lin = ember.capture(spark.sql(sql), write=write)
+        found[case] = {
+            "files": [[str(local_path(f.uri).relative_to(folder)), f.offset, f.rows] for f in lin.written],
+            "backward": [lin.backward(oids=[oid]).ids("orders_m").tolist() for oid in range(lin.output().num_rows)],
+        }
+    later = ember.capture(spark.sql("SELECT count(*) FROM written_t"))  # reads the Hive text files written above
+    found["downstream"] = later.backward(oids=[0]).ids("orders_m").tolist()
     location = folder / "hive" / "warehouse" / "nested_t"
     (location / "more").mkdir()
     shutil.copy(next(p for p in location.iterdir() if p.is_file() and not p.name.startswith((".", "_"))), location / "more")

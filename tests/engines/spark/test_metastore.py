@@ -27,7 +27,7 @@ import pyarrow.orc as orc
 import pytest
 
 from tests.conftest import ROOT
-from tests.engines.spark.metastore_job import CASES, PARTS
+from tests.engines.spark.metastore_job import CASES, PARTS, WRITES
 
 pytestmark = pytest.mark.jvm
 
@@ -153,3 +153,31 @@ def test_a_table_whose_folder_holds_a_subfolder_is_refused_before_it_runs(ran: t
     refused = ran[1]["refused"]
     assert refused is not None, "ember captured a Hive table with files in a subfolder"
     assert "nested_t" in refused and "subfolder" in refused
+
+
+@pytest.mark.parametrize("case", list(WRITES))
+def test_a_write_into_a_table_links_each_written_row(
+    ran: tuple[Path, dict[str, Any]], oracle: tuple[duckdb.DuckDBPyConnection, dict[str, pa.Table]], case: str
+) -> None:
+    """`capture(write=...)` with `saveAsTable` (Parquet) and `insertInto` (a partitioned Hive
+    text table): every file of the table is one it wrote, and each file's row `i` traces
+    back to the `orders_m` row with that row's `oid`."""
+    folder, got = ran[0], ran[1][case]
+    table = "written_p" if case == "saveAsTable" else "written_t"
+    assert sorted(f for f, _, _ in got["files"]) == [str(p.relative_to(folder)) for p in files(folder / "hive/warehouse" / table)]
+    rid = {row["oid"]: row["rid"] for row in oracle[1]["orders_m"].to_pylist()}
+    seen = 0
+    for path, offset, rows in got["files"]:
+        written = read_file(folder / path, "parquet" if case == "saveAsTable" else "text|", ORDERS[: 3 if case == "saveAsTable" else 4])
+        assert written.num_rows == rows
+        for pos, oid in enumerate(written.column("oid").to_pylist()):
+            assert got["backward"][offset + pos] == [rid[oid]], (path, pos)
+        seen += rows
+    assert seen == len(got["backward"])
+
+
+def test_a_job_over_a_written_hive_table_traces_into_the_writer(
+    ran: tuple[Path, dict[str, Any]], oracle: tuple[duckdb.DuckDBPyConnection, dict[str, pa.Table]]
+) -> None:
+    want = sorted(row["rid"] for row in oracle[1]["orders_m"].to_pylist() if row["oid"] % 3 == 0)
+    assert ran[1]["downstream"] == want
