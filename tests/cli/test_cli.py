@@ -246,6 +246,33 @@ def test_uncapturable_action_does_not_break_the_script(spark: SparkSession, tmp_
     assert "not captured: udf.py-4-collect" in err
 
 
+def test_a_write_is_made_once_and_one_ember_cannot_capture_runs_as_written(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Eager mode makes an append itself, through its capture (once: the folder then holds
+    one batch of files); a write whose capture fails before writing (a recursive CTE)
+    runs as the script wrote it, and its entry says why it was not captured."""
+    script = tmp_path / "writes.py"
+    script.write_text(
+        "import sys\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "spark.range(6).repartition(2).write.mode('append').option('compression', 'none').parquet(sys.argv[1])\n"
+        "spark.sql('WITH RECURSIVE r(id) AS (SELECT 0 UNION ALL SELECT id + 2 FROM r WHERE id < 4) "
+        "SELECT id FROM r').write.json(sys.argv[2])\n"
+    )
+    out, other = tmp_path / "out", tmp_path / "other"
+    code, _, err = run_cli(capsys, "run", str(script), "--store", str(tmp_path / "s"), str(out), str(other))
+    assert code == 0, err
+    written, refused = read_run(tmp_path / "s").entries
+    assert written.status == "eager" and written.target == str(out)
+    made = sorted(p.name for p in out.iterdir() if p.name.startswith("part-"))
+    assert len(made) == 2 and all(name.endswith(".parquet") and "snappy" not in name for name in made)
+    assert sorted(spark.read.parquet(str(out)).toPandas().id) == list(range(6))
+    assert refused.status == "skipped" and refused.reason.startswith("UnsupportedOperatorError")
+    assert sorted(spark.read.json(str(other)).toPandas().id) == [0, 2, 4]
+
+
 def test_ui_delegates_and_debug_shows_tracebacks(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import ember.ui
 
