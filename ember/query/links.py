@@ -54,10 +54,21 @@ _process: dict[FileId, tuple[weakref.ref[Lineage], SourceFile]] = {}
 
 
 def remember(lineage: Lineage) -> None:
-    """Notes the files `lineage` wrote, so later traces in this process find it."""
+    """Notes the files `lineage` wrote, so later traces in this process find it (until it
+    is gone: then its entries go too)."""
+    if not lineage.written:
+        return
     ref = weakref.ref(lineage)
-    for f in lineage.written:
-        _process[file_id(f)] = (ref, f)
+    keys = [file_id(f) for f in lineage.written]
+    for key, f in zip(keys, lineage.written, strict=True):
+        _process[key] = (ref, f)
+    weakref.finalize(lineage, _forget, ref, keys)
+
+
+def _forget(ref: weakref.ref[Lineage], keys: list[FileId]) -> None:
+    for key in keys:
+        if key in _process and _process[key][0] is ref:
+            del _process[key]
 
 
 class Catalog:
