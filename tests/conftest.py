@@ -3,6 +3,7 @@ test tiers (which tests start a JVM) and the Hypothesis profiles."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 from devkit import connect
 from devkit import tpch as tpch_data
 from tests.oracle.tpch_lineage import oracle
+from tests.tpch.queries_sql import tpch_sql
 
 ROOT = Path(__file__).resolve().parents[1]
 TPCH_SCALE = 0.01
@@ -123,6 +125,13 @@ def tpch_oracle(lineage_duck: duckdb.DuckDBPyConnection, tpch: Path) -> Callable
         return cache[n]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tpch_plain(spark: SparkSession, tpch: Path) -> Callable[[int], pa.Table]:
+    """Query number → its SQL text's output on the classic session, run once per session:
+    what every capture of the query must return, in the DataFrame API too, over Connect too."""
+    return functools.cache(lambda n: tpch_sql(spark, n).toArrow())
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import ember
@@ -79,7 +78,6 @@ def test_a_client_with_pyspark_client_alone_captures_over_connect(
 
 DATAFRAMES = """
 import sys
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 import ember
 from tests.tpch.queries_dataframe import DF
@@ -89,16 +87,15 @@ spark = SparkSession.builder.remote(url).getOrCreate()
 for table in {tables!r}:
     spark.read.parquet(f"{{data}}/{{table}}.parquet").createOrReplaceTempView(table)
 for n, query in sorted(DF.items()):
-    pq.write_table(query(spark).toArrow(), f"{{out}}/q{{n}}.parquet")
     ember.capture(query(spark), strategy="defer").save(f"{{out}}/q{{n}}")
 """
 
 
 @pytest.fixture(scope="module")
 def client_dataframes(connect_server: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 22 TPC-H queries in the DataFrame API, run plainly and captured (deferred) by the
-    client-only virtualenv, where PySpark's functions make Connect's columns: each one's
-    plain output and lineage store, by query number."""
+    """The 22 TPC-H queries in the DataFrame API captured (deferred) by the client-only
+    virtualenv, where PySpark's functions make Connect's columns: each one's lineage store,
+    by query number."""
     if not CLIENT.exists():
         pytest.fail("the client-only virtualenv .venv/client is missing: `make test` (or `make client`) builds it")
     out = tmp_path_factory.mktemp("client-dataframes")
@@ -112,12 +109,16 @@ def client_dataframes(connect_server: str, tpch: Path, tmp_path_factory: pytest.
 
 @pytest.mark.parametrize("n", sorted(QUERIES))
 def test_tpch_dataframe_api_from_a_client_over_connect(
-    client_dataframes: Path, tpch_oracle: Callable[[int], pa.Table], table_rows: dict[str, int], n: int
+    client_dataframes: Path,
+    tpch_oracle: Callable[[int], pa.Table],
+    tpch_plain: Callable[[int], pa.Table],
+    table_rows: dict[str, int],
+    n: int,
 ) -> None:
+    """The captured output is the classic session's plain output of the query's SQL text."""
     lin = ember.load(str(client_dataframes / f"q{n}"))
     assert lin.mode == "defer"
-    plain = pq.read_table(client_dataframes / f"q{n}.parquet")
-    check_captured(lin, plain, n, tpch_oracle(n), table_rows, random.Random(SEED + 600 + n))
+    check_captured(lin, tpch_plain(n), n, tpch_oracle(n), table_rows, random.Random(SEED + 600 + n))
 
 
 def test_python_m_ember_connect_prints_the_server_flags() -> None:
