@@ -1,11 +1,13 @@
-"""Shared fixtures: one local SparkSession for the whole run and small TPC-H data; the
-test tiers (which tests start a JVM) and the Hypothesis profiles."""
+"""Shared fixtures: one local SparkSession for the whole run and small TPC-H data, the
+standalone cluster's run in the background; the test tiers (which tests start a JVM) and
+the Hypothesis profiles."""
 
 from __future__ import annotations
 
 import functools
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -47,6 +49,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if JVM_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.jvm)
+    # the cluster's tests last, so that its run (`cluster_run`) has the whole session to overlap
+    items.sort(key=_on_the_cluster)
+
+
+CLUSTER_TESTS = ROOT / "tests" / "capture" / "test_cluster.py"
+
+
+def _on_the_cluster(item: pytest.Item) -> bool:
+    return item.path == CLUSTER_TESTS
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Future[Path] | None]:
+    """The standalone cluster's run for tests/capture/test_cluster.py (its stores), started
+    in the background when the session begins, if a test there is selected (None if not).
+    Its minutes (about 200 s alone: JVMs started, killed and replaced, on one core per
+    executor) overlap the other tests instead of adding to them; the session's end waits
+    for it."""
+    if not any(map(_on_the_cluster, request.session.items)):
+        yield None
+        return
+    # here, not at the top: that module imports this one
+    from tests.capture.test_cluster import captured_on_a_cluster
+
+    tpch = request.getfixturevalue("tpch_dir")  # asked only here: the fast tier may have no data
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(captured_on_a_cluster, tmp_path_factory, tpch)
 
 
 # Hypothesis profiles, chosen by HYPOTHESIS_PROFILE (or pytest's --hypothesis-profile); with

@@ -1,7 +1,8 @@
 """Capture on a real Spark standalone cluster (one master, two workers on loopback).
 
 The cluster is started and stopped here with `spark-class`, which ships with PySpark;
-the job runs in its own process (`cluster_job.py`). Its stores must trace exactly as a
+the job runs in its own process (`cluster_job.py`), in the background from the session's
+start (tests/conftest.py's `cluster_run`; these tests run last). Its stores must trace exactly as a
 capture of the same query in local mode, also when tasks failed and were retried, and
 when an executor or a worker was killed in the middle of a capture.
 """
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyspark
@@ -47,10 +50,10 @@ def _wait_for(log: Path, text: str, count: int, proc: subprocess.Popen[bytes], t
     raise RuntimeError(f"the cluster did not come up: {log}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def standalone(logs: Path) -> Iterator[str]:
+    """A master and two workers, until the block ends: the master's URL."""
     home = Path(pyspark.__file__).parent
-    logs = tmp_path_factory.mktemp("cluster")
     env = {
         **os.environ,
         "SPARK_HOME": str(home),
@@ -89,17 +92,31 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 proc.kill()
 
 
-@pytest.fixture(scope="module")
-def stores(cluster: str, tpch: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("stores")
+def captured_on_a_cluster(tmp_path_factory: pytest.TempPathFactory, tpch: Path) -> Path:
+    """The cluster started, the job run on it (its own process), the cluster stopped: the
+    folder of the job's stores."""
+    logs, out = tmp_path_factory.mktemp("cluster"), tmp_path_factory.mktemp("stores")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.capture.cluster_job", cluster, str(tpch), str(out), str(QUERY), str(RETRIED)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900,
-    )
+    with standalone(logs) as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.capture.cluster_job", url, str(tpch), str(out), str(QUERY), str(RETRIED)],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=900,
+        )
     assert done.returncode == 0, done.stderr[-4000:]
     assert (out / "parts.json").exists(), f"the cluster job ended without writing its stores:\n{done.stderr[-4000:]}"
     return out
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_run: Future[Path] | None) -> Future[Path]:
+    """The cluster's run, which tests/conftest.py starts when the session begins."""
+    assert cluster_run is not None, "tests/conftest.py starts the cluster's run whenever a test here is selected"
+    return cluster_run
+
+
+@pytest.fixture(scope="module")
+def stores(cluster: Future[Path]) -> Path:
+    return cluster.result()
 
 
 def by_values(lin: ember.Lineage) -> dict[str, dict[str, list[int]]]:
