@@ -64,6 +64,7 @@ import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -319,14 +320,7 @@ public final class PlanDump {
                 field("columns");
                 array(r.dataSchema(), f -> string(((StructField) f).name()));
                 field("partitioning");
-                array(r.partitionSchema(), f -> {
-                    StructField column = (StructField) f;
-                    out.append('[');
-                    string(column.name());
-                    out.append(',');
-                    string(column.dataType().simpleString());
-                    out.append(']');
-                });
+                array(r.partitionSchema(), f -> column(((StructField) f).name(), ((StructField) f).dataType()));
             }
         } else if (p instanceof HiveTableRelation x) {
             hiveTable(x);
@@ -384,14 +378,7 @@ public final class PlanDump {
         field("columns");
         array(x.dataCols(), a -> string(((Attribute) a).name()));
         field("partitioning");
-        array(x.partitionCols(), a -> {
-            Attribute column = (Attribute) a;
-            out.append('[');
-            string(column.name());
-            out.append(',');
-            string(column.dataType().simpleString());
-            out.append(']');
-        });
+        array(x.partitionCols(), a -> column(((Attribute) a).name(), ((Attribute) a).dataType()));
         SparkSession session = SparkSession.active();
         List<Object[]> locations = new ArrayList<>();  // [location, partition values]
         if (x.partitionCols().isEmpty()) {
@@ -691,6 +678,15 @@ public final class PlanDump {
     }
 
     /** A JSON array: `write` for each item, commas between. */
+    /** A partition column as the message gives it: [name, Spark type]. */
+    private void column(String name, DataType type) {
+        out.append('[');
+        string(name);
+        out.append(',');
+        string(type.simpleString());
+        out.append(']');
+    }
+
     private void array(scala.collection.Iterable<?> items, Consumer<Object> write) {
         out.append('[');
         boolean first = true;
