@@ -28,6 +28,7 @@ Everything else in the package is private.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember.errors import (
@@ -87,14 +88,21 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def source(df: DataFrame, name: str) -> DataFrame:
-    """Names the single source `df` reads; lineage then reports it as `name`."""
+def source(df: DataFrame, name: str, key: Sequence[str] = ()) -> DataFrame:
+    """Names the single source `df` reads; lineage then reports it as `name`.
+
+    `key`: the columns whose values identify the source's rows, for a source with no
+    stable row order (a JDBC table, a Python data source), which is refused without one;
+    traces then give its rows' key values (`t.keys(name)`).
+    """
     from ember.engines.spark.frames import spark_frame
     from ember.engines.spark.jvm import Jvm
     from ember.engines.spark.plan_import import name_source
 
+    if isinstance(key, str):
+        raise TypeError(f"key is a list of column names, like key=[{key!r}]")
     frame = spark_frame(df)
-    name_source(Jvm.of(frame, "ember.source"), frame, name)
+    name_source(Jvm.of(frame, "ember.source"), frame, name, tuple(key))
     return df
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -10,8 +12,8 @@ import pyarrow.parquet as pq
 from ember.arrow import int64s
 from ember.engines import duck
 from ember.engines.duck.sql import parquet_file, partition_columns, quoted, quoted_text
-from ember.errors import EmberError, InvalidPredicateError, StaleSourceError
-from ember.plan.sources import COUNTED, RID, Source, SourceFile, file_facts, local_path
+from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, StaleSourceError
+from ember.plan.sources import COUNTED, KEYED, RID, Source, SourceFile, file_facts, local_path
 
 
 def check_unchanged(source: Source) -> None:
@@ -66,9 +68,48 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
     elif source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])
         table = pa.table({"id": pa.array(start + rids * step, type=pa.int64())})
+    elif source.kind == KEYED:
+        return _unviewed(live_keyed(source).rows(rids))
     else:
         table = pa.table({})
     return table.append_column(RID, pa.array(rids, type=pa.int64()))
+
+
+def source_keys(source: Source) -> pa.Table:
+    """A keyed source's keys in rid order (row i is rid i): its live numbering's
+    (`numbering.KeyedNumbering`), or the table a loaded store holds."""
+    data = source.data
+    return data if isinstance(data, pa.Table) else data.keys
+
+
+def live_keyed(source: Source) -> Any:
+    """A keyed source's live numbering, which reads its rows through Spark."""
+    if isinstance(source.data, pa.Table):
+        raise EmberError(
+            f"source {source.name!r} is keyed: a loaded store holds its keys (t.keys), not a way to read its rows; "
+            "fetch them by key from the table itself"
+        )
+    return source.data
+
+
+def key_rids(source: Source, keys: pa.Table) -> np.ndarray:
+    """The rids of a keyed source's rows with these key values (columns named as its key);
+    a key no row had at capture is `IdOutOfRangeError`."""
+    held = source_keys(source)
+    try:
+        wanted = keys.select(held.column_names).cast(held.schema)
+    except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise EmberError(f"source {source.name!r} is keyed by {', '.join(held.column_names)} ({held.schema.types}); keys given: {e}") from None
+    numbered = held.append_column(_KEY_RID, pa.array(np.arange(held.num_rows), pa.int64()))
+    found = wanted.join(numbered, held.column_names, join_type="left outer")
+    missing = found.filter(pc.is_null(found.column(_KEY_RID)))
+    if missing.num_rows:
+        example = missing.select(held.column_names).slice(0, 1).to_pylist()[0]
+        raise IdOutOfRangeError(f"source {source.name!r} had no row with the key {example} at capture")
+    return np.unique(found.column(_KEY_RID).to_numpy()).astype(np.int64)
+
+
+_KEY_RID = "__ember_rid"
 
 
 def _parquet_rows(source: Source, rids: np.ndarray) -> pa.Table:

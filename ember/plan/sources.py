@@ -38,18 +38,24 @@ COUNTED = ("csv", "json", "text", "orc", "xml", "binary", "hive")
 READER_FORMATS = {"binary": "binaryFile"}  # a source kind whose reader Spark names otherwise
 
 
+# A source with no stable row order (a JDBC table, a Python data source): its rows are
+# identified by the values of key columns the user names (`ember.source(df, name, key=)`).
+KEYED = "keyed"
+
+
 @dataclass(frozen=True)
 class Source:
     """A table the plan reads. `key` identifies it across reads (a self-join reads one source)."""
 
     key: str
     name: str
-    kind: str  # parquet | csv | json | memory | range | saved (an intermediate `ember.infer` kept)
+    kind: str  # parquet | csv | json | memory | range | keyed | saved (an intermediate `ember.infer` kept)
     rows: int
     files: tuple[SourceFile, ...] = ()
     partitioning: tuple[tuple[str, str], ...] = ()  # partition columns (name, Spark type), in Spark's order
     columns: tuple[str, ...] = ()  # a file source's columns as Spark reads them (by name: files may differ); () as the files hold them
     options: tuple[tuple[str, str], ...] = ()
+    row_key: tuple[str, ...] = ()  # a keyed source's key columns: its rids rank their values
     data: Any = field(default=None, compare=False, hash=False, repr=False)  # pyarrow.Table for memory
     kept: Any = field(default=None, compare=False, hash=False, repr=False)  # a loaded store's row copy (store.kept)
 

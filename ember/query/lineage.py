@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import duckdb
 import numpy as np
@@ -23,8 +23,8 @@ from ember.engines import duck
 from ember.engines.spark.frames import is_connect
 from ember.engines.spark.numbering import reopen_text
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, first_line
-from ember.fetch.rows import check_unchanged, source_relation
-from ember.plan.sources import COUNTED, OID, RID, Source, SourceFile, saved_file
+from ember.fetch.rows import check_unchanged, key_rids, live_keyed, source_relation
+from ember.plan.sources import COUNTED, KEYED, OID, RID, Source, SourceFile, saved_file
 from ember.pools import pool
 from ember.query import distributed, grouped, links
 from ember.query.distributed import SparkTrace
@@ -230,8 +230,11 @@ class Lineage:
         ids: Iterable[int] | None = None,
         where: str | None = None,
         through: Through = None,
+        keys: KeyValues | None = None,
     ) -> ForwardTrace:
-        """Output rows reached by the rows of `source` chosen by `ids` or by a SQL `where` over its columns.
+        """Output rows reached by the rows of `source` chosen by `ids`, by a SQL `where` over
+        its columns, or (a keyed source) by their `keys`: a pyarrow table or a dict of the
+        key's columns, or a list of values (of tuples, for a key of several columns).
 
         `source` may be a source of an upstream job whose written files this job read
         (writers found as `backward` finds them): the rows it reached there are followed
@@ -240,24 +243,26 @@ class Lineage:
         source_name(source)
         if source in self._sources:
             src = self._sources[source]
-            return ForwardTrace(self._output, self._index.forward(src.key, chosen_rids(src, ids, where)))
+            return ForwardTrace(self._output, self._index.forward(src.key, chosen_rids(src, ids, where, keys)))
         linked = _links(through)
-        reached = self._forward_from(source, ids, where, linked)
+        reached = self._forward_from(source, ids, where, linked, keys)
         _unlinked(linked, self)
         if reached is None:
             source_by_name(self._sources, source)  # raises: no job on the way reads it
         return ForwardTrace(self._output, np.empty(0, np.int64) if reached is None else reached)
 
-    def _forward_from(self, source: str, ids: Iterable[int] | None, where: str | None, linked: Links) -> np.ndarray | None:
+    def _forward_from(
+        self, source: str, ids: Iterable[int] | None, where: str | None, linked: Links, keys: KeyValues | None = None
+    ) -> np.ndarray | None:
         """Oids of this job reached by rows of `source`, read here or by a job upstream
         (None: no job on the way reads it)."""
         if source in self._sources:
             src = self._sources[source]
-            return np.asarray(self._index.forward(src.key, chosen_rids(src, ids, where)), np.int64)
+            return np.asarray(self._index.forward(src.key, chosen_rids(src, ids, where, keys)), np.int64)
         reached: np.ndarray | None = None
         for src in self._sources.values():
             for link in linked(self, src):
-                up = link.upstream._forward_from(source, ids, where, linked)
+                up = link.upstream._forward_from(source, ids, where, linked, keys)
                 if up is not None:
                     here = np.asarray(self._index.forward(src.key, link.rids(up)), np.int64)
                     reached = here if reached is None else np.union1d(reached, here)
@@ -417,15 +422,53 @@ def _session() -> SparkSession | None:
     return SparkSession.getActiveSession() or getattr(SparkSession, "_instantiatedSession", None)
 
 
-def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None) -> np.ndarray:
-    """Rids of `src` given as ids or by a SQL `where` over its columns (exactly one)."""
+# Key values that choose rows of a keyed source (`Lineage.forward(keys=)`).
+KeyValues: TypeAlias = pa.Table | Mapping[str, Sequence[Any]] | Sequence[Any]
+
+
+def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None, keys: KeyValues | None = None) -> np.ndarray:
+    """Rids of `src` given as ids, by a SQL `where` over its columns, or (a keyed source) by
+    key values (exactly one)."""
+    if keys is not None:
+        if ids is not None or where is not None:
+            raise TypeError("give exactly one of ids, where or keys")
+        if src.kind != KEYED:
+            raise EmberError(f"source {src.name!r} is not keyed: choose its rows by ids or where")
+        return key_rids(src, key_table(keys, src.row_key))
     if (ids is None) == (where is None):
         raise TypeError("give exactly one of ids or where")
-    if where is not None and src.kind in COUNTED:
-        return _select_text(src, condition(where))
+    if ids is not None and src.kind == KEYED:
+        raise EmberError(
+            f"source {src.name!r} is identified by its key ({', '.join(src.row_key)}), not by row position: "
+            "choose its rows by keys= (or where=)"
+        )
+    if where is not None and (src.kind in COUNTED or src.kind == KEYED):
+        return _select_spark(src, condition(where))
     if where is not None:
         return _select(source_relation(src), condition(where), RID, f"source {src.name!r}", src.rows)
     return _ids(ids, src.rows, "ids", f"rid of source {src.name!r}")
+
+
+def key_table(keys: KeyValues, row_key: tuple[str, ...]) -> pa.Table:
+    """Key values as a table of the key's columns.
+
+    >>> key_table([1, 2], ("id",)).to_pydict()
+    {'id': [1, 2]}
+    >>> key_table([(1, "a")], ("id", "site")).to_pydict()
+    {'id': [1], 'site': ['a']}
+    """
+    if isinstance(keys, pa.Table):
+        return keys
+    if isinstance(keys, Mapping):
+        return pa.table({str(k): list(v) for k, v in keys.items()})
+    if isinstance(keys, str | bytes) or not _iterable(keys):
+        raise TypeError(f"keys are a pyarrow table, a dict of columns or a list of values, not {type(keys).__name__}")
+    values = list(keys)
+    if len(row_key) == 1:
+        return pa.table({row_key[0]: values})
+    if any(not isinstance(v, tuple | list) or len(v) != len(row_key) for v in values):
+        raise TypeError(f"a key of {len(row_key)} columns ({', '.join(row_key)}) is given as tuples of {len(row_key)} values")
+    return pa.table({c: [v[i] for v in values] for i, c in enumerate(row_key)})
 
 
 def choose(table: pa.Table, what: str, ids: Iterable[int] | None, where: str | None, column: str) -> np.ndarray:
@@ -613,13 +656,13 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str, bound:
     return found
 
 
-def _select_text(source: Source, where: str) -> np.ndarray:
-    """Rids of a counted (CSV, JSON, XML, text, ORC, binary) source's rows matching `where`,
-    evaluated by Spark (one job)."""
+def _select_spark(source: Source, where: str) -> np.ndarray:
+    """Rids of a counted (CSV, JSON, XML, text, ORC, binary) or keyed source's rows matching
+    `where`, evaluated by Spark (one job)."""
     check_unchanged(source)
     if source.data is None:
         raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)")
-    df = source.data.numbered()
+    df = (live_keyed(source) if source.kind == KEYED else source.data).numbered()
     try:
         rows = df.filter(where).select(RID).toArrow()
     except Exception as e:  # Spark's parse and analysis errors share no base class worth naming

@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 
 from ember.arrow import int64s
-from ember.errors import UnknownSourceError
-from ember.fetch.rows import read_rows
-from ember.plan.sources import Source
+from ember.errors import EmberError, UnknownSourceError
+from ember.fetch.rows import read_rows, source_keys
+from ember.plan.sources import KEYED, Source
 from ember.query.html import PREVIEW, render
 
 if TYPE_CHECKING:
@@ -53,9 +53,23 @@ class Trace:
         return sorted(n for n, ids in self._ids.items() if ids.size)
 
     def ids(self, name: str) -> np.ndarray:
-        """Sorted unique `ember_rid`s of source `name` in the lineage."""
-        source_by_name(self._sources, name)
+        """Sorted unique `ember_rid`s of source `name` in the lineage (a keyed source's rows
+        are identified by their keys instead: `keys`)."""
+        source = source_by_name(self._sources, name)
+        if source.kind == KEYED:
+            raise EmberError(
+                f"source {name!r} has no stable row order, so its rows are identified by their key "
+                f"({', '.join(source.row_key)}), not by position: t.keys({name!r}) gives them"
+            )
         return self._ids[name]
+
+    def keys(self, name: str) -> pa.Table:
+        """The key values of the rows of keyed source `name` in the lineage (a JDBC table or
+        a Python data source, keyed with `ember.source(df, name, key=[...])`), in key order."""
+        source = source_by_name(self._sources, name)
+        if source.kind != KEYED:
+            raise EmberError(f"source {name!r} is not keyed: its rows are identified by ember_rid (t.ids({name!r}))")
+        return source_keys(source).take(pa.array(self._ids[name], pa.int64()))
 
     def rows(self, name: str, offset: int = 0, limit: int | None = None) -> pa.Table:
         """Those source rows, read from the source, with an `ember_rid` column.

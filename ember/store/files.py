@@ -9,6 +9,7 @@ A store is a folder:
     index/<level>/<part>.<column>.parquet   a level the executors wrote, a part per task
                                   (`store.spark_index`)
     sources/<n>.parquet           rows of in-memory sources (nothing could fetch them later)
+    sources/<n>.keys.parquet      a keyed source's keys, in rid order
     kept/<n>.parquet              a copy of the rows the lineage reaches in Parquet source n,
                                   when they are a small share of it (`store.kept`)
     groups/<n>.parquet            groupings made at capture (`query.grouped`): per output
@@ -45,7 +46,8 @@ import pyarrow.parquet as pq
 
 from ember.arrow import numbers
 from ember.errors import StoreError, first_line
-from ember.plan.sources import Source, saved_file
+from ember.fetch.rows import source_keys
+from ember.plan.sources import KEYED, Source, saved_file
 from ember.store.columns import IntColumn, Runs, Segmented, concatenated, isin_sorted
 from ember.store.groupings import Grouping
 from ember.store.index import Level, LineageIndex, Ranges
@@ -294,6 +296,9 @@ class _Writer:
         }
         if source.kind == "memory":
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
+        if source.kind == KEYED:
+            entry["row_key"] = list(source.row_key)
+            entry["data"] = self.table(f"sources/{n}.keys.parquet", source_keys(source))
         if kept is not None:
             entry["kept"] = {"file": self.table(f"kept/{n}.parquet", kept, row_group_size=KEPT_ROW_GROUP), "rows": kept.num_rows}
         return entry
@@ -471,7 +476,7 @@ class _Reader:
 
     def source(self, meta: dict[str, Any]) -> Source:
         data = None
-        if meta["kind"] == "memory":
+        if meta["kind"] in ("memory", KEYED):  # its rows, or a keyed source's keys in rid order
             data = self.parquet(meta["data"])
             if data.num_rows != meta["rows"]:
                 raise StoreError(f"{self.root}: {meta['data']} holds {data.num_rows} rows, the manifest says {meta['rows']}")
@@ -482,7 +487,10 @@ class _Reader:
             name = meta["kept"]["file"]
             kept = _CheckedKept(self.fs, self.root, name, meta["kept"]["rows"], self.sums)
         columns = tuple(str(c) for c in meta.get("columns", ()))
-        return Source(meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, columns, data=data, kept=kept)
+        row_key = tuple(str(c) for c in meta.get("row_key", ()))
+        return Source(
+            meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, columns, row_key=row_key, data=data, kept=kept
+        )
 
 
 class _CheckedKept(KeptRows):

@@ -38,7 +38,13 @@ from pyspark.sql.window import Window as W
 
 from ember.engines.spark import jar, plan_in
 from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
-from ember.engines.spark.numbering import HELPERS, TextNumbering, parquet_rid
+from ember.engines.spark.numbering import (
+    HELPERS,
+    KeyedNumbering,
+    TextNumbering,
+    parquet_rid,
+    whole_relation,
+)
 from ember.engines.spark.plan_import import BATCHED_GROUP_MAPS
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
@@ -327,6 +333,12 @@ class Builder:
             rid = ((F.col(scan.attrs[0].name) - F.lit(start)) / F.lit(step)).cast("long")
         elif source.kind == "memory":
             return self._numbered_memory(source, scan, node)
+        elif isinstance(source.data, KeyedNumbering):
+            df = self.jvm.dataframe(whole_relation(scan.handle))
+            joined, rid = source.data.ided(df)
+            alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)
+            read = {a.name for a in scan.attrs}
+            return self.jvm.analyzed(joined.select(*[df[c] for c in df.columns if c in read], self.jvm.column(alias)))
         else:
             raise UnsupportedOperatorError(f"ember cannot number rows of {source.kind} sources")
         alias = self.jvm.alias(self.jvm.expression(_kept(rid, node.only)), node.rid.name, node.rid.id)

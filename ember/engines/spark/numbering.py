@@ -20,7 +20,9 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -28,7 +30,7 @@ from pyspark.sql.types import StructType
 from ember.engines.spark import jar
 from ember.engines.spark.jvm import JObj, Jvm, iterate
 from ember.errors import StaleSourceError, UnsupportedOperatorError
-from ember.plan.sources import COUNTED, READER_FORMATS, RID, Source, spark_path, spark_uri
+from ember.plan.sources import COUNTED, KEYED, READER_FORMATS, RID, Source, spark_path, spark_uri
 
 # What Spark cuts files into splits and packs splits into tasks by (`FilePartition`): the
 # counts ember takes number rows only while Spark reads the files the same way.
@@ -224,10 +226,98 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
 
 def shaped(jvm: Jvm, source: Source) -> Source:
     """The source as a check over none of its rows reads it: an in-memory one not yet
-    collected (its data still the plan's) as an empty table of its columns."""
+    collected (its data still the plan's) as an empty table of its columns, a keyed one
+    with no keys numbered."""
     if source.kind == "memory" and not isinstance(source.data, pa.Table):
         return replace(source, rows=0, data=jvm.dataframe(source.data).limit(0).toArrow())
+    if source.kind == KEYED and not isinstance(source.data, KeyedNumbering):
+        relation = whole_relation(source.data)
+        keys = jvm.dataframe(relation).select(*source.row_key).limit(0).toArrow()
+        return replace(source, rows=0, data=KeyedNumbering(keys, jvm, relation))
     return source
+
+
+_KEY_RID = "__ember_key_rid"
+
+
+def whole_relation(scan: JObj) -> JObj:
+    """The relation a scan reads, with all of its columns (a V2 scan may read fewer): a
+    keyed source's rows are joined to their rids by key columns the job need not read."""
+    return scan.relation() if scan.getClass().getSimpleName() == "DataSourceV2ScanRelation" else scan
+
+
+@dataclass(frozen=True)
+class KeyedNumbering:
+    """A keyed source's rows, identified by their keys: `keys` holds every row's key at
+    capture, sorted, so row i is rid i. Rids rank keys rather than count positions: a source
+    with no stable row order numbers alike however often, and in whatever order, it is read.
+    (A loaded store holds the keys alone: `fetch.rows.source_keys`.)"""
+
+    keys: pa.Table
+    jvm: Jvm
+    relation: JObj  # the source's relation, all columns: fetches rows by key
+
+    def frame(self, spark: SparkSession, rids: np.ndarray | None = None) -> DataFrame:
+        """The keys (of `rids`, or all) as a DataFrame: columns `__ember_k<i>` and the rid."""
+        taken = self.keys if rids is None else self.keys.take(pa.array(rids, pa.int64()))
+        table = pa.table(
+            [*taken.columns, pa.array(np.arange(self.keys.num_rows) if rids is None else rids, pa.int64())],
+            names=[*(f"__ember_k{i}" for i in range(taken.num_columns)), _KEY_RID],
+        )
+        if table.num_rows:
+            return spark.createDataFrame(table)
+        return spark.createDataFrame([], _spark_schema(table.schema))
+
+    def ided(self, df: DataFrame, rids: np.ndarray | None = None) -> tuple[DataFrame, Column]:
+        """`df` (the relation's rows) joined to their rids by key, and the rid column; a row
+        whose key was not numbered (the table changed since) fails the job rather than take
+        no rid. With `rids`, only those rows (an inner join)."""
+        keys = self.frame(df.sparkSession, rids)
+        joined_on = [df[c] == keys[f"__ember_k{i}"].cast(df.schema[c].dataType) for i, c in enumerate(self.keys.column_names)]
+        condition = joined_on[0]
+        for more in joined_on[1:]:
+            condition = condition & more
+        joined = df.join(F.broadcast(keys), condition, "left" if rids is None else "inner")
+        failed = F.raise_error(F.lit("a row of a keyed source has a key ember did not number at capture: the table changed; capture again"))
+        return joined, F.when(keys[_KEY_RID].isNotNull(), keys[_KEY_RID]).otherwise(failed.cast("long"))
+
+    def numbered(self, rids: np.ndarray | None = None) -> DataFrame:
+        """The source's rows (of `rids`, or all) with `ember_rid`, read through Spark."""
+        df = self.jvm.dataframe(self.relation)
+        joined, rid = self.ided(df, rids)
+        return joined.select(*[df[c] for c in df.columns], rid.alias(RID))
+
+    def rows(self, rids: np.ndarray) -> pa.Table:
+        """The source's rows with these (sorted) rids, fetched by key, in rid order."""
+        return self.numbered(rids).orderBy(RID).toArrow()
+
+
+def _spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema Arrow data of `schema` makes (an empty table's, which Spark cannot infer)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def number_keyed_source(jvm: Jvm, source: Source) -> Source:
+    """Reads a keyed source's key columns (one Spark job) and numbers its rows in key order.
+    A key must identify rows: a null or repeated key is refused, naming an example."""
+    relation = whole_relation(source.data)
+    keys = jvm.dataframe(relation).select(*source.row_key).toArrow()
+    for column in keys.column_names:
+        nulls = keys.column(column).null_count
+        if nulls:
+            raise UnsupportedOperatorError(f"source {source.name!r}: its key column {column} is null in {nulls} rows; a key identifies every row")
+    counts = keys.group_by(keys.column_names).aggregate([([], "count_all")])
+    repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if repeated.num_rows:
+        example = repeated.drop_columns(["count_all"]).slice(0, 1).to_pylist()[0]
+        raise UnsupportedOperatorError(
+            f"source {source.name!r}: its key ({', '.join(source.row_key)}) does not identify its rows: "
+            f"{repeated.num_rows} keys are repeated, {example} among them"
+        )
+    ordered = keys.sort_by([(c, "ascending") for c in keys.column_names])
+    return replace(source, rows=ordered.num_rows, data=KeyedNumbering(ordered, jvm, relation))
 
 
 def number_source(jvm: Jvm, source: Source) -> Source:
@@ -237,6 +327,8 @@ def number_source(jvm: Jvm, source: Source) -> Source:
         return replace(source, rows=table.num_rows, data=table)
     if source.kind == "hive":
         return number_hive_source(jvm, source)
+    if source.kind == KEYED:
+        return number_keyed_source(jvm, source)
     if source.kind in COUNTED:
         return number_text_source(jvm, source)
     return source

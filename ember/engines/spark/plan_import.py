@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import re
 import weakref
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from ember.errors import EmberError, StaleSourceError, UnsupportedOperatorError
 from ember.plan import domains, ir
 from ember.plan.sources import (
     COUNTED,
+    KEYED,
     Source,
     SourceFile,
     file_facts,
@@ -83,12 +85,29 @@ _BELOW_TAG = {*_LIMITS, "Sort", "Filter"}  # what EXCEPT ALL's right-side tag ma
 _NAMED: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-def name_source(jvm: Jvm, df: DataFrame, name: str) -> None:
-    """Names the single source `df` reads, for the lineage of `df`'s session's jobs."""
-    keys = source_keys(jvm, df)
-    if len(keys) != 1:
-        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keys)}")
-    _NAMED.setdefault(jvm.spark, {})[str(keys.pop())] = name
+# Key columns given with `ember.source(df, name, key=[...])`, per session, by source key.
+_ROW_KEYS: weakref.WeakKeyDictionary[SparkSession, dict[str, tuple[str, ...]]] = weakref.WeakKeyDictionary()
+
+
+def name_source(jvm: Jvm, df: DataFrame, name: str, key: tuple[str, ...] = ()) -> None:
+    """Names the single source `df` reads, for the lineage of `df`'s session's jobs; `key`:
+    the columns whose values identify its rows (a source with no stable row order)."""
+    leaves = {k: leaf for leaf in catalyst.leaves(jvm, jvm.analyzed(df)) if (k := source_key(leaf)) is not None}
+    if len(leaves) != 1:
+        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(leaves)}")
+    source, leaf = leaves.popitem()
+    if key:
+        columns = {a.name.lower(): a.name for a in leaf.output}
+        missing = [c for c in key if c.lower() not in columns]
+        if missing:
+            raise EmberError(f"ember.source: the source has no column {missing[0]!r} for its key; it has {', '.join(columns.values())}")
+        if not source.startswith(KEYED + ":"):
+            raise EmberError(
+                "ember.source: key= is for sources with no stable row order (JDBC tables, Python data sources); "
+                "ember numbers the rows of files and in-memory tables itself"
+            )
+        _ROW_KEYS.setdefault(jvm.spark, {})[source] = tuple(columns[c.lower()] for c in key)
+    _NAMED.setdefault(jvm.spark, {})[source] = name
 
 
 @dataclass
@@ -97,6 +116,7 @@ class Importer:
     are shared across the plan by their key and named by `names`, then by default."""
 
     names: dict[str, str]  # source key → name (given with `ember.source`, or its view's)
+    row_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # source key → key columns
     sources: dict[str, Source] = field(default_factory=dict)
 
     # --- expressions -----------------------------------------------------
@@ -314,7 +334,7 @@ class Importer:
 
     def _LogicalRelation(self, p: PlanTree) -> ir.Node:
         if p.facts["rel"] != "HadoopFsRelation":
-            raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {p.facts['rel']}")
+            return self._keyed(p)
         key = source_key(p)
         assert key is not None
         fmt = key.split(":", 1)[0]
@@ -391,6 +411,28 @@ class Importer:
         name = self._name(key, str(f["name"]))
         return self._scan(p, Source(key, name, "hive", 0, tuple(files), partitioning, columns, data=p.handle))
 
+    def _keyed(self, p: PlanTree) -> ir.Node:
+        """A relation with no stable row order (a JDBC table, a V2 data source such as a Python
+        one): its rows are identified by the key the user named for it, and numbered in key
+        order once capture starts (`numbering.number_keyed_source`); without a key, refused."""
+        key = source_key(p)
+        if key is None:
+            raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {p.facts['rel']}")
+        if key in self.sources:
+            return self._scan(p, self.sources[key])
+        name = self._name(key, str(p.facts["table"]).rsplit(".", 1)[-1] or "table")
+        row_key = self.row_keys.get(key)
+        if row_key is None:
+            raise UnsupportedOperatorError(
+                f"ember cannot number the rows of {_describe(p)}: it has no stable row order. Name the "
+                f"columns that identify its rows: ember.source(df, {name!r}, key=[\"id\"]) on the DataFrame "
+                "that reads it, before the job (docs/guide/keyed.md)"
+            )
+        columns = tuple(a.name for a in p.output)
+        return self._scan(p, Source(key, name, KEYED, 0, columns=columns, row_key=row_key, data=p.handle))
+
+    _DataSourceV2ScanRelation = _DataSourceV2Relation = _keyed
+
     def _LocalRelation(self, p: PlanTree) -> ir.Node:
         return self._memory(p)
 
@@ -430,6 +472,9 @@ def source_key(leaf: PlanTree) -> str | None:
         return f"{fmt}:{','.join(sorted(f['roots']))}"
     if leaf.kind == "HiveTableRelation":
         return f"hive:{f['table']}"
+    if "table" in f and leaf.kind in ("LogicalRelation", "DataSourceV2Relation", "DataSourceV2ScanRelation"):
+        options = sorted((str(k).lower(), _URL_SECRET.sub(r"\1=", str(v))) for k, v in f["options"].items())
+        return f"{KEYED}:{f['rel']}:{f['table']}:{json.dumps(options)}"
     if leaf.kind == "LocalRelation":
         return f"memory:{f['data']}"
     if leaf.kind == "LogicalRDD":
@@ -437,6 +482,17 @@ def source_key(leaf: PlanTree) -> str | None:
     if leaf.kind == "Range":
         return f"range:{f['start']}:{f['end']}:{f['step']}"
     return None
+
+
+# Credentials a JDBC URL may carry (`...?user=u&password=p`): a source's key is saved with its store.
+_URL_SECRET = re.compile(r"(?i)\b(user|password)=[^&;]*")
+
+
+def _describe(p: PlanTree) -> str:
+    """A keyed relation as a user knows it: a JDBC table, or a data source's table."""
+    if p.facts["rel"] == "JDBCRelation":
+        return f"the JDBC table {p.facts['table']}"
+    return f"the table {p.facts['table']} of a {p.facts['rel']} data source"
 
 
 def source_keys(jvm: Jvm, df: DataFrame) -> set[str]:
@@ -452,17 +508,18 @@ class Imported(NamedTuple):
 
 def import_plan(jvm: Jvm, df: DataFrame) -> Imported:
     """The IR of `df`'s optimized plan and the sources it reads, from one plan-out message."""
-    return imported_from(catalyst.message(jvm, df), _NAMED.get(jvm.spark, {}))
+    return imported_from(catalyst.message(jvm, df), _NAMED.get(jvm.spark, {}), _ROW_KEYS.get(jvm.spark, {}))
 
 
-def imported_from(out: PlanOut, named: dict[str, str]) -> Imported:
-    """The IR and the sources of a plan-out message; `named`: source names given by key."""
+def imported_from(out: PlanOut, named: dict[str, str], row_keys: dict[str, tuple[str, ...]] | None = None) -> Imported:
+    """The IR and the sources of a plan-out message; `named`: source names given by key,
+    `row_keys`: keyed sources' key columns by key."""
     if out.plan is None:
         raise UnsupportedOperatorError(
             "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
             "foreachBatch is a batch one)"
         )
-    importer = Importer({**view_names(out.views), **named})
+    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}))
     root = importer.node(out.plan)
     return Imported(domains.marked(root), importer.sources, out.clock)
 

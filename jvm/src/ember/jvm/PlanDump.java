@@ -63,7 +63,10 @@ import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex;
+import org.apache.spark.sql.execution.datasources.jdbc.JDBCRelation;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceV2ScanRelation;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.StructField;
@@ -81,6 +84,9 @@ import scala.reflect.ClassTag$;
 public final class PlanDump {
     /** The "plan out" message's schema version (docs/design/import.md, "One message out"). */
     public static final int VERSION = 1;
+    /** Options that may hold credentials: never written (the message is saved with a store). */
+    private static final java.util.regex.Pattern SECRET =
+        java.util.regex.Pattern.compile("(?i)password|secret|token|credential|user|keytab");
     private Function<Object, String> handles;  // an object's reference (null: none)
     private StringBuilder out;
 
@@ -322,6 +328,16 @@ public final class PlanDump {
                 field("partitioning");
                 array(r.partitionSchema(), f -> column(((StructField) f).name(), ((StructField) f).dataType()));
             }
+            if (x.relation() instanceof JDBCRelation r) {
+                field("table");
+                string(r.jdbcOptions().tableOrQuery());
+                field("options");
+                options(r.jdbcOptions().parameters());
+            }
+        } else if (p instanceof DataSourceV2ScanRelation x) {
+            tableV2(x.relation());
+        } else if (p instanceof DataSourceV2Relation x) {
+            tableV2(x);
         } else if (p instanceof HiveTableRelation x) {
             hiveTable(x);
         } else if (p instanceof LocalRelation x) {
@@ -336,6 +352,17 @@ public final class PlanDump {
             out.append(",\"step\":").append(x.step());
             out.append(",\"count\":").append(x.numElements().toString());
         }
+    }
+
+    /** A table of a V2 data source (a Python data source, say): its class, name and read
+     * options, which identify it as a source; a scan reads it by its relation. */
+    private void tableV2(DataSourceV2Relation x) {
+        field("rel");
+        string(kind(x.table()));
+        field("table");
+        string(x.table().name());
+        field("options");
+        options(CollectionConverters.asScala(x.options().asCaseSensitiveMap()));
     }
 
     /** [[uri, size, mtime in ms], ...]: each file of a file index (-1: not listed with it). */
@@ -447,6 +474,9 @@ public final class PlanDump {
         boolean first = true;
         for (scala.collection.Iterator<scala.Tuple2<String, String>> it = options.iterator(); it.hasNext(); ) {
             scala.Tuple2<String, String> option = it.next();
+            if (SECRET.matcher(option._1()).find()) {
+                continue;
+            }
             first = comma(first);
             string(option._1());
             out.append(':');
