@@ -8,7 +8,7 @@ TPCDS_SF ?= 0.01
 TPCDS := data/tpcds/sf$(TPCDS_SF)
 TPCDS_GEN := $(VENV)/tpcds
 
-.PHONY: demo test test-fast test-spark40 lint setup data tpcds check-java clean chromium ui jar client
+.PHONY: demo test test-fast test-spark40 lint setup data tpcds check-java clean chromium postgres ui jar client
 
 check-java:
 	@scripts/check_java.sh
@@ -50,7 +50,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: setup data tpcds lint chromium client
+test: setup data tpcds lint chromium postgres client
 	EMBER_TPCH=$(abspath $(DATA)) EMBER_TPCDS=$(abspath $(TPCDS)) $(BIN)/python -m pytest -q
 	$(MAKE) test-spark40
 
@@ -95,7 +95,7 @@ $(NOJAVA)/java:
 	@chmod +x $@
 	@ln -sf java $(NOJAVA)/javac
 
-test-fast: setup $(NOJAVA)/java
+test-fast: setup postgres $(NOJAVA)/java
 	JAVA_HOME= PATH="$(abspath $(NOJAVA)):$$PATH" $(BIN)/python -m pytest -q -m "not jvm" --doctest-modules tests ember
 
 # The web page's browser tests drive Debian's Chromium (a test tool's own browser download
@@ -107,6 +107,19 @@ chromium:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
 	    || { echo "make chromium: apt-get could not install chromium" >&2; exit 1; }; }
+
+# The JDBC tests' throwaway PostgreSQL server (devkit/postgres.py) runs Debian's binaries, and
+# Spark reads it with Debian's JDBC driver: each installed with apt-get, as root, when missing.
+postgres:
+	@missing=; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=postgresql; \
+	test -f /usr/share/java/postgresql.jar || missing="$${missing:+$$missing }libpostgresql-jdbc-java"; \
+	[ -z "$$missing" ] || { \
+	  [ "$$(id -u)" = 0 ] || { echo "make postgres: PostgreSQL's server or JDBC driver is missing; as root: apt-get install -y $$missing" >&2; exit 1; }; \
+	  echo "installing Debian's $$missing for the JDBC tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } \
+	    || { echo "make postgres: apt-get could not install $$missing" >&2; exit 1; }; }
 
 # The page's bundle in ember/ui/static is committed (pip installs work without Node);
 # rebuild it after changing frontend/ (a test compares its recorded source fingerprint).
