@@ -18,7 +18,7 @@ from hypothesis import settings
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
-from devkit import connect
+from devkit import connect, postgres
 from devkit import tpch as tpch_data
 from tests.oracle.tpch_lineage import oracle
 from tests.tpch.queries_sql import tpch_sql
@@ -115,6 +115,7 @@ def spark() -> Iterator[SparkSession]:
             "spark.default.parallelism": "4",
             "spark.driver.memory": "4g",
             "spark.sql.session.timeZone": "UTC",
+            "spark.jars": postgres.JDBC_JAR,  # PostgreSQL's JDBC driver (make postgres): tests/capture/test_keyed.py
         },
     )
     yield session

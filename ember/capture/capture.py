@@ -30,7 +30,7 @@ from ember.plan import ir
 from ember.plan.columns import column_lineage
 from ember.plan.ir import outline, walk
 from ember.plan.slots import Annotated
-from ember.plan.sources import Source, SourceFile
+from ember.plan.sources import KEYED, Source, SourceFile
 from ember.plan.workload import Workload
 from ember.pools import pool
 from ember.progress import Phases
@@ -169,8 +169,15 @@ def _capture(
     _check_predicates(jvm, plan, workload)
     # Refuses what ember cannot trace, before any job. Defer checks join keys (file reads)
     # in its background capture, off the user's path.
-    varies = strategy != "inject" and (ir.varies(plan) or clock)
+    # A keyed source (a database table, a Python data source) may give other rows when read again.
+    keyed = [s.name for s in sources.values() if s.kind == KEYED]
+    varies = strategy != "inject" and (ir.varies(plan) or clock or bool(keyed))
     if strategy == "defer":
+        if keyed:
+            raise EmberError(
+                f"defer runs the plan again for its lineage, and source {keyed[0]!r} is a table read by key, "
+                "which a second read may find changed; capture it with strategy='inject' (what 'auto' does)"
+            )
         if any(isinstance(n, ir.PartitionMap) for n in ir.walk_all(plan)):
             raise EmberError(
                 "defer runs the plan again for its lineage, and a partition map (mapInPandas / mapInArrow) gives "
@@ -263,7 +270,7 @@ def _why(strategy: Strategy, inline: bool, varies: bool, order_bound: bool) -> s
     if inline:
         return "lineage rides in the job itself (no side-table job)"
     if varies:
-        return "a second run could give other rows (sampling, a random value, the clock)"
+        return "a second run could give other rows (sampling, a random value, the clock, a table read by key)"
     if order_bound:
         return "rows depend on the order a shuffle gives them (a grouped map, a row sequence)"
     return "the plan needs side-table jobs: the result comes first, lineage is built in the background"
