@@ -8,6 +8,7 @@ Reference: docs/guide/cli.md.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import traceback
 import uuid
@@ -144,6 +145,7 @@ def trace(
     where: Annotated[str | None, typer.Option("--where", help="SQL condition over the output (backward) or the source's columns (forward).")] = None,
     oids: Annotated[str | None, typer.Option("--oids", help="Output row numbers, comma-separated (backward).")] = None,
     ids: Annotated[str | None, typer.Option("--ids", help="Source row ids (ember_rid), comma-separated (forward).")] = None,
+    keys: Annotated[str | None, typer.Option("--keys", help='A keyed source\'s keys, a JSON list: [7, 9], or [["fr", 7]] for a key of two columns (forward).')] = None,
     source: Annotated[str | None, typer.Option("--source", help="Show only this source (backward; may be an upstream job's).")] = None,
     through: Annotated[list[Path] | None, typer.Option("--through", help="A folder of stores to find upstream jobs in (repeatable; the store's parent folder and EMBER_CATALOG are searched too).")] = None,
     columns: Annotated[str | None, typer.Option("--columns", help="Columns to show, comma-separated (default: all).")] = None,
@@ -154,8 +156,9 @@ def trace(
     """Traces an entry's lineage backward (output → sources) or forward (source → output)."""
     if backward == (forward is not None):
         raise UsageError("give exactly one of --backward and --forward SOURCE")
-    if (where is None) == ((oids if backward else ids) is None) or (oids if forward else ids) is not None:
-        raise UsageError("--backward takes --where or --oids; --forward takes --where or --ids")
+    chosen_by = [x for x in ((oids,) if backward else (ids, keys)) if x is not None]
+    if (where is None) == (not chosen_by) or len(chosen_by) > 1 or (backward and (ids, keys) != (None, None)) or (forward and oids is not None):
+        raise UsageError("--backward takes --where or --oids; --forward takes --where, --ids or --keys")
     record = read_run(store)
     lin = open_entry(store, record, record.entry(entry), _console(stderr=True))
     cap = None if limit == 0 else limit
@@ -165,23 +168,39 @@ def trace(
         with _linking(lin, store, through or []) as up:
             t = lin.backward(oids=chosen, where=where, through=up) if isinstance(lin, Lineage) else lin.backward(oids=chosen, where=where)
         names = [source] if source else t.sources
+        keyed = {n: t.keys(n) for n in names if t.key_columns(n)}  # a keyed source's rows are its keys (its table holds the rest)
         if ids_only:
-            ids_of = {n: t.ids(n) for n in names}
             print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
-                n: {"count": int(i.size), "ids": i[:cap].tolist()} for n, i in ids_of.items()}})
+                n: {"count": keyed[n].num_rows, "keys": keyed[n].slice(0, cap).to_pylist()} if n in keyed
+                else {"count": int((i := t.ids(n)).size), "ids": i[:cap].tolist()} for n in names}})
             return
-        found = {n: (t.ids(n), _pick(t.rows(n, limit=cap), columns)) for n in names}
+        found: dict[str, tuple[int, list[int] | None, pa.Table]] = {}
+        for n in names:
+            if n in keyed:
+                found[n] = (keyed[n].num_rows, None, _pick(keyed[n].slice(0, cap), columns))
+            else:
+                i = t.ids(n)
+                found[n] = (int(i.size), i[:cap].tolist(), _pick(t.rows(n, limit=cap), columns))
         if as_json:
             print_json(out, {"entry": entry, "direction": "backward", "exact": t.exact, "sources": {
-                n: {"count": int(i.size), "ids": i[:cap].tolist(), "rows": r.to_pylist()} for n, (i, r) in found.items()}})
+                n: {"count": count, "keys": r.to_pylist()} if rids is None else {"count": count, "ids": rids, "rows": r.to_pylist()}
+                for n, (count, rids, r) in found.items()}})
             return
-        for n, (i, r) in found.items():
-            out.print(rows_table(f"{n}: {i.size} rows{_shown(r, i.size)}{'' if t.exact else ' (superset)'}", r))
+        for n, (count, rids, r) in found.items():
+            what = "rows" if rids is not None else "keys"
+            out.print(rows_table(f"{n}: {count} {what}{_shown(r, count)}{'' if t.exact else ' (superset)'}", r))
         return
     assert forward is not None
     rids = _numbers(ids, "--ids")
     with _linking(lin, store, through or []) as up:
-        f = lin.forward(forward, ids=rids, where=where, through=up) if isinstance(lin, Lineage) else lin.forward(forward, ids=rids, where=where)
+        if keys is not None:
+            if not isinstance(lin, Lineage):
+                raise CliError("--keys follows eager entries only")
+            f = lin.forward(forward, keys=_keys(keys), through=up)
+        elif isinstance(lin, Lineage):
+            f = lin.forward(forward, ids=rids, where=where, through=up)
+        else:
+            f = lin.forward(forward, ids=rids, where=where)
     reached = f.ids()
     rows = _pick(f.rows().slice(0, cap), columns)
     if as_json:
@@ -295,6 +314,17 @@ def _pick(rows: pa.Table, columns: str | None) -> pa.Table:
     if unknown:
         raise CliError(f"--columns: no column {', '.join(unknown)}; there are: {', '.join(rows.column_names)}")
     return rows.select([*wanted, *(c for c in rows.column_names if c.startswith("ember_") and c not in wanted)])
+
+
+def _keys(text: str) -> list[Any]:
+    """`--keys`: a JSON list of key values (lists of values for a key of several columns)."""
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--keys is a JSON list, like [7, 9] or [[\"fr\", 7]]: {e}") from None
+    if not isinstance(values, list):
+        raise UsageError("--keys is a JSON list, like [7, 9] or [[\"fr\", 7]]")
+    return [tuple(v) if isinstance(v, list) else v for v in values]
 
 
 def _shown(rows: pa.Table, total: int) -> str:

@@ -63,6 +63,11 @@ class Trace:
             )
         return self._ids[name]
 
+    def key_columns(self, name: str) -> tuple[str, ...]:
+        """The columns that identify the rows of source `name` (a keyed source's; () for a
+        source whose rows are identified by `ember_rid`)."""
+        return source_by_name(self._sources, name).row_key
+
     def keys(self, name: str) -> pa.Table:
         """The key values of the rows of keyed source `name` in the lineage (a JDBC table or
         a Python data source, keyed with `ember.source(df, name, key=[...])`), in key order."""

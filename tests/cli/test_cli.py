@@ -292,3 +292,47 @@ def test_ui_delegates_and_debug_shows_tracebacks(tmp_path: Path, capsys: pytest.
     capsys.readouterr()
     code, _, err = run_cli(capsys, "--debug", "ls", str(tmp_path / "missing"))
     assert code == 1 and "Traceback" in err and "no store at" in err
+
+
+KEYED_JOB = '''
+import sys
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader
+import ember
+
+class Reader(DataSourceReader):
+    def read(self, partition):
+        yield from reversed([(i, "fr" if i % 2 else "de") for i in range(6)])
+
+class Nations(DataSource):
+    @classmethod
+    def name(cls):
+        return "ember_cli_nations"
+    def schema(self):
+        return "id int, nation string"
+    def reader(self, schema):
+        return Reader()
+
+spark = SparkSession.builder.getOrCreate()
+spark.dataSource.register(Nations)
+df = ember.source(spark.read.format("ember_cli_nations").load(), "people", key=["id"])
+rows = df.groupBy("nation").count().orderBy("nation").collect()
+open(sys.argv[1], "w").write(str([(r.nation, r[1]) for r in rows]))
+'''
+
+
+def test_keyed_source_traced_by_keys(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Python data source declared keyed in the script: `ember trace` prints its keys
+    (the store holds keys, not rows) and `--forward --keys` chooses rows by key."""
+    script = tmp_path / "keyed.py"
+    script.write_text(KEYED_JOB)
+    code, _, _ = run_cli(capsys, "run", str(script), "--store", str(tmp_path / "s"), str(tmp_path / "out.txt"))
+    assert code == 0 and (tmp_path / "out.txt").read_text() == "[('de', 3), ('fr', 3)]"
+    [entry] = read_run(tmp_path / "s").entries
+    code, out, err = run_cli(capsys, "trace", str(tmp_path / "s"), entry.name, "--backward", "--oids", "1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["sources"]["people"] == {"count": 3, "keys": [{"id": 1}, {"id": 3}, {"id": 5}]}
+    code, out, _ = run_cli(capsys, "trace", str(tmp_path / "s"), entry.name, "--forward", "people", "--keys", "[2, 5]", "--json")
+    assert code == 0 and json.loads(out)["oids"] == [0, 1]
+    code, _, err = run_cli(capsys, "trace", str(tmp_path / "s"), entry.name, "--forward", "people", "--ids", "2")
+    assert code != 0 and "keys=" in err
