@@ -215,3 +215,28 @@ def test_jdbc_table_without_a_key_is_refused(spark: SparkSession, pg: Postgres) 
     names = spark.read.format("jdbc").options(**pg.jdbc_options(), query="SELECT id, name FROM customers").load()
     with pytest.raises(UnsupportedOperatorError, match=r"JDBC table .*SELECT id, name FROM customers.*: it has no stable row order.*key="):
         ember.capture(names.select("name"))
+
+
+def test_jdbc_to_parquet_to_report_traced_to_database_keys(spark: SparkSession, pg: Postgres, tmp_path: Path) -> None:
+    """A pipeline whose raw data is a database table: job 1 writes the customers it keeps,
+    partitioned by nation; job 2 reports over those files. The report's rows trace back,
+    through the written files, to the table's keys, and a key forward to the report."""
+    customers = spark.read.format("jdbc").options(**pg.jdbc_options(), dbtable="customers").load()
+    ember.source(customers, "customers", key=["id"])
+    folder = tmp_path / "kept"
+    stage = ember.capture(
+        customers.where("id % 3 <> 0").selectExpr("id", "nation", "length(name) AS size"),
+        write=lambda w: w.partitionBy("nation").mode("overwrite").parquet(str(folder)),
+    )
+    spark.read.parquet(str(folder)).createOrReplaceTempView("kept_customers")
+    report = ember.capture(spark.sql("SELECT nation, sum(size) AS total FROM kept_customers GROUP BY nation ORDER BY nation"))
+    truth = _customers(pg)
+    kept = truth[truth.id % 3 != 0]
+    out = report.output().to_pandas()
+    for oid, nation in zip(out.ember_oid, out.nation, strict=True):
+        t = report.backward(oids=[oid], through=[stage])
+        assert t.keys("customers").column("id").to_pylist() == sorted(kept[kept.nation == nation].id)
+    key = int(kept.id.iloc[0])
+    nation = kept.set_index("id").nation[key]
+    assert report.forward("customers", keys=[key], through=[stage]).rows().column("nation").to_pylist() == [nation]
+    assert report.forward("customers", keys=[3], through=[stage]).ids().size == 0  # job 1 dropped it
