@@ -68,7 +68,7 @@ $(SPARK40)/.stamp: pyproject.toml | check-java
 # The TPC-H suite's 44 queries run there; its read-at-trace and re-parameterized cases, which
 # exercise ember's own rules rather than the boundary to Spark, run on the newest only.
 test-spark40: $(SPARK40)/.stamp data
-	EMBER_TPCH=$(abspath $(DATA)) $(SPARK40)/bin/python -m pytest -q tests/engines/spark/test_jar.py tests/engines/spark/test_plan_in.py tests/capture/test_operators.py tests/tpch/test_tpch.py -k "not read_at_trace and not sql_variant"
+	EMBER_TPCH=$(abspath $(DATA)) $(SPARK40)/bin/python -m pytest -q tests/engines/spark/test_jar.py tests/engines/spark/test_plan_in.py tests/capture/test_operators.py tests/capture/test_keyed.py tests/tpch/test_tpch.py -k "not read_at_trace and not sql_variant"
 
 # A Spark Connect client with no JVM: ember with its `client` extra (`pyspark-client`: PySpark
 # without the JVM's jars or py4j), in a virtualenv of its own. tests/test_connect.py runs a
