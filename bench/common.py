@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,19 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result
+
+
+def alternating(ways: dict[str, Callable[[], float]], runs: int) -> dict[str, float]:
+    """Each way's median seconds over `runs` alternating rounds, after one warm-up of each
+    (these machines are noisy: alternating spreads the noise over all ways alike). A way
+    returns the seconds it took."""
+    for way in ways.values():
+        way()
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(runs):
+        for name, way in ways.items():
+            times[name].append(way())
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def settled(result: object) -> float:
@@ -70,12 +84,13 @@ def parser(doc: str | None, runs: int | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def tpch_session(console: Console, scale: float, memory: str = "12g") -> tuple[SparkSession, Path]:
-    """TPC-H data at `scale` (generated once) registered in a local benchmark session."""
+def tpch_session(console: Console, scale: float, memory: str = "12g", **conf: str) -> tuple[SparkSession, Path]:
+    """TPC-H data at `scale` (generated once) registered in a local benchmark session
+    (`conf`: more settings)."""
     data = ROOT / "data" / "tpch" / f"sf{scale:g}"
     with console.status(f"TPC-H SF{scale:g} data"):
         tpch.ensure_data(data, scale)
-    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": memory, "spark.sql.shuffle.partitions": "8"})
+    spark = tpch.local_spark("ember-bench", **{"spark.driver.memory": memory, "spark.sql.shuffle.partitions": "8", **conf})
     tpch.register(spark, data)
     return spark, data
 

@@ -26,7 +26,17 @@ from pyspark.sql import functions as F
 from rich.console import Console
 
 import ember
-from bench.common import Run, figure, median, ms_text, parser, timed, tpch_session, worst
+from bench.common import (
+    Run,
+    alternating,
+    figure,
+    median,
+    ms_text,
+    parser,
+    timed,
+    tpch_session,
+    worst,
+)
 
 Writer = Callable[[Any, str], object]
 
@@ -73,11 +83,7 @@ def measure(spark: SparkSession, scratch: Path, n: int, runs: int) -> dict[str, 
         shutil.rmtree(folder, ignore_errors=True)
         return timed(fn)[0]
 
-    fresh(plain), fresh(captured)  # warm-ups
-    times: dict[str, list[float]] = {"plain": [], "captured": []}
-    for _ in range(runs):
-        times["plain"].append(fresh(plain))
-        times["captured"].append(fresh(captured))
+    medians = alternating({"plain": lambda: fresh(plain), "captured": lambda: fresh(captured)}, runs)
     shutil.rmtree(folder, ignore_errors=True)
     upstream = ember.capture(job(spark), write=lambda w: write(w, folder))
     read = spark.read.option("header", True).csv(folder) if "CSV" in name else spark.read.parquet(folder)
@@ -87,7 +93,7 @@ def measure(spark: SparkSession, scratch: Path, n: int, runs: int) -> dict[str, 
     assert table in t.sources, f"the trace did not reach {table}: {t.sources}"  # type: ignore[attr-defined]
     oids = [i % lin.output().num_rows for i in range(20)]
     traces = [timed(lambda o=o: lin.backward(oids=[o]))[0] for o in oids]
-    plain_s, captured_s = statistics.median(times["plain"]), statistics.median(times["captured"])
+    plain_s, captured_s = medians["plain"], medians["captured"]
     return {
         "job": name,
         "rows": upstream.output().num_rows,
