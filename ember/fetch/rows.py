@@ -83,12 +83,10 @@ def source_keys(source: Source) -> pa.Table:
 
 
 def live_keyed(source: Source) -> Any:
-    """A keyed source's live numbering, which reads its rows through Spark."""
+    """What reads a keyed source's rows through Spark (a capture's numbering, or a loaded
+    store's `query.lineage._Rekeyed`)."""
     if isinstance(source.data, pa.Table):
-        raise EmberError(
-            f"source {source.name!r} is keyed: a loaded store holds its keys (t.keys), not a way to read its rows; "
-            "fetch them by key from the table itself"
-        )
+        raise EmberError(f"source {source.name!r} is keyed: its keys alone were read from the store (ember.load reads its rows)")
     return source.data
 
 

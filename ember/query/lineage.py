@@ -21,7 +21,9 @@ from ember import progress
 from ember.arrow import positions
 from ember.engines import duck
 from ember.engines.spark.frames import is_connect
-from ember.engines.spark.numbering import reopen_text
+from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.numbering import KeyedNumbering, reopen_text
+from ember.engines.spark.plan_import import declared_relation
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, first_line
 from ember.fetch.rows import check_unchanged, key_rids, live_keyed, source_relation
 from ember.plan.sources import COUNTED, KEYED, OID, RID, Source, SourceFile, saved_file
@@ -377,9 +379,41 @@ def load(path: str | os.PathLike[str], spark: SparkSession | Callable[[], SparkS
 
 
 def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | Callable[[], SparkSession] | None) -> Source:
+    if source.kind == KEYED:
+        return replace(source, data=_Rekeyed(source, spark))
     if source.kind not in COUNTED or source.key not in recipes:
         return source
     return replace(source, data=_Recount(source, recipes[source.key], spark))
+
+
+class _Rekeyed:
+    """A loaded keyed source: its keys from the store, its rows read by key through the
+    relation `ember.source(df, name, key=[...])` declared for the same source again in the
+    session (a store keeps no connection settings, which could hold credentials)."""
+
+    def __init__(self, source: Source, spark: SparkSession | Callable[[], SparkSession] | None):
+        self.keys: pa.Table = source.data
+        self._source, self._spark = source, spark
+
+    def _live(self) -> Any:
+        spark = self._spark() if callable(self._spark) else self._spark or _session()
+        relation = None
+        if spark is None or is_connect(spark) or (relation := declared_relation(spark, self._source.key)) is None:
+            name = self._source.name
+            raise EmberError(
+                f"source {name!r} is keyed: a loaded store holds its keys (t.keys), not the connection that reads "
+                f"its rows; declare it again in this classic session, ember.source(df, {name!r}, key="
+                f"{list(self._source.row_key)!r}) on a DataFrame that reads it, and load with ember.load(path, spark)"
+            )
+        return KeyedNumbering(self.keys, Jvm(spark), relation)
+
+    def rows(self, rids: np.ndarray) -> pa.Table:
+        rows: pa.Table = self._live().rows(rids)
+        return rows
+
+    def numbered(self) -> DataFrame:
+        numbered: DataFrame = self._live().numbered()
+        return numbered
 
 
 class _Recount:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 import ember
 from devkit.postgres import Postgres, available
+from ember.engines.spark import plan_import
 from ember.errors import EmberError, IdOutOfRangeError, UnsupportedOperatorError
 
 # --- a Python data source ------------------------------------------------------------
@@ -195,19 +197,28 @@ def test_jdbc_table_joined_with_parquet_vs_postgres(spark: SparkSession, pg: Pos
     assert lin.forward("customers", keys=[5]).ids().size == 0
 
 
-def test_jdbc_lineage_saved_keeps_keys_not_credentials(spark: SparkSession, pg: Postgres, tmp_path: Path) -> None:
+def test_jdbc_lineage_saved_keeps_keys_not_credentials(
+    spark: SparkSession, pg: Postgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saved store holds the keys and no credentials; loaded, it reads rows through the
+    source declared again in the session, and without one says how to declare it."""
     customers = spark.read.format("jdbc").options(**pg.jdbc_options(), dbtable="customers").load()
     ember.source(customers, "customers", key=["id"])
     lin = ember.capture(customers.filter("nation = 'jp'").select("name"))
     lin.save(str(tmp_path / "jp.lineage"))
     stored = (tmp_path / "jp.lineage" / "manifest.json").read_text()
     assert pg.password not in stored and pg.user not in stored
-    loaded = ember.load(str(tmp_path / "jp.lineage"))
+    loaded = ember.load(str(tmp_path / "jp.lineage"), spark)
     truth = _customers(pg)
     jp = truth[truth.nation == "jp"].sort_values("id")
-    assert loaded.backward(where="true").keys("customers").column("id").to_pylist() == list(jp.id)
-    with pytest.raises(EmberError, match="holds its keys"):
-        loaded.backward(oids=[0]).rows("customers")
+    everything = loaded.backward(where="true")
+    assert everything.keys("customers").column("id").to_pylist() == list(jp.id)
+    assert everything.rows("customers").column("name").to_pylist() == list(jp.name)  # the session declares customers
+    monkeypatch.setattr(plan_import, "_KEYED_RELATIONS", weakref.WeakKeyDictionary())  # a session that does not
+    fresh = ember.load(str(tmp_path / "jp.lineage"), spark)
+    assert fresh.backward(oids=[0]).keys("customers").num_rows == 1
+    with pytest.raises(EmberError, match=r"declare it again in this classic session, ember\.source\(df, 'customers', key=\['id'\]\)"):
+        fresh.backward(oids=[0]).rows("customers")
 
 
 def test_jdbc_table_without_a_key_is_refused(spark: SparkSession, pg: Postgres) -> None:

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ember.engines.duck import sql as duck_sql
 from ember.engines.spark import catalyst
-from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.jvm import JObj, Jvm, iterate
 from ember.errors import EmberError, StaleSourceError, UnsupportedOperatorError
 from ember.plan import domains, ir
 from ember.plan.sources import (
@@ -85,8 +85,16 @@ _BELOW_TAG = {*_LIMITS, "Sort", "Filter"}  # what EXCEPT ALL's right-side tag ma
 _NAMED: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKeyDictionary()
 
 
-# Key columns given with `ember.source(df, name, key=[...])`, per session, by source key.
+# Key columns given with `ember.source(df, name, key=[...])`, per session, by source key,
+# and the relation each was declared on (a loaded store's keyed source reads rows through it).
 _ROW_KEYS: weakref.WeakKeyDictionary[SparkSession, dict[str, tuple[str, ...]]] = weakref.WeakKeyDictionary()
+_KEYED_RELATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, JObj]] = weakref.WeakKeyDictionary()
+_RELATION_CLASSES = ("LogicalRelation", "DataSourceV2Relation")
+
+
+def declared_relation(spark: SparkSession, source: str) -> JObj | None:
+    """The relation a keyed source (by its key) was declared on in `spark`'s session."""
+    return _KEYED_RELATIONS.get(spark, {}).get(source)
 
 
 def name_source(jvm: Jvm, df: DataFrame, name: str, key: tuple[str, ...] = ()) -> None:
@@ -107,6 +115,8 @@ def name_source(jvm: Jvm, df: DataFrame, name: str, key: tuple[str, ...] = ()) -
                 "ember numbers the rows of files and in-memory tables itself"
             )
         _ROW_KEYS.setdefault(jvm.spark, {})[source] = tuple(columns[c.lower()] for c in key)
+        [relation] = [r for r in iterate(jvm.analyzed(df).collectLeaves()) if r.getClass().getSimpleName() in _RELATION_CLASSES]
+        _KEYED_RELATIONS.setdefault(jvm.spark, {})[source] = relation
     _NAMED.setdefault(jvm.spark, {})[source] = name
 
 
