@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
@@ -63,15 +64,26 @@ JOBS: list[tuple[str, Callable[[SparkSession], DataFrame], str]] = [
 
 def load(pg: Postgres, data: Path) -> None:
     """TPC-H's customer and orders into PostgreSQL, by COPY, with their primary keys."""
-    types = {"int32": "int", "int64": "bigint", "double": "double precision", "string": "text", "large_string": "text", "date32[day]": "date"}
     with pg.connect() as con:
         for table in TABLES:
             arrow = pq.read_table(data / f"{table}.parquet")
-            columns = ", ".join(f"{f.name} {types.get(str(f.type), 'numeric')}" for f in arrow.schema)
+            columns = ", ".join(f"{f.name} {_sql_type(f.type)}" for f in arrow.schema)
             con.execute(f"CREATE TABLE {table} ({columns}, PRIMARY KEY ({TABLES[table]}))")
             with con.cursor() as cur, cur.copy(f"COPY {table} FROM STDIN") as copy:
                 for row in arrow.to_pylist():
                     copy.write_row(list(row.values()))
+
+
+def _sql_type(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "bigint"
+    if pa.types.is_floating(t):
+        return "double precision"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_decimal(t):
+        return f"numeric({t.precision}, {t.scale})"
+    return "text"
 
 
 def measure(spark: SparkSession, n: int, runs: int) -> dict[str, Any]:
