@@ -128,10 +128,46 @@ def test_a_key_that_does_not_identify_rows_is_refused(visits_df: DataFrame, spar
         ember.source(df, "visits9", key=["id"])
 
 
-def test_a_key_is_for_sources_without_row_order(spark: SparkSession, tmp_path: Path) -> None:
-    pq.write_table(pa.table({"id": [1, 2]}), tmp_path / "t.parquet")
-    with pytest.raises(EmberError, match="numbers the rows of files"):
-        ember.source(spark.read.parquet(str(tmp_path / "t.parquet")), "t", key=["id"])
+def test_a_key_is_for_tables_and_files(spark: SparkSession) -> None:
+    with pytest.raises(EmberError, match="numbers in-memory rows and ranges by position"):
+        ember.source(spark.range(3), "r", key=["id"])
+
+
+def test_files_keyed_by_metadata_fields(spark: SparkSession, tmp_path: Path) -> None:
+    """Files identified by fields of `_metadata` (how a table format's own row ids, such as
+    Delta's `_metadata.row_id`, plug in): here each row's file name and row index."""
+    folder = tmp_path / "events"
+    folder.mkdir()
+    parts = [pa.table({"user": [f"u{(i * 5 + j) % 4}" for j in range(6)], "v": [i * 10 + j for j in range(6)]}) for i in range(3)]
+    for i, part in enumerate(parts):
+        pq.write_table(part, folder / f"part-{i}.parquet")
+    df = spark.read.parquet(str(folder))
+    ember.source(df, "events", key=["_metadata.file_name", "_metadata.row_index"])
+    lin = ember.capture(df.where("v % 3 <> 0").groupBy("user").agg({"v": "sum"}))
+    truth = pd.concat([p.to_pandas().assign(file=f"part-{i}.parquet", row=range(6)) for i, p in enumerate(parts)])
+    kept = truth[truth.v % 3 != 0]
+    for oid, user in zip(lin.output().column("ember_oid").to_pylist(), lin.output().column("user").to_pylist(), strict=True):
+        keys = lin.backward(oids=[oid]).keys("events").to_pydict()
+        want = kept[kept.user == user].sort_values(["file", "row"])
+        assert keys == {"_metadata.file_name": list(want.file), "_metadata.row_index": list(want.row)}
+    first = kept.iloc[0]
+    reached = lin.forward("events", keys=[(first.file, int(first.row))]).rows().column("user").to_pylist()
+    assert reached == [first.user]
+
+
+def test_a_file_keyed_by_a_column_is_traced_after_it_is_rewritten(spark: SparkSession, tmp_path: Path) -> None:
+    """Keyed rows outlive a rewrite of their file in another order (a compaction): rows
+    are fetched by key, where rids by position would be stale."""
+    path = tmp_path / "accounts.parquet"
+    accounts = pd.DataFrame({"id": [4, 1, 3, 2], "owner": ["d", "a", "c", "b"], "balance": [40, 10, 30, 20]})
+    pq.write_table(pa.Table.from_pandas(accounts, preserve_index=False), path)
+    df = spark.read.parquet(str(path))
+    ember.source(df, "accounts", key=["id"])
+    lin = ember.capture(df.where("balance > 15").selectExpr("owner"))
+    pq.write_table(pa.Table.from_pandas(accounts.sort_values("id"), preserve_index=False), path)  # rewritten
+    t = lin.backward(where="owner = 'c'")
+    assert t.keys("accounts").column("id").to_pylist() == [3]
+    assert t.rows("accounts").select(["id", "owner", "balance"]).to_pylist() == [{"id": 3, "owner": "c", "balance": 30}]
 
 
 # --- a JDBC table in PostgreSQL -----------------------------------------------------------

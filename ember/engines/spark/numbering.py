@@ -232,7 +232,8 @@ def shaped(jvm: Jvm, source: Source) -> Source:
         return replace(source, rows=0, data=jvm.dataframe(source.data).limit(0).toArrow())
     if source.kind == KEYED and not isinstance(source.data, KeyedNumbering):
         relation = whole_relation(source.data)
-        keys = jvm.dataframe(relation).select(*source.row_key).limit(0).toArrow()
+        df = jvm.dataframe(relation)
+        keys = df.select(*[df[c] for c in source.row_key]).limit(0).toArrow().rename_columns(list(source.row_key))
         return replace(source, rows=0, data=KeyedNumbering(keys, jvm, relation))
     return source
 
@@ -273,7 +274,9 @@ class KeyedNumbering:
         whose key was not numbered (the table changed since) fails the job rather than take
         no rid. With `rids`, only those rows (an inner join)."""
         keys = self.frame(df.sparkSession, rids)
-        joined_on = [df[c] == keys[f"__ember_k{i}"].cast(df.schema[c].dataType) for i, c in enumerate(self.keys.column_names)]
+        columns = [df[c] for c in self.keys.column_names]  # a key may be a field of `_metadata`
+        types = df.select(*columns).schema
+        joined_on = [c == keys[f"__ember_k{i}"].cast(t.dataType) for i, (c, t) in enumerate(zip(columns, types, strict=True))]
         condition = joined_on[0]
         for more in joined_on[1:]:
             condition = condition & more
@@ -303,7 +306,8 @@ def number_keyed_source(jvm: Jvm, source: Source) -> Source:
     """Reads a keyed source's key columns (one Spark job) and numbers its rows in key order.
     A key must identify rows: a null or repeated key is refused, naming an example."""
     relation = whole_relation(source.data)
-    keys = jvm.dataframe(relation).select(*source.row_key).toArrow()
+    df = jvm.dataframe(relation)
+    keys = df.select(*[df[c] for c in source.row_key]).toArrow().rename_columns(list(source.row_key))
     for column in keys.column_names:
         nulls = keys.column(column).null_count
         if nulls:

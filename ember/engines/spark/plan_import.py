@@ -92,6 +92,22 @@ _KEYED_RELATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, JObj]] = wea
 _RELATION_CLASSES = ("LogicalRelation", "DataSourceV2Relation")
 
 
+def _key_columns(leaf: PlanTree, key: tuple[str, ...]) -> tuple[str, ...]:
+    """The key's columns as the relation spells them; a column may be a field of the
+    relation's `_metadata` (`_metadata.row_index`, a table format's `_metadata.row_id`)."""
+    columns = {a.name.lower(): a.name for a in leaf.output}
+    spelled = []
+    for column in key:
+        top, dot, field = column.partition(".")
+        if top.lower() == "_metadata" and dot and leaf.kind == "LogicalRelation":
+            spelled.append(f"_metadata.{field}")
+        elif column.lower() in columns:
+            spelled.append(columns[column.lower()])
+        else:
+            raise EmberError(f"ember.source: the source has no column {column!r} for its key; it has {', '.join(columns.values())}")
+    return tuple(spelled)
+
+
 def declared_relation(spark: SparkSession, source: str) -> JObj | None:
     """The relation a keyed source (by its key) was declared on in `spark`'s session."""
     return _KEYED_RELATIONS.get(spark, {}).get(source)
@@ -105,16 +121,12 @@ def name_source(jvm: Jvm, df: DataFrame, name: str, key: tuple[str, ...] = ()) -
         raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(leaves)}")
     source, leaf = leaves.popitem()
     if key:
-        columns = {a.name.lower(): a.name for a in leaf.output}
-        missing = [c for c in key if c.lower() not in columns]
-        if missing:
-            raise EmberError(f"ember.source: the source has no column {missing[0]!r} for its key; it has {', '.join(columns.values())}")
-        if not source.startswith(KEYED + ":"):
+        if leaf.kind not in _RELATION_CLASSES:
             raise EmberError(
-                "ember.source: key= is for sources with no stable row order (JDBC tables, Python data sources); "
-                "ember numbers the rows of files and in-memory tables itself"
+                "ember.source: key= is for tables and files (a JDBC table, a Python data source, a file "
+                "format with row ids of its own); ember numbers in-memory rows and ranges by position"
             )
-        _ROW_KEYS.setdefault(jvm.spark, {})[source] = tuple(columns[c.lower()] for c in key)
+        _ROW_KEYS.setdefault(jvm.spark, {})[source] = _key_columns(leaf, key)
         [relation] = [r for r in iterate(jvm.analyzed(df).collectLeaves()) if r.getClass().getSimpleName() in _RELATION_CLASSES]
         _KEYED_RELATIONS.setdefault(jvm.spark, {})[source] = relation
     _NAMED.setdefault(jvm.spark, {})[source] = name
@@ -347,13 +359,18 @@ class Importer:
             return self._keyed(p)
         key = source_key(p)
         assert key is not None
-        fmt = key.split(":", 1)[0]
-        if fmt != "parquet" and fmt not in COUNTED:
-            raise UnsupportedOperatorError(
-                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, XML, text, ORC, binary files and in-memory sources are)"
-            )
         if key in self.sources:
             return self._scan(p, self.sources[key])
+        roots = sorted(p.facts["roots"])
+        fmt = key.split(":", 1)[0]
+        if key in self.row_keys:  # files identified by a key, not by position
+            return self._keyed(p, stem(roots[0]) if len(roots) == 1 else fmt)
+        if fmt != "parquet" and fmt not in COUNTED:
+            raise UnsupportedOperatorError(
+                f"ember cannot number the rows of {fmt} files (Parquet, CSV, JSON, XML, text, ORC, binary files and "
+                f"in-memory sources are); a format with row ids of its own is traced by key: ember.source(df, "
+                f"{stem(roots[0])!r}, key=[\"_metadata.row_id\"]) (docs/guide/keyed.md)"
+            )
         options = {str(k).lower(): str(v) for k, v in p.facts.get("options", {}).items()}
         if fmt in ("csv", "json", "xml") and options.get("mode", "").upper() == "DROPMALFORMED":
             raise UnsupportedOperatorError(
@@ -379,7 +396,6 @@ class Importer:
                 raise UnsupportedOperatorError(f"ember cannot tell a file's partition: {e}") from None
             files.append(SourceFile(uri, size, mtime, rows, offset, values))
             offset += rows
-        roots = sorted(p.facts["roots"])
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
         data = p.facts.get("bare") if fmt != "parquet" else None
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
@@ -421,16 +437,17 @@ class Importer:
         name = self._name(key, str(f["name"]))
         return self._scan(p, Source(key, name, "hive", 0, tuple(files), partitioning, columns, data=p.handle))
 
-    def _keyed(self, p: PlanTree) -> ir.Node:
+    def _keyed(self, p: PlanTree, default: str | None = None) -> ir.Node:
         """A relation with no stable row order (a JDBC table, a V2 data source such as a Python
-        one): its rows are identified by the key the user named for it, and numbered in key
-        order once capture starts (`numbering.number_keyed_source`); without a key, refused."""
+        one), or files the user chose to identify by key: its rows are identified by the key
+        the user named for it, and numbered in key order once capture starts
+        (`numbering.number_keyed_source`); without a key, refused."""
         key = source_key(p)
         if key is None:
             raise UnsupportedOperatorError(f"ember cannot trace rows of the relation {p.facts['rel']}")
         if key in self.sources:
             return self._scan(p, self.sources[key])
-        name = self._name(key, str(p.facts["table"]).rsplit(".", 1)[-1] or "table")
+        name = self._name(key, default or str(p.facts["table"]).rsplit(".", 1)[-1] or "table")
         row_key = self.row_keys.get(key)
         if row_key is None:
             raise UnsupportedOperatorError(
