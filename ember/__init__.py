@@ -92,8 +92,9 @@ def source(df: DataFrame, name: str, key: Sequence[str] = ()) -> DataFrame:
     """Names the single source `df` reads; lineage then reports it as `name`.
 
     `key`: the columns whose values identify the source's rows, for a source with no
-    stable row order (a JDBC table, a Python data source), which is refused without one;
-    traces then give its rows' key values (`t.keys(name)`).
+    stable row order (a JDBC table, a Python data source), which is refused without one,
+    or for files to be identified by key rather than position (a field of `_metadata`
+    may be a key column); traces then give its rows' key values (`t.keys(name)`).
     """
     from ember.engines.spark.frames import spark_frame
     from ember.engines.spark.jvm import Jvm
