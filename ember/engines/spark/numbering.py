@@ -12,6 +12,9 @@ its id plus a per-split offset. Both passes read the same relation with the same
 session settings, so Spark splits the files the same way. A table's partitions that a
 job does not read (Spark lists only the others) are counted by a pass over them alone:
 rids number all of a source's files.
+
+A keyed source (a JDBC table, a Python data source, files declared with a key) has no
+order to count: its key columns are read, and a row's rid is its key's rank.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from ember.engines.spark import jar
@@ -232,8 +236,7 @@ def shaped(jvm: Jvm, source: Source) -> Source:
         return replace(source, rows=0, data=jvm.dataframe(source.data).limit(0).toArrow())
     if source.kind == KEYED and not isinstance(source.data, KeyedNumbering):
         relation = whole_relation(source.data)
-        df = jvm.dataframe(relation)
-        keys = df.select(*[df[c] for c in source.row_key]).limit(0).toArrow().rename_columns(list(source.row_key))
+        keys = _key_frame(jvm, relation, source.row_key).limit(0).toArrow().rename_columns(list(source.row_key))
         return replace(source, rows=0, data=KeyedNumbering(keys, jvm, relation))
     return source
 
@@ -267,7 +270,7 @@ class KeyedNumbering:
         )
         if table.num_rows:
             return spark.createDataFrame(table)
-        return spark.createDataFrame([], _spark_schema(table.schema))
+        return spark.createDataFrame([], from_arrow_schema(table.schema))  # Spark infers no types from no rows
 
     def ided(self, df: DataFrame, rids: np.ndarray | None = None) -> tuple[DataFrame, Column]:
         """`df` (the relation's rows) joined to their rids by key, and the rid column; a row
@@ -295,19 +298,17 @@ class KeyedNumbering:
         return self.numbered(rids).orderBy(RID).toArrow()
 
 
-def _spark_schema(schema: pa.Schema) -> StructType:
-    """The Spark schema Arrow data of `schema` makes (an empty table's, which Spark cannot infer)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema)
+def _key_frame(jvm: Jvm, relation: JObj, row_key: tuple[str, ...]) -> DataFrame:
+    """A keyed relation's key columns (a field of `_metadata` named by its path)."""
+    df = jvm.dataframe(relation)
+    return df.select(*[df[c] for c in row_key])
 
 
 def number_keyed_source(jvm: Jvm, source: Source) -> Source:
     """Reads a keyed source's key columns (one Spark job) and numbers its rows in key order.
     A key must identify rows: a null or repeated key is refused, naming an example."""
     relation = whole_relation(source.data)
-    df = jvm.dataframe(relation)
-    keys = df.select(*[df[c] for c in source.row_key]).toArrow().rename_columns(list(source.row_key))
+    keys = _key_frame(jvm, relation, source.row_key).toArrow().rename_columns(list(source.row_key))
     for column in keys.column_names:
         nulls = keys.column(column).null_count
         if nulls:
