@@ -277,13 +277,15 @@ class KeyedNumbering:
         whose key was not numbered (the table changed since) fails the job rather than take
         no rid. With `rids`, only those rows (an inner join)."""
         keys = self.frame(df.sparkSession, rids)
-        columns = [df[c] for c in self.keys.column_names]  # a key may be a field of `_metadata`
-        types = df.select(*columns).schema
-        joined_on = [c == keys[f"__ember_k{i}"].cast(t.dataType) for i, (c, t) in enumerate(zip(columns, types, strict=True))]
+        # the key's values as plain columns first: a field of `_metadata` in a join's condition
+        # trips Spark 4.0's self-join check
+        values = [f"__ember_v{i}" for i in range(self.keys.num_columns)]
+        left = df.select("*", *[df[c].alias(v) for c, v in zip(self.keys.column_names, values, strict=True)])
+        joined_on = [left[v] == keys[f"__ember_k{i}"].cast(left.schema[v].dataType) for i, v in enumerate(values)]
         condition = joined_on[0]
         for more in joined_on[1:]:
             condition = condition & more
-        joined = df.join(F.broadcast(keys), condition, "left" if rids is None else "inner")
+        joined = left.join(F.broadcast(keys), condition, "left" if rids is None else "inner")
         failed = F.raise_error(F.lit("a row of a keyed source has a key ember did not number at capture: the table changed; capture again"))
         return joined, F.when(keys[_KEY_RID].isNotNull(), keys[_KEY_RID]).otherwise(failed.cast("long"))
 
