@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 import ember
-from bench.results import ROOT, Run, figure, median, ms_text, numbers, worst
+from bench.results import ROOT, Run, figure, median, ms_text, numbers, overhead_figures, worst
 from devkit import tpch
 
-__all__ = ["ROOT", "CpuClock", "Run", "figure", "median", "ms_text", "numbers", "worst"]
+__all__ = ["ROOT", "CpuClock", "Run", "figure", "median", "ms_text", "numbers", "overhead_figures", "worst"]
 T = TypeVar("T")
 
 

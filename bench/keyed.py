@@ -31,10 +31,10 @@ from bench.common import (
     figure,
     median,
     ms_text,
+    overhead_figures,
     parser,
     timed,
     tpch_session,
-    worst,
 )
 from devkit.postgres import JDBC_JAR, Postgres
 
@@ -132,10 +132,8 @@ def main(argv: list[str] | None = None) -> None:
             with console.status(JOBS[n][0]):
                 rows.append(measure(spark, n, args.runs))
     spark.stop()
-    over, over_job = worst(rows, "over", lambda r: str(r["job"]))
     headline = [
-        figure("over_median", "Capture over the plain job, median", median(rows, "over"), "%"),
-        figure("over_worst", "Capture over the plain job, worst", over, "%", note=over_job),
+        *overhead_figures(rows, "Capture over the plain job"),
         figure("backward_median", "One-row backward trace (keys), median", 1000 * (median(rows, "backward") or 0), "ms", 2),
     ]
     body = [

@@ -110,6 +110,16 @@ def worst(rows: Sequence[Row], key: str, name: Callable[[Row], str] | None = Non
     return float(top[key]), label
 
 
+def overhead_figures(rows: Sequence[Row], what: str) -> list[dict[str, Any]]:
+    """The median and worst of the rows' "over" (a fraction over the plain job), each row
+    named by its "job"; `what` says what is over what."""
+    over, job = worst(rows, "over", lambda r: str(r["job"]))
+    return [
+        figure("over_median", f"{what}, median", median(rows, "over"), "%"),
+        figure("over_worst", f"{what}, worst", over, "%", note=job),
+    ]
+
+
 # --- machine, commit, command -----------------------------------------------------------
 
 

@@ -32,10 +32,10 @@ from bench.common import (
     figure,
     median,
     ms_text,
+    overhead_figures,
     parser,
     timed,
     tpch_session,
-    worst,
 )
 
 Writer = Callable[[Any, str], object]
@@ -120,10 +120,8 @@ def main(argv: list[str] | None = None) -> None:
             with console.status(JOBS[n][0]):
                 rows.append(measure(spark, Path(scratch), n, args.runs))
     spark.stop()
-    over, over_job = worst(rows, "over", lambda r: str(r["job"]))
     headline = [
-        figure("over_median", "Captured write over the plain write, median", median(rows, "over"), "%"),
-        figure("over_worst", "Captured write over the plain write, worst", over, "%", note=over_job),
+        *overhead_figures(rows, "Captured write over the plain write"),
         figure("trace_median", "One-row backward trace across the link, median", 1000 * (median(rows, "trace") or 0), "ms", 2),
     ]
     body = [
