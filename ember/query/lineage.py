@@ -396,7 +396,7 @@ class _Rekeyed:
         self._source, self._spark = source, spark
 
     def _live(self) -> Any:
-        spark = self._spark() if callable(self._spark) else self._spark or _session()
+        spark = _resolved(self._spark)
         relation = None
         if spark is None or is_connect(spark) or (relation := declared_relation(spark, self._source.key)) is None:
             name = self._source.name
@@ -428,7 +428,7 @@ class _Recount:
     def _data(self) -> Any:
         with self._lock:
             if self._counted is None:
-                spark = self._spark() if callable(self._spark) else self._spark or _session()
+                spark = _resolved(self._spark)
                 if spark is None:
                     raise EmberError(
                         f"source {self._source.name!r} is {self._source.kind.upper()}: reading its rows needs Spark: "
@@ -448,6 +448,11 @@ class _Recount:
     def numbered(self) -> DataFrame:
         numbered: DataFrame = self._data().numbered()
         return numbered
+
+
+def _resolved(spark: SparkSession | Callable[[], SparkSession] | None) -> SparkSession | None:
+    """The session `ember.load` was given (or the one its callable returns), else `_session()`."""
+    return spark() if callable(spark) else spark or _session()
 
 
 def _session() -> SparkSession | None:
