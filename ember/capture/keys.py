@@ -89,7 +89,7 @@ def key_map(source: Source, column: str) -> KeyMap | None:
 
 
 def _read(source: Source, column: str) -> KeyMap | None:
-    if source.kind != "parquet" or not source.files or source.rows > MAX_ROWS:
+    if source.kind != "parquet" or source.remote or not source.files or source.rows > MAX_ROWS:
         return None
     try:
         paths = [local_path(f.uri) for f in source.files]

@@ -18,6 +18,9 @@ from ember.plan.sources import COUNTED, KEYED, RID, Source, SourceFile, file_fac
 
 def check_unchanged(source: Source) -> None:
     """Raises if a source file's size or modification time differs from capture time."""
+    if source.remote:
+        served(source).check()
+        return
     for f in source.files:
         try:
             size, mtime = file_facts(f.uri)
@@ -34,7 +37,7 @@ def source_relation(source: Source) -> pa.Table | str:
     """The source's rows with `ember_rid`, as DuckDB sees them."""
     if source.kind == "memory":
         return source.data.append_column(RID, pa.array(np.arange(source.rows, dtype=np.int64)))
-    if source.kind == "parquet":
+    if source.kind == "parquet" and not source.remote:
         check_unchanged(source)
         files = " UNION ALL BY NAME ".join(
             f"SELECT * EXCLUDE (file_row_number), file_row_number + {f.offset} AS {RID} FROM {parquet_file(source, f)}"
@@ -47,6 +50,8 @@ def source_relation(source: Source) -> pa.Table | str:
     if source.kind == "range":
         start, _, step = (int(x) for x in source.key.split(":")[1:])
         return f"SELECT {start} + i * {step} AS id, i AS {RID} FROM range({source.rows}) t(i)"
+    if source.remote:
+        raise InvalidPredicateError(f"source {source.name!r} is read by its Spark Connect server, not by DuckDB here")
     raise InvalidPredicateError(f"SQL over the rows of {source.kind} sources is not available")
 
 
@@ -59,6 +64,8 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
         kept = source.kept.read(rids) if source.kept is not None else None
         if kept is not None:
             return kept
+        if source.remote:
+            return _unviewed(served(source).rows(rids))
         table = _parquet_rows(source, rids)
     elif source.kind in COUNTED:
         check_unchanged(source)
@@ -73,6 +80,14 @@ def read_rows(source: Source, rids: np.ndarray) -> pa.Table:
     else:
         table = pa.table({})
     return table.append_column(RID, pa.array(rids, type=pa.int64()))
+
+
+def served(source: Source) -> Any:
+    """What reads a remote source's rows and facts through its Spark Connect server
+    (`engines.spark.served.ServerFiles`)."""
+    if source.data is None:
+        raise EmberError(f"source {source.name!r} is read by a Spark Connect server: reading it needs ember.load(path, spark)")
+    return source.data
 
 
 def source_keys(source: Source) -> pa.Table:

@@ -56,6 +56,9 @@ class Source:
     columns: tuple[str, ...] = ()  # a file source's columns as Spark reads them (by name: files may differ); () as the files hold them
     options: tuple[tuple[str, str], ...] = ()
     row_key: tuple[str, ...] = ()  # a keyed source's key columns: its rids rank their values
+    # Files this process does not read (a Spark Connect server's, elsewhere): Spark reads
+    # their rows (`data` reads them), DuckDB never does, and their facts are the server's.
+    remote: bool = False
     data: Any = field(default=None, compare=False, hash=False, repr=False)  # pyarrow.Table for memory
     kept: Any = field(default=None, compare=False, hash=False, repr=False)  # a loaded store's row copy (store.kept)
 
@@ -86,7 +89,7 @@ def file_facts(uri: str) -> tuple[int, int]:
 
 def stem(uri: str) -> str:
     """A source's default name: its file or folder stem."""
-    name = local_path(uri.rstrip("/")).name
+    name = PurePosixPath(unquote(urlparse(uri.rstrip("/")).path)).name  # any file system's (hdfs:, s3a:, file:)
     return name.split(".", 1)[0] or name
 
 

@@ -379,6 +379,10 @@ def load(path: str | os.PathLike[str], spark: SparkSession | Callable[[], SparkS
 
 
 def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | Callable[[], SparkSession] | None) -> Source:
+    if source.remote:
+        from ember.engines.spark.served import ServerFiles
+
+        return replace(source, data=ServerFiles(source, lambda: _connected(spark, source)))
     if source.kind == KEYED:
         return replace(source, data=_Rekeyed(source, spark))
     if source.kind not in COUNTED or source.key not in recipes:
@@ -450,6 +454,17 @@ class _Recount:
         return numbered
 
 
+def _connected(spark: SparkSession | Callable[[], SparkSession] | None, source: Source) -> Any:
+    """The Spark Connect session a loaded remote source's rows are read through."""
+    session = _resolved(spark)
+    if session is None or not is_connect(session):
+        raise EmberError(
+            f"source {source.name!r} was read by a Spark Connect server (the capturing process could not read its "
+            "files): reading its rows needs ember.load(path, spark) with a session of such a server"
+        )
+    return session
+
+
 def _resolved(spark: SparkSession | Callable[[], SparkSession] | None) -> SparkSession | None:
     """The session `ember.load` was given (or the one its callable returns), else `_session()`."""
     return spark() if callable(spark) else spark or _session()
@@ -481,7 +496,7 @@ def chosen_rids(src: Source, ids: Iterable[int] | None, where: str | None, keys:
             f"source {src.name!r} is identified by its key ({', '.join(src.row_key)}), not by row position: "
             "choose its rows by keys= (or where=)"
         )
-    if where is not None and (src.kind in COUNTED or src.kind == KEYED):
+    if where is not None and (src.kind in COUNTED or src.kind == KEYED or src.remote):
         return _select_spark(src, condition(where))
     if where is not None:
         return _select(source_relation(src), condition(where), RID, f"source {src.name!r}", src.rows)
@@ -696,8 +711,8 @@ def _select(relation: pa.Table | str, where: str, column: str, what: str, bound:
 
 
 def _select_spark(source: Source, where: str) -> np.ndarray:
-    """Rids of a counted (CSV, JSON, XML, text, ORC, binary) or keyed source's rows matching
-    `where`, evaluated by Spark (one job)."""
+    """Rids of a counted (CSV, JSON, XML, text, ORC, binary), keyed or remote source's rows
+    matching `where`, evaluated by Spark (one job)."""
     check_unchanged(source)
     if source.data is None:
         raise EmberError(f"source {source.name!r} is {source.kind.upper()}: reading it needs ember.load(path, spark)")

@@ -294,6 +294,9 @@ class _Writer:
             "partitioning": [list(column) for column in source.partitioning],
             "columns": list(source.columns),
         }
+        if source.remote:  # its facts are its server's, read through a session of it
+            entry["remote"] = True
+            entry["options"] = [list(option) for option in source.options]
         if source.kind == "memory":
             entry["data"] = self.table(f"sources/{n}.parquet", source.data)
         if source.kind == KEYED:
@@ -488,8 +491,10 @@ class _Reader:
             kept = _CheckedKept(self.fs, self.root, name, meta["kept"]["rows"], self.sums)
         columns = tuple(str(c) for c in meta.get("columns", ()))
         row_key = tuple(str(c) for c in meta.get("row_key", ()))
+        options = tuple((str(k), str(v)) for k, v in meta.get("options", ()))
+        remote = bool(meta.get("remote", False))
         return Source(
-            meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, columns, row_key=row_key, data=data, kept=kept
+            meta["key"], meta["name"], meta["kind"], meta["rows"], files, partitioning, columns, options, row_key, remote, data, kept
         )
 
 

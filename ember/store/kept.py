@@ -35,16 +35,18 @@ HOLD_ROWS = 100_000  # most rows of one source a live lineage holds in memory
 def rows_to_keep(source: Source, rids: np.ndarray, share: float) -> pa.Table | None:
     """The rows (sorted unique `rids`) worth copying into a store, or None.
 
-    Only local Parquet sources, unchanged since capture, whose reached rows are a small
-    share: elsewhere a copy would save nothing, or could not be read now.
+    Only Parquet sources, unchanged since capture, whose reached rows are a small share:
+    elsewhere a copy would save nothing, or could not be read now. A remote source's rows
+    are read by its Spark Connect server, which saves a job per later fetch.
     """
     if source.kind != "parquet" or not rids.size or rids.size > share * source.rows:
         return None
     if isinstance(source.kept, HeldRows):
         return source.kept.table
     try:
-        for f in source.files:
-            local_path(f.uri)
+        if not source.remote:
+            for f in source.files:
+                local_path(f.uri)
         return read_rows(source, rids)
     except (ValueError, StaleSourceError):
         return None

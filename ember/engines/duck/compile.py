@@ -502,7 +502,7 @@ class Compiler:
             alias = self.s.alias("s")
             self.items.append(Relation(self.s.register("saved", source.data), alias))
         else:
-            rows = numbered_parquet(source, RID) if source.kind == "parquet" and source.files else None
+            rows = numbered_parquet(source, RID) if source.kind == "parquet" and source.files and not source.remote else None
             if rows is None:
                 return False
             alias = self.s.alias("s")

@@ -12,6 +12,7 @@ import base64
 import json
 import re
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -26,7 +27,7 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ember.engines.spark import catalyst, jar, plan_in
-from ember.engines.spark.plan_import import Imported, imported_from
+from ember.engines.spark.plan_import import Files, Imported, imported_from
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.sources import COUNTED, Source
@@ -60,8 +61,21 @@ class _Request(LogicalPlan):
 def message(df: ConnectFrame) -> PlanOut:
     """The plan out of a Connect DataFrame, from the server's plugin in one request."""
     request = _Request(df._plan, {"command": "plan_out", "excluded": ",".join(catalyst.EXCLUDED_RULES)})
+    return read(json.loads(_answer(request, df.sparkSession)), lambda ref: ref)
+
+
+def files(session: RemoteSession, uris: list[str], rows: bool) -> list[tuple[int, int, int]]:
+    """Each file's size, modification time (ms) and, where `rows`, Parquet row count, as the
+    server's file systems see them (a missing file: size -1), in one request."""
+    facts = json.loads(_answer(_Request(None, {"command": "files", "uris": uris, "rows": rows}), session))
+    return [(int(size), int(mtime), int(count)) for size, mtime, count in facts]
+
+
+def _answer(request: _Request, session: RemoteSession) -> str:
+    """The one-row answer of a request; a server without ember's plugin, or the plugin's
+    refusal, in one line rather than a gRPC traceback."""
     try:
-        (row,) = ConnectFrame(request, df.sparkSession).collect()
+        (row,) = ConnectFrame(request, session).collect()
     except Exception as e:  # the server's refusal comes back as a gRPC error of its own kind
         if _NO_HANDLER.search(str(e)):
             raise EmberError(
@@ -72,7 +86,7 @@ def message(df: ConnectFrame) -> PlanOut:
         if refused:
             raise EmberError(refused.group(0)) from None
         raise
-    return read(json.loads(row[0]), lambda ref: ref)
+    return str(row[0])
 
 
 def build(session: RemoteSession, message: plan_in.Message) -> ConnectFrame:
@@ -91,9 +105,9 @@ class Remote:
     """The Connect server behind one client session, serving what a capture asks of an
     engine: the plan out, plans built from messages, and a referenced plan's rows."""
 
-    def __init__(self, spark: RemoteSession) -> None:
+    def __init__(self, spark: RemoteSession, files: Files) -> None:
         jar.check_version(str(spark.version))  # the server's Spark: its plugin is ember's jar
-        self.spark = spark
+        self.spark, self.files = spark, files
 
     def threaded(self, fn: Callable[..., T]) -> Callable[..., T]:
         """`fn` as it is: a Connect request names its session itself, on any thread."""
@@ -101,7 +115,7 @@ class Remote:
 
     def imported(self, df: DataFrame) -> Imported:
         assert isinstance(df, ConnectFrame)
-        return imported_from(message(df), {})
+        return imported_from(message(df), {}, files=self.files)
 
     def dataframe(self, ref: str) -> ConnectFrame:
         """The rows of a plan the plan out named (a scan, to check a predicate against)."""
@@ -136,6 +150,8 @@ class RemoteBuilder:
     reports: dict[int, Any] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _unchanged: frozenset[int] = field(init=False, repr=False)
+    _tag: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False)  # this capture's, in cache keys
+    _cached: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self._unchanged = frozenset(map(id, ir.walk(self.imported))) if self.imported is not None else frozenset()
@@ -144,11 +160,20 @@ class RemoteBuilder:
         return build(self.jvm.spark, plan_in.message(node, self._outside, self._unchanged))
 
     def release(self) -> None:
-        """Nothing is cached on the server for a capture."""
+        """Drops the subplans cached on the server for this capture once the job and its side
+        tables have run."""
+        if self._cached:
+            _answer(_Request(None, {"command": "release", "keys": sorted(self._cached)}), self.jvm.spark)
+            self._cached.clear()
 
     def _outside(self, node: ir.Node) -> plan_in.Json:
         """Rows this client holds, as a relation of its own (`rows`): an in-memory source
-        numbered by position, the keys a side table is computed for."""
+        numbered by position, the keys a side table is computed for; a subplan the job and
+        side tables read alike, cached on the server under a key of this capture's."""
+        if isinstance(node, ir.Shared):
+            key = f"{self._tag}.{node.key}"
+            self._cached.add(key)
+            return {"op": "cached", "key": key, "kids": [plan_in.message(node.child, self._outside, self._unchanged).body["root"]]}
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):
             source = self.sources.get(node.child.source.key, node.child.source)
             if source.kind == "memory":

@@ -30,8 +30,10 @@ def of(df: object, caller: str) -> Engine:
     """The engine of `df`'s session: its JVM, or its Connect server (which must serve ember)."""
     if isinstance(df, DataFrame) and is_connect(df):
         from ember.engines.spark.connect import Remote
+        from ember.engines.spark.served import Reach
 
-        return Remote(df.sparkSession)  # type: ignore[arg-type]  # a Connect frame's session is a Connect one
+        session = df.sparkSession
+        return Remote(session, Reach(session))  # type: ignore[arg-type]  # a Connect frame's session is a Connect one
     return Jvm.of(df, caller)
 
 

@@ -15,8 +15,8 @@ import itertools
 import json
 import re
 import weakref
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow.parquet as pq
 from pyspark.serializers import CloudPickleSerializer
@@ -132,14 +132,51 @@ def name_source(jvm: Jvm, df: DataFrame, name: str, key: tuple[str, ...] = ()) -
     _NAMED.setdefault(jvm.spark, {})[source] = name
 
 
+Listed = tuple[str, int, int]  # a file as the engine listed it: URI, size, modification time (ms)
+Facts = tuple[int, int, int]  # a file's size, modification time (ns) and rows (Parquet's; else 0)
+
+
+class Files(Protocol):
+    """What tells a file source's facts: this process, or an engine that reads files it cannot."""
+
+    def facts(self, fmt: str, listed: list[Listed]) -> tuple[list[Facts], bool]:
+        """Each listed file's facts, and whether they are the engine's (files this process
+        does not read: `Source.remote`)."""
+        ...
+
+    def reader(self, source: Source) -> Any:
+        """What reads a remote source's rows through Spark."""
+        ...
+
+
+class Here:
+    """Files this process reads: their facts off this machine's file system (its clock, to
+    the nanosecond, as later checks read it), a Parquet file's rows off its footer."""
+
+    def facts(self, fmt: str, listed: list[Listed]) -> tuple[list[Facts], bool]:
+        found = []
+        for uri, size, _ in listed:
+            here, mtime = file_facts(uri)
+            if size not in (-1, here):
+                raise StaleSourceError(f"{local_path(uri)} changed while ember read the plan: capture again")
+            rows = pq.ParquetFile(local_path(uri)).metadata.num_rows if fmt == "parquet" else 0
+            found.append((here, mtime, rows))
+        return found, False
+
+    def reader(self, source: Source) -> Any:
+        raise AssertionError("files this process reads need no reader")
+
+
 @dataclass
 class Importer:
-    """Reads one optimized plan from its message alone (no calls into the engine); sources
-    are shared across the plan by their key and named by `names`, then by default."""
+    """Reads one optimized plan from its message alone (no calls into the engine but
+    `files`' for files this process cannot read); sources are shared across the plan by
+    their key and named by `names`, then by default."""
 
     names: dict[str, str]  # source key → name (given with `ember.source`, or its view's)
     row_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # source key → key columns
     sources: dict[str, Source] = field(default_factory=dict)
+    files: Files = field(default_factory=Here)
 
     # --- expressions -----------------------------------------------------
     def expr(self, e: Tree, named: ir.Attr | None = None) -> ir.Expr:
@@ -382,14 +419,11 @@ class Importer:
         for column, dtype in partitioning:
             if duck_sql.duck_type(dtype) is None:
                 raise UnsupportedOperatorError(f"ember cannot read the partition column {column} of type {dtype}")
-        listed = {spark_uri(f): int(size) for f, size, _ in p.facts["files"]}
+        listed = sorted(((spark_uri(f), int(size), int(mtime)) for f, size, mtime in p.facts["files"]), key=lambda f: path_order(f[0]))
+        facts, remote = self.files.facts(fmt, listed)
         files, offset = [], 0
-        for uri in sorted(listed, key=path_order):
-            size, mtime = file_facts(uri)  # this machine's clock, to the nanosecond, as later checks read it
-            if listed[uri] not in (-1, size):
-                raise StaleSourceError(f"{local_path(uri)} changed while ember read the plan: capture again")
+        for (uri, _, _), (size, mtime, rows) in zip(listed, facts, strict=True):
             # Text formats are counted by a pass over the files once capture starts (capture.numbering).
-            rows = pq.ParquetFile(local_path(uri)).metadata.num_rows if fmt == "parquet" else 0
             try:
                 values = partition_of(uri, tuple(n for n, _ in partitioning))
             except ValueError as e:
@@ -399,7 +433,12 @@ class Importer:
         name = self._name(key, stem(roots[0]) if len(roots) == 1 else fmt)
         data = p.facts.get("bare") if fmt != "parquet" else None
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
-        return self._scan(p, Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data))
+        source = Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data, remote=remote)
+        if remote:
+            read = tuple(sorted((k, v) for k, v in options.items() if k not in ("path", "paths") and not _SECRET.search(k)))
+            source = replace(source, options=read)
+            source = replace(source, data=self.files.reader(source))
+        return self._scan(p, source)
 
     def _HiveTableRelation(self, p: PlanTree) -> ir.Node:
         """A metastore table Spark reads with Hive's own reader and serde (a text-serde table;
@@ -513,6 +552,9 @@ def source_key(leaf: PlanTree) -> str | None:
 
 # Credentials a JDBC URL may carry (`...?user=u&password=p`): a source's key is saved with its store.
 _URL_SECRET = re.compile(r"(?i)\b(user|password)=[^&;]*")
+# Reader options a remote source keeps (to read its rows again) but not one that could hold
+# a credential: those are the session's to supply (PlanDump writes none of a keyed one's).
+_SECRET = re.compile(r"password|secret|token|credential|user|keytab")
 
 
 def _describe(p: PlanTree) -> str:
@@ -538,15 +580,18 @@ def import_plan(jvm: Jvm, df: DataFrame) -> Imported:
     return imported_from(catalyst.message(jvm, df), _NAMED.get(jvm.spark, {}), _ROW_KEYS.get(jvm.spark, {}))
 
 
-def imported_from(out: PlanOut, named: dict[str, str], row_keys: dict[str, tuple[str, ...]] | None = None) -> Imported:
+def imported_from(
+    out: PlanOut, named: dict[str, str], row_keys: dict[str, tuple[str, ...]] | None = None, files: Files | None = None
+) -> Imported:
     """The IR and the sources of a plan-out message; `named`: source names given by key,
-    `row_keys`: keyed sources' key columns by key."""
+    `row_keys`: keyed sources' key columns by key, `files`: what tells file facts (this
+    process, by default)."""
     if out.plan is None:
         raise UnsupportedOperatorError(
             "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
             "foreachBatch is a batch one)"
         )
-    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}))
+    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}), files=files or Here())
     root = importer.node(out.plan)
     return Imported(domains.marked(root), importer.sources, out.clock)
 

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -19,6 +20,7 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.LogicalRDD$;
+import org.apache.spark.sql.execution.columnar.InMemoryRelation;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.classic.SparkSession;
@@ -42,7 +44,10 @@ import org.sparkproject.connect.protobuf.InvalidProtocolBufferException;
  * a plan-in message} answers the rows of the plan it builds, planned as built (`Prepared`):
  * a second optimization could change an optimized plan's answer. Its `rows` nodes carry
  * relations of the client's (base64 protobuf: tables it holds, keys it supplies), which
- * this session's planner analyzes.
+ * this session's planner analyzes. {"version": 1, "command": "files", "uris": [...], "rows":
+ * bool} answers the files' facts as this server's file systems see them (`Files`). A plan-in
+ * message's `cached` nodes are cached on the server under their key for the client's
+ * session until {"version": 1, "command": "release", "keys": [...]}.
  */
 public final class ConnectPlugin implements RelationPlugin {
     static final String REQUEST = "type.googleapis.com/ember.Request";
@@ -58,6 +63,19 @@ public final class ConnectPlugin implements RelationPlugin {
             }
         });
     private static final AtomicLong MESSAGES = new AtomicLong();
+    /** Subplans cached for captures in flight, by session and key, until the client releases
+     * them; past `KEPT` (a client gone without releasing), the eldest are dropped. */
+    private static final Map<String, InMemoryRelation> CACHED = Collections.synchronizedMap(
+        new LinkedHashMap<>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, InMemoryRelation> eldest) {
+                if (size() > KEPT) {
+                    eldest.getValue().cacheBuilder().clearCache(false);
+                    return true;
+                }
+                return false;
+            }
+        });
 
     @Override
     public Optional<LogicalPlan> transform(byte[] extension, SparkConnectPlanner planner) {
@@ -93,9 +111,23 @@ public final class ConnectPlugin implements RelationPlugin {
             if ("plan_in".equals(command)) {
                 Function<String, LogicalPlan> relations = encoded -> Dataset.ofRows(session, planner.transformRelation(
                     parsed(encoded))).queryExecution().analyzed();
-                LogicalPlan built = new PlanBuild().build(ref -> held(scope, ref), relations, body.path("message").toString());
+                BiFunction<String, LogicalPlan, LogicalPlan> caches = (key, plan) -> CACHED.computeIfAbsent(
+                    scope + key, k -> new Prepared().cached(session, plan));
+                LogicalPlan built = new PlanBuild().build(ref -> held(scope, ref), relations, caches, body.path("message").toString());
                 Dataset<Row> prepared = new Prepared().dataframe(session, built);
                 return Optional.of(planned(prepared));
+            }
+            if ("release".equals(command)) {
+                for (JsonNode key : body.path("keys")) {
+                    InMemoryRelation cached = CACHED.remove(scope + key.asText());
+                    if (cached != null) {
+                        cached.cacheBuilder().clearCache(false);
+                    }
+                }
+                return Optional.of(answer(session, "released"));
+            }
+            if ("files".equals(command)) {
+                return Optional.of(answer(session, Files.facts(session, body.path("uris"), body.path("rows").asBoolean())));
             }
             throw new IllegalArgumentException("ember's Connect plugin does not know the request " + command);
         } catch (java.io.IOException malformed) {

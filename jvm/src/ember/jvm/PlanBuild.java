@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -54,17 +55,20 @@ public final class PlanBuild {
 
     private final Function<String, Object> objects;  // a reference's object (null: unknown)
     private final Function<String, LogicalPlan> relations;  // a client's relation, analyzed (Connect only)
+    private final BiFunction<String, LogicalPlan, LogicalPlan> caches;  // a cached subplan by key (Connect only)
     private final Map<Long, Attribute> scope = new HashMap<>();
     private java.util.UUID jvmId;
 
     /** The instance Python holds (`engines.spark.jar.helper`); each build makes its own. */
     public PlanBuild() {
-        this(null, null);
+        this(null, null, null);
     }
 
-    private PlanBuild(Function<String, Object> objects, Function<String, LogicalPlan> relations) {
+    private PlanBuild(Function<String, Object> objects, Function<String, LogicalPlan> relations,
+            BiFunction<String, LogicalPlan, LogicalPlan> caches) {
         this.objects = objects;
         this.relations = relations;
+        this.caches = caches;
     }
 
     /** The plan the message in file `path` describes (a file: see `PlanDump.write`). */
@@ -74,18 +78,20 @@ public final class PlanBuild {
 
     /** The plan `text` describes, its references resolved by `objects`. */
     public LogicalPlan build(Function<String, Object> objects, String text) throws IOException {
-        return build(objects, null, text);
+        return build(objects, null, null, text);
     }
 
-    /** The same, with a Connect client's relations (base64 protobuf) analyzed by `relations`. */
-    public LogicalPlan build(Function<String, Object> objects, Function<String, LogicalPlan> relations, String text)
-            throws IOException {
+    /** The same, with a Connect client's relations (base64 protobuf) analyzed by `relations`,
+     * and its cached subplans (a key, the plan: the cache of the first plan of that key)
+     * held by `caches` across its messages. */
+    public LogicalPlan build(Function<String, Object> objects, Function<String, LogicalPlan> relations,
+            BiFunction<String, LogicalPlan, LogicalPlan> caches, String text) throws IOException {
         JsonNode message = JSON.readTree(text);
         int version = message.path("version").asInt(-1);
         if (version != VERSION) {
             throw new IllegalArgumentException("ember plan message version " + version + "; this jar reads " + VERSION);
         }
-        PlanBuild made = new PlanBuild(objects, relations);
+        PlanBuild made = new PlanBuild(objects, relations, caches);
         made.jvmId = NamedExpression$.MODULE$.newExprId().jvmId();
         return made.node(message.get("root"));
     }
@@ -110,6 +116,7 @@ public final class PlanBuild {
             case "window" -> window(n, kids.get(0));
             case "numbered" -> numbered(n, kids.get(0));
             case "rows" -> rows(n);
+            case "cached" -> cached(n, kids.get(0));
             default -> throw new IllegalArgumentException("ember plan message: unknown node op " + op);
         };
         for (Attribute a : CollectionConverters.asJava(made.output())) {
@@ -173,6 +180,16 @@ public final class PlanBuild {
         JsonNode rid = n.get("rid");
         return new RowIndex().numbered((org.apache.spark.sql.execution.datasources.LogicalRelation) scan, uris, offsets,
             rid.get("name").asText(), exprId(rid.get("id").asLong()));
+    }
+
+    /** A subplan the job and its side tables read alike, cached by the first message that
+     * names its key and read from that cache by the others (Connect's; a classic session
+     * caches it through py4j). */
+    private LogicalPlan cached(JsonNode n, LogicalPlan child) {
+        if (caches == null) {
+            throw new IllegalArgumentException("ember plan message: cached subplans by key come only over Spark Connect");
+        }
+        return caches.apply(n.get("key").asText(), child);
     }
 
     /** A Connect client's rows (a relation it made: a table it holds, keys it supplies),
