@@ -62,8 +62,8 @@ class Constant:
 class Frame:
     """A window function's frame: rows or range, bounds "unbounded", "current", a signed
     integer offset, or a RANGE frame's value offset of another type (a decimal, a double,
-    an interval: its text, with its Catalyst literal in `values`). `whole` is set for
-    ranking functions, which read the whole partition. `tie_free` is set where the
+    an interval: its text); `values` holds the engine's expression of each offset bound.
+    `whole` is set for ranking functions, which read the whole partition. `tie_free` is set where the
     function's value is the same whichever order rows that tie in the ORDER BY come in (a
     rank, an order-blind aggregate over the whole partition or a RANGE frame, which takes
     peers together), so a second run gives the same values."""

@@ -99,9 +99,17 @@ OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
         operators.test_unpivot,
         operators.test_self_join_and_a_table_read_twice_are_one_source,
         operators.test_except_all_against_an_aggregate,  # a subplan cached on the server
+        operators.test_window_functions,  # positions and frame bounds built by the plugin
     )
 }
 OPERATORS |= {f"outer_joins_{k}": functools.partial(operators.test_outer_joins, kind=k) for k in ("left", "right", "full")}
+OPERATORS |= {  # value offsets: the user's own bound expressions, by reference
+    f"range_frame_{order}": functools.partial(operators.test_range_frames_with_value_offsets, order=order, lo=lo, hi=hi, frame=frame)
+    for order, lo, hi, frame in (
+        ("x", -1.0, 1.0, "x DESC RANGE BETWEEN 1.0 PRECEDING AND 1.0 FOLLOWING"),
+        ("ts", -5, 2, "ts RANGE BETWEEN INTERVAL 5 HOURS PRECEDING AND INTERVAL 2 HOURS FOLLOWING"),
+    )
+}
 OPERATORS |= {
     f"{op}{'_all' if all_ else ''}": functools.partial(operators.test_intersect_and_except, op=op, all_=all_)
     for op in ("intersect", "except") for all_ in (False, True)
@@ -120,13 +128,6 @@ def remote_views(remote: RemoteSession) -> RemoteSession:
 @pytest.mark.parametrize("case", sorted(OPERATORS))
 def test_the_operator_table_over_connect(remote_views: RemoteSession, case: str) -> None:
     OPERATORS[case](remote_views)
-
-
-def test_what_the_plugin_does_not_build_yet_is_refused(remote_views: RemoteSession) -> None:
-    """Window positions (resolved by Spark's analyzer) are built through py4j on a classic
-    session; over Connect they are refused by name, not run wrong."""
-    with pytest.raises(UnsupportedOperatorError, match="cannot capture this plan yet: its lineage needs a Window node"):
-        operators.test_window_functions(remote_views)
 
 
 def test_a_partitioned_write_over_connect_links_each_row(remote: RemoteSession, tmp_path: Path) -> None:

@@ -29,12 +29,11 @@ import pyarrow.compute as pc
 from pyspark import Accumulator
 from pyspark.accumulators import AddingAccumulatorParam
 from pyspark.serializers import CloudPickleSerializer
-from pyspark.sql import Column, DataFrame, WindowSpec
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType, _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
-from pyspark.sql.window import Window as W
 
 from ember.engines.spark import jar, plan_in
 from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
@@ -249,51 +248,6 @@ class Builder:
         made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*own, *extra]]))
         output = self.seq([*iterate(h.output()), self.jvm.attribute(added.name, dtype, True, added.id)])
         return self.logical(str(h.nodeName()))(made, output, child, h.isBarrier(), h.profile())
-
-    def _Window(self, node: ir.Window) -> JObj:
-        """The window with the frame counts the rewrite added, over the same spec: in the
-        same node, or in one of their own above it where the user's functions run in Python
-        (Spark evaluates a node's window functions all in Python or all in the JVM)."""
-        child = self.build(node.child)
-        own = [self.named(c) for c in node.columns if not isinstance(c.expr, ir.FrameCount)]
-        made = [c for c in node.columns if isinstance(c.expr, ir.FrameCount)]
-        if made and node.python:
-            child = self._window(own, node, child)
-            own = []
-        if made:
-            own += self._frame_counts(node, child, made)
-        return self._window(own, node, child)
-
-    def _window(self, columns: list[JObj], node: ir.Window, child: JObj) -> JObj:
-        h = node.handle
-        return self.logical("Window")(self.seq(columns), h.partitionSpec(), h.orderSpec(), child, h.productElement(4))
-
-    def _frame_counts(self, node: ir.Window, child: JObj, made: list[ir.Named]) -> list[JObj]:
-        """Position and frame-bound columns over the node's own window spec, resolved by Spark."""
-        spec = W.partitionBy(*[self.jvm.column(p.handle) for p in node.partition]).orderBy(
-            *[self.jvm.column(o.handle) for o in node.order]
-        )
-        cols = []
-        for c in made:
-            assert isinstance(c.expr, ir.FrameCount)
-            cols.append(_frame_count(spec, c.expr).alias(c.attr.name))
-        analyzed = self.jvm.analyzed(self.jvm.dataframe(child).select("*", *cols))
-        found = {str(e.name()): e for w in _windows(analyzed) for e in iterate(w.windowExpressions())}
-        return [self.jvm.alias(self._valued(found[c.attr.name].child(), c.expr), c.attr.name, c.attr.id) for c in made]
-
-    def _valued(self, window: JObj, count: ir.AnyExpr) -> JObj:
-        """A count whose frame starts or ends at a value offset (PySpark's frames take integers
-        only): made over the current row, then given the user's own bound."""
-        assert isinstance(count, ir.FrameCount)
-        value = None if count.frame is None else count.frame.values[0 if count.bound == "lo" else 1]
-        if value is None:
-            return window
-        spec = window.windowSpec()
-        made = spec.frameSpecification()
-        bounds = (value, made.upper()) if count.bound == "lo" else (made.lower(), value)
-        framed = self.jvm.name(EXPRESSIONS + ".SpecifiedWindowFrame")(made.frameType(), *bounds)
-        defined = self.jvm.name(EXPRESSIONS + ".WindowSpecDefinition")(spec.partitionSpec(), spec.orderSpec(), framed)
-        return self.jvm.name(EXPRESSIONS + ".WindowExpression")(window.windowFunction(), defined)
 
     def _Shared(self, node: ir.Shared) -> JObj:
         if node.key not in self.shared:
@@ -510,29 +464,3 @@ def _arrow_keys(names: tuple[str, ...], types: list[pa.DataType]) -> Callable[[A
 def _kept(rid: Column, only: str | None) -> Column:
     """Selection push-down: rows not matching the workload's predicate get no rid."""
     return rid if only is None else F.when(F.expr(only), rid)
-
-
-def _frame_count(spec: WindowSpec, count: ir.FrameCount) -> Column:
-    """Plain window functions only, so Spark keeps them (and their names) in the Window node;
-    the index turns them into positions (`store.index`)."""
-    if count.bound == "pos":
-        return F.row_number().over(spec)
-    frame = count.frame
-    assert frame is not None
-    lower, upper = _offset(frame.lower, W.unboundedPreceding), _offset(frame.upper, W.unboundedFollowing)
-    ranged = spec.rowsBetween if frame.kind == "rows" else spec.rangeBetween
-    if count.bound == "hi":  # rows from the partition's start to the frame's end
-        return F.count(F.lit(1)).over(ranged(W.unboundedPreceding, upper))
-    return F.count(F.lit(1)).over(ranged(lower, W.unboundedFollowing))  # frame's start to the end
-
-
-def _offset(bound: str, unbounded: int) -> int:
-    """PySpark's frame bound; a value offset's count is made over the current row first."""
-    if bound == "unbounded":
-        return unbounded
-    return 0 if bound == "current" or bound.startswith("value ") else int(bound)
-
-
-def _windows(plan: JObj) -> list[JObj]:
-    found = [plan] if plan.getClass().getSimpleName() == "Window" else []
-    return found + [w for c in iterate(plan.children()) for w in _windows(c)]

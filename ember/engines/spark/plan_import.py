@@ -686,8 +686,8 @@ def _frame(named: Tree) -> ir.Frame:
         and fn.children[0].kind in _ORDER_BLIND
         and (kind == "range" or lower == upper == "unbounded")
     )
-    low, high = frame.children[:2]  # a value bound comes with its handle, which the frame is built from
-    values = (low.handle if lower.startswith("value ") else None, high.handle if upper.startswith("value ") else None)
+    low, high = frame.children[:2]  # an offset comes with its handle (typed as Spark typed it), which frames are built from
+    values = (None if lower in ("unbounded", "current") else low.handle, None if upper in ("unbounded", "current") else high.handle)
     return ir.Frame(kind, lower, upper, whole=ranking, values=values, tie_free=tie_free)
 
 

@@ -39,7 +39,7 @@ class Message:
 def expressible(node: ir.Node) -> bool:
     """Whether the message can hold `node` itself (its children may be built outside)."""
     if isinstance(node, ir.Window):
-        return not node.python and not any(isinstance(c.expr, ir.FrameCount) for c in node.columns)
+        return node.handle is not None
     if isinstance(node, ir.Scan | ir.Limit | ir.Passthrough):
         return node.handle is not None
     if isinstance(node, ir.Generate):  # a Python UDTF is made again, keeping the rid columns too
@@ -137,8 +137,17 @@ class _Writer:
         return {"op": "expand", "ref": self._ref(n.handle), "projections": projections, "output": output, "kids": self._kids(n)}
 
     def _Window(self, n: ir.Window) -> Json:
-        """Over the user's own window's partition and order (no positions of ember's)."""
-        return {"op": "window", "ref": self._ref(n.handle), "list": [self.named(c) for c in n.columns], "kids": self._kids(n)}
+        """Over the user's own window's partition and order, with the frame counts the
+        rewrite added: in the same node, or in one of their own above it where the user's
+        functions run in Python (Spark evaluates a node's window functions all in Python or
+        all in the JVM)."""
+        ref = self._ref(n.handle)
+        own = [self.named(c) for c in n.columns if not isinstance(c.expr, ir.FrameCount)]
+        counts = [self.frame_count(c) for c in n.columns if isinstance(c.expr, ir.FrameCount)]
+        kids = self._kids(n)
+        if counts and n.python:
+            kids, own = [{"op": "window", "ref": ref, "list": own, "kids": kids}], []
+        return {"op": "window", "ref": ref, "list": own + counts, "kids": kids}
 
     def _Numbered(self, n: ir.Numbered) -> Json:
         """Each file's path and first rid, where the source has several (`RowIndex.numbered`)."""
@@ -169,6 +178,18 @@ class _Writer:
         if isinstance(e, ir.Expr) and e.handle is not None and e.names == n.attr.id:
             return {"e": "ref", "ref": self._ref(e.handle)}
         return {"e": "alias", "child": self.expr(e), "name": n.attr.name, "id": n.attr.id}
+
+    def frame_count(self, n: ir.Named) -> Json:
+        """A position or frame-bound count (`ir.FrameCount`): its frame's kind and bounds,
+        a bound other than "unbounded" or "current" as the user's own expression."""
+        count = n.expr
+        assert isinstance(count, ir.FrameCount)
+        made: Json = {"e": "frame_count", "bound": count.bound, "name": n.attr.name, "id": n.attr.id}
+        if count.frame is not None:
+            frame = count.frame
+            bounds = [b if b in ("unbounded", "current") else {"ref": self._ref(v)} for b, v in zip((frame.lower, frame.upper), frame.values, strict=True)]
+            made |= {"kind": frame.kind, "lower": bounds[0], "upper": bounds[1]}
+        return made
 
     def collected(self, n: ir.Named) -> Json:
         """`collect_list` of the columns (a struct of them if more than one), as an aggregate."""

@@ -16,14 +16,24 @@ import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.CreateStruct;
+import org.apache.spark.sql.catalyst.expressions.CurrentRow$;
 import org.apache.spark.sql.catalyst.expressions.ExprId;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.RangeFrame$;
+import org.apache.spark.sql.catalyst.expressions.RowFrame$;
+import org.apache.spark.sql.catalyst.expressions.RowNumber;
 import org.apache.spark.sql.catalyst.expressions.SparkPartitionID;
+import org.apache.spark.sql.catalyst.expressions.SpecifiedWindowFrame;
+import org.apache.spark.sql.catalyst.expressions.UnboundedFollowing$;
+import org.apache.spark.sql.catalyst.expressions.UnboundedPreceding$;
+import org.apache.spark.sql.catalyst.expressions.WindowExpression;
+import org.apache.spark.sql.catalyst.expressions.WindowSpecDefinition;
 import org.apache.spark.sql.catalyst.expressions.aggregate.CollectList;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Count;
 import org.apache.spark.sql.catalyst.plans.JoinType$;
 import org.apache.spark.sql.catalyst.plans.logical.Aggregate;
 import org.apache.spark.sql.catalyst.plans.logical.Expand;
@@ -57,6 +67,7 @@ public final class PlanBuild {
     private final Function<String, LogicalPlan> relations;  // a client's relation, analyzed (Connect only)
     private final BiFunction<String, LogicalPlan, LogicalPlan> caches;  // a cached subplan by key (Connect only)
     private final Map<Long, Attribute> scope = new HashMap<>();
+    private Window spec;  // the user's window whose list is being built: its frame counts share its spec
     private java.util.UUID jvmId;
 
     /** The instance Python holds (`engines.spark.jar.helper`); each build makes its own. */
@@ -164,8 +175,53 @@ public final class PlanBuild {
 
     @SuppressWarnings("unchecked")
     private LogicalPlan window(JsonNode n, LogicalPlan child) {
-        Window spec = (Window) ref(n);
-        return new Window(named(n.get("list")), spec.partitionSpec(), spec.orderSpec(), child, (Option) spec.productElement(4));
+        Window user = (Window) ref(n);
+        Window outer = spec;
+        spec = user;
+        try {
+            return new Window(named(n.get("list")), user.partitionSpec(), user.orderSpec(), child, (Option) user.productElement(4));
+        } finally {
+            spec = outer;
+        }
+    }
+
+    /**
+     * A column ember adds to a window, over the user's partition and order: the row's
+     * number in its partition ("pos"), or the count of rows from the frame's start to the
+     * partition's end ("lo") or from the partition's start to the frame's end ("hi"). The
+     * bounds the frame shares with the user's are the user's own expressions (typed as
+     * Spark's analyzer typed them for the ORDER BY), so the plan needs no analysis.
+     */
+    private Expression frameCount(JsonNode e) {
+        if (spec == null) {
+            throw new IllegalArgumentException("ember plan message: a frame count outside a window's list");
+        }
+        String bound = e.get("bound").asText();
+        Expression function;
+        SpecifiedWindowFrame frame;
+        if ("pos".equals(bound)) {
+            function = new RowNumber();
+            frame = new SpecifiedWindowFrame(RowFrame$.MODULE$, UnboundedPreceding$.MODULE$, CurrentRow$.MODULE$);
+        } else {
+            boolean hi = "hi".equals(bound);
+            Expression lower = hi ? UnboundedPreceding$.MODULE$ : bound(e.get("lower"), true);
+            Expression upper = hi ? bound(e.get("upper"), false) : UnboundedFollowing$.MODULE$;
+            function = new Count(seq(List.of(Literal.create(1, DataTypes.IntegerType)))).toAggregateExpression();
+            frame = new SpecifiedWindowFrame("rows".equals(e.get("kind").asText()) ? RowFrame$.MODULE$ : RangeFrame$.MODULE$, lower, upper);
+        }
+        return new WindowExpression(function, new WindowSpecDefinition(spec.partitionSpec(), spec.orderSpec(), frame));
+    }
+
+    /** A frame bound: "unbounded", "current", or the user's own bound expression by reference. */
+    private Expression bound(JsonNode b, boolean lower) {
+        if (b.isObject()) {
+            return (Expression) ref(b);
+        }
+        return switch (b.asText()) {
+            case "unbounded" -> lower ? UnboundedPreceding$.MODULE$ : UnboundedFollowing$.MODULE$;
+            case "current" -> CurrentRow$.MODULE$;
+            default -> throw new IllegalArgumentException("ember plan message: unknown frame bound " + b);
+        };
     }
 
     /** A Parquet scan with its rows' rids (`RowIndex`): each file's first rid given where
@@ -219,6 +275,7 @@ public final class PlanBuild {
             case "partition_id" -> new SparkPartitionID();
             case "alias" -> alias(expr(e.get("child")), e);
             case "collect_list" -> alias(collectList(e.get("ids")), e);
+            case "frame_count" -> alias(frameCount(e), e);
             default -> throw new IllegalArgumentException("ember plan message: unknown expression " + kind);
         };
     }
