@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -23,6 +24,7 @@ import pytest
 import ember
 import ember.connect
 from devkit.tpch import QUERIES, TABLES
+from ember.cli.runstore import read_run
 from tests.conftest import ROOT
 from tests.oracle.compare import expected_backward, match_rows
 from tests.oracle.tpch_lineage import KEYS, SOURCES
@@ -74,6 +76,38 @@ def test_a_client_with_pyspark_client_alone_captures_over_connect(
             trace = lin.backward(oids=[oid])
             for source in SOURCES[N]:
                 assert np.array_equal(trace.ids(source), expected_backward(expected, [row], source)), (store, oid, source)
+
+
+WRITES = """
+import sys
+from pyspark.sql import SparkSession
+
+url, data, out = sys.argv[1:]
+spark = SparkSession.builder.remote(url).getOrCreate()
+orders = spark.read.parquet(f"{data}/orders.parquet").where("o_totalprice > 300000")
+orders.select("o_orderkey", "o_orderpriority").write.partitionBy("o_orderpriority").mode("append").parquet(out)
+print(spark.read.parquet(out).count())
+"""
+
+
+def test_ember_run_captures_a_connect_client_s_write(connect_server: str, tpch: Path, tmp_path: Path) -> None:
+    """A Connect writer keeps a plan, not a DataFrame: `ember run` makes the script's
+    write through its capture (once: the append leaves one batch of files), and the
+    written rows trace back to the orders DuckDB selects."""
+    if not CLIENT.exists():
+        pytest.fail("the client-only virtualenv .venv/client is missing: `make test` (or `make client`) builds it")
+    job, out = tmp_path / "writes.py", tmp_path / "out"
+    job.write_text(WRITES)
+    run = subprocess.run([str(CLIENT.with_name("ember")), "run", "--store", str(tmp_path / "run"), str(job), connect_server,
+                          str(tpch), str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rids = duckdb.sql(f"SELECT file_row_number FROM read_parquet('{tpch}/orders.parquet', file_row_number = true) "
+                      "WHERE o_totalprice > 300000 ORDER BY 1").fetchnumpy()["file_row_number"]
+    assert run.stdout.split()[-1] == str(rids.size)  # the script's own output: its write made once
+    written, counted = read_run(tmp_path / "run").entries
+    assert (written.status, written.target, counted.status) == ("eager", str(out), "eager")
+    lin = ember.load(str(tmp_path / "run" / written.name))
+    assert np.array_equal(lin.backward(oids=range(lin.output().num_rows)).ids("orders"), rids)
 
 
 DATAFRAMES = """

@@ -31,7 +31,6 @@ from typing import Any
 
 import pyspark
 from pyspark.sql import DataFrame
-from pyspark.sql.readwriter import DataFrameWriter
 
 import ember
 from ember.engines.spark import writes
@@ -59,8 +58,14 @@ def _limit(arg: str | None, default: int) -> Target:
     return target
 
 
-def _written(writer: DataFrameWriter, _: Params) -> DataFrame:
-    return writer._df  # pyspark keeps the written DataFrame only here
+def _written(writer: Any, _: Params) -> DataFrame:
+    """The DataFrame a writer writes: a classic writer keeps it, a Connect one its plan."""
+    df = writer._df  # pyspark keeps the written DataFrame (or plan) only here
+    if isinstance(df, DataFrame):
+        return df
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+
+    return ConnectFrame(df, writer._spark)
 
 
 def _none(_: Any, __: Params) -> None:
@@ -86,7 +91,7 @@ def actions() -> list[tuple[type, str, str, Target]]:
     """(class, method, action name, target) for every action `ember run` reports, of the
     classes this PySpark has (looked up at the first run: Connect's client is slow to import)."""
     frames = _classes(["pyspark.sql.classic.dataframe.DataFrame", "pyspark.sql.connect.dataframe.DataFrame"])
-    writers = _classes(["pyspark.sql.readwriter.DataFrameWriter"])  # Connect's writer keeps a plan, not a frame
+    writers = writer_classes()
     rdds = _classes(["pyspark.core.rdd.RDD"])
     return [
         *((f, m, m, _whole) for f in frames for m in ("collect", "toPandas", "toArrow", "toLocalIterator", "count", "foreach", "foreachPartition")),
@@ -98,6 +103,12 @@ def actions() -> list[tuple[type, str, str, Target]]:
         *((w, m, f"write.{m}", _written) for w in writers for m in ("save", "parquet", "csv", "json", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")),
         *((r, m, f"rdd.{m}", _none) for r in rdds for m in ("collect", "count", "take", "first", "reduce", "fold", "aggregate", "sum", "foreach", "foreachPartition", "top", "takeOrdered", "collectAsMap", "countByKey", "countByValue", "saveAsTextFile", "saveAsPickleFile")),
     ]
+
+
+@functools.cache
+def writer_classes() -> tuple[type, ...]:
+    """The DataFrameWriter classes this PySpark has (classic, Connect)."""
+    return tuple(_classes(["pyspark.sql.readwriter.DataFrameWriter", "pyspark.sql.connect.readwriter.DataFrameWriter"]))
 
 
 @dataclass
@@ -171,9 +182,10 @@ class Script:
         for (cls, method, name, target), (_, _, orig) in zip(patched, originals, strict=True):
             setattr(cls, method, self._wrap(orig, name, target, handler))
         if self.writes:
-            originals += [(DataFrameWriter, m, DataFrameWriter.__dict__[m]) for m in writes.SETTINGS]
-            for m in writes.SETTINGS:
-                setattr(DataFrameWriter, m, _noted(DataFrameWriter.__dict__[m]))
+            for writer in writer_classes():
+                originals += [(writer, m, writer.__dict__[m]) for m in writes.SETTINGS]
+                for m in writes.SETTINGS:
+                    setattr(writer, m, _noted(writer.__dict__[m]))
         try:
             yield
         finally:
@@ -189,7 +201,7 @@ class Script:
                 return orig(obj, *args, **kwargs)  # pyspark or ember calling itself, not the script
             method = orig.__name__
             write = None
-            if self.writes and isinstance(obj, DataFrameWriter) and method in writes.ACTIONS:
+            if self.writes and isinstance(obj, writer_classes()) and method in writes.ACTIONS:
                 write = writes.Write(tuple(obj.__dict__.get(NOTED, ())), writes.Call(method, args, tuple(kwargs.items())))
             result = None if write is not None else orig(obj, *args, **kwargs)
             bound = signature.bind(obj, *args, **kwargs)
@@ -222,7 +234,7 @@ def _noted(orig: Callable[..., Any]) -> Callable[..., Any]:
     """A writer's setting method that also notes the call on the writer."""
 
     @functools.wraps(orig)
-    def setting(writer: DataFrameWriter, *args: Any, **kwargs: Any) -> Any:
+    def setting(writer: Any, *args: Any, **kwargs: Any) -> Any:
         result = orig(writer, *args, **kwargs)
         writer.__dict__.setdefault(NOTED, []).append(writes.Call(orig.__name__, args, tuple(kwargs.items())))
         return result

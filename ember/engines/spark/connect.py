@@ -115,7 +115,7 @@ class Remote:
 
     def imported(self, df: DataFrame) -> Imported:
         assert isinstance(df, ConnectFrame)
-        return imported_from(message(df), {}, files=self.files)
+        return imported_from(message(df), {}, files=self.files, keyed=False)
 
     def dataframe(self, ref: str) -> ConnectFrame:
         """The rows of a plan the plan out named (a scan, to check a predicate against)."""

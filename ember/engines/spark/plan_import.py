@@ -177,6 +177,7 @@ class Importer:
     row_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # source key → key columns
     sources: dict[str, Source] = field(default_factory=dict)
     files: Files = field(default_factory=Here)
+    keyed: bool = True  # whether the engine numbers keyed sources (a Connect server does not yet)
 
     # --- expressions -----------------------------------------------------
     def expr(self, e: Tree, named: ir.Attr | None = None) -> ir.Expr:
@@ -488,6 +489,11 @@ class Importer:
             return self._scan(p, self.sources[key])
         name = self._name(key, default or str(p.facts["table"]).rsplit(".", 1)[-1] or "table")
         row_key = self.row_keys.get(key)
+        if not self.keyed:
+            raise UnsupportedOperatorError(
+                f"over Spark Connect ember does not yet number the rows of {_describe(p)}, which has no stable row "
+                "order (a keyed source: docs/guide/keyed.md); capture it from a classic session"
+            )
         if row_key is None:
             raise UnsupportedOperatorError(
                 f"ember cannot number the rows of {_describe(p)}: it has no stable row order. Name the "
@@ -581,17 +587,21 @@ def import_plan(jvm: Jvm, df: DataFrame) -> Imported:
 
 
 def imported_from(
-    out: PlanOut, named: dict[str, str], row_keys: dict[str, tuple[str, ...]] | None = None, files: Files | None = None
+    out: PlanOut,
+    named: dict[str, str],
+    row_keys: dict[str, tuple[str, ...]] | None = None,
+    files: Files | None = None,
+    keyed: bool = True,
 ) -> Imported:
     """The IR and the sources of a plan-out message; `named`: source names given by key,
-    `row_keys`: keyed sources' key columns by key, `files`: what tells file facts (this
-    process, by default)."""
+    `row_keys`: keyed sources' key columns by key (`keyed`: whether the engine numbers
+    keyed sources at all), `files`: what tells file facts (this process, by default)."""
     if out.plan is None:
         raise UnsupportedOperatorError(
             "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
             "foreachBatch is a batch one)"
         )
-    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}), files=files or Here())
+    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}), files=files or Here(), keyed=keyed)
     root = importer.node(out.plan)
     return Imported(domains.marked(root), importer.sources, out.clock)
 
