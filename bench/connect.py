@@ -13,6 +13,11 @@ Inject overhead against its own plain job, what Connect adds to the plain job an
 capture, and one-row trace latencies (backward ids, forward) of both lineages, which
 are answered in this process either way. Only one path's jobs run at a time, but both
 JVMs share the machine's cores: read ratios, not seconds.
+
+A third capture per round, over Connect with `spark.ember.sourceReads=spark`, measures
+a client that cannot read the server's files (`engines.spark.served`): its side tables
+are the server's jobs and traced rows come through a Spark job (`served` columns; the
+one-row trace with rows is where that shows).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import ember
 from bench.capture import trace_latency
 from bench.common import Run, figure, median, parser, per_query, settled, timed, tpch_session, worst
 from devkit import connect, tpch
+from ember.engines.spark.served import READS
 
 MEMORY = "6g"
 SETTINGS = {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": MEMORY}
@@ -52,18 +58,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(spark: SparkSession, remote: RemoteSession, n: int, runs: int) -> dict[str, Any]:
     sessions: dict[str, Any] = {"classic": spark, "connect": remote}
-    times: dict[str, list[float]] = {f"{p}_{j}": [] for p in sessions for j in ("plain", "inject")}
+    times: dict[str, list[float]] = {f"{p}_{j}": [] for p in sessions for j in ("plain", "inject")} | {"served_inject": []}
     lineages: dict[str, ember.Lineage] = {}
     for round_ in range(runs + 1):  # round 0 warms up
         for path, session in sessions.items():
             plain, _ = timed(lambda s=session: tpch.query(s, n).toArrow())
-            took, lin = timed(lambda s=session: ember.capture(tpch.query(s, n), strategy="inject"))
-            settled(lin)
-            assert isinstance(lin, ember.Lineage)
-            lineages[path] = lin
+            took, lineages[path] = timed(lambda s=session: ember.capture(tpch.query(s, n), strategy="inject"))
+            settled(lineages[path])
             if round_:
                 times[f"{path}_plain"].append(plain)
                 times[f"{path}_inject"].append(took)
+        remote.conf.set(READS, "spark")
+        try:
+            took, lineages["served"] = timed(lambda: ember.capture(tpch.query(remote, n), strategy="inject"))
+            settled(lineages["served"])
+        finally:
+            remote.conf.unset(READS)
+        if round_:
+            times["served_inject"].append(took)
     med = {k: statistics.median(v) for k, v in times.items()}
     traces = {path: trace_latency(lin) for path, lin in lineages.items()}
     return {
@@ -77,6 +89,10 @@ def measure(spark: SparkSession, remote: RemoteSession, n: int, runs: int) -> di
         "connect_back": traces["connect"][0],
         "classic_fwd": traces["classic"][2],
         "connect_fwd": traces["connect"][2],
+        "served_over": med["served_inject"] / med["connect_plain"] - 1,
+        "connect_rows": traces["connect"][1],
+        "served_rows": traces["served"][1],
+        "served_back": traces["served"][0],
     }
 
 
@@ -88,6 +104,9 @@ def headline(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         figure("classic_median", "Inject overhead on a classic session (same run), median", median(results, "classic_over"), "%"),
         figure("connect_back", "One-row backward trace over Connect, ids, median", median(results, "connect_back"), "ms", 1),
         figure("classic_back", "One-row backward trace on a classic session, ids, median", median(results, "classic_back"), "ms", 1),
+        figure("served_median", "Inject overhead over Connect, files read by the server, median", median(results, "served_over"), "%"),
+        figure("served_rows", "One-row backward trace with rows, files read by the server, median", median(results, "served_rows"), "ms", 1),
+        figure("connect_rows", "One-row backward trace with rows over Connect, files read here, median", median(results, "connect_rows"), "ms", 1),
     ]
 
 
@@ -97,15 +116,19 @@ def write_report(run: Run, args: Any, results: list[dict[str, Any]]) -> object:
         "own plain job in the same run. *added*: seconds Connect adds to the classic session's time.",
         "",
         "| query | classic plain s | classic inject | Connect plain s | Connect inject | plain added s | inject added s "
-        "| backward ids ms classic / Connect | forward ms classic / Connect |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| backward ids ms classic / Connect | forward ms classic / Connect | served inject "
+        "| with rows ms Connect / served |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| Q{int(r['n'])} | {r['classic_plain']:.2f} | {r['classic_over']:.0%} | {r['connect_plain']:.2f} | "
         f"{r['connect_over']:.0%} | {r['plain_added']:+.2f} | {r['inject_added']:+.2f} | "
-        f"{r['classic_back']:.1f} / {r['connect_back']:.1f} | {r['classic_fwd']:.1f} / {r['connect_fwd']:.1f} |"
+        f"{r['classic_back']:.1f} / {r['connect_back']:.1f} | {r['classic_fwd']:.1f} / {r['connect_fwd']:.1f} | "
+        f"{r['served_over']:.0%} | {r['connect_rows']:.1f} / {r['served_rows']:.1f} |"
         for r in results
     ]
+    lines += ["", "*served*: the capture over Connect with `spark.ember.sourceReads=spark` (the client reads no "
+              "source file: side tables are the server's jobs, traced rows a Spark job), against the Connect plain job."]
     return run.write(f"Capture over Spark Connect — TPC-H SF{args.scale:g}, local[2]", lines, results, headline(results), args)
 
 

@@ -22,6 +22,7 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 import ember
 from devkit.tpch import QUERIES
 from ember.engines.duck import compile as duck_compile
+from ember.engines.spark import connect
 from ember.engines.spark.served import READS, seen_here
 from ember.errors import EmberError, StaleSourceError
 from ember.fetch import rows as fetch_rows
@@ -127,6 +128,19 @@ def test_files_the_client_sees_as_the_server_does_are_read_here(remote: RemoteSe
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
     assert not seen_here(uri, st.st_size, st.st_mtime_ns // 1_000_000)
     assert not seen_here((tmp_path / "gone.parquet").as_uri(), 1, 1)
+
+
+def test_the_server_tells_file_facts_and_refuses_a_malformed_uri(remote: RemoteSession, tmp_path: Path) -> None:
+    """The plugin's `files` request: a Parquet file's size, time and rows as Hadoop sees
+    them, a missing file as size -1, and a malformed URI refused in one line."""
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"k": [1, 2, 3]}), path)
+    st = path.stat()
+    found = connect.files(remote, [path.as_uri(), (tmp_path / "gone.parquet").as_uri()], True)
+    assert found == [(st.st_size, st.st_mtime_ns // 1_000_000, 3), (-1, -1, 0)]
+    with pytest.raises(EmberError, match="malformed file URI") as raised:
+        connect.files(remote, ["file:/a b^c"], False)
+    assert "\n" not in str(raised.value)
 
 
 def test_an_unknown_setting_is_refused(remote: RemoteSession, tmp_path: Path) -> None:

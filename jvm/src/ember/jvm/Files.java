@@ -37,7 +37,7 @@ public final class Files {
             try {
                 path = new Path(new URI(uri.asText()));
             } catch (URISyntaxException malformed) {
-                throw new IllegalArgumentException("ember got a malformed file URI: " + uri.asText(), malformed);
+                throw new IllegalArgumentException("ember's Connect plugin got a malformed file URI: " + uri.asText(), malformed);
             }
             ArrayNode row = out.addArray();
             FileStatus status;
