@@ -19,6 +19,7 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 import ember
 from devkit.tpch import QUERIES
 from ember.errors import UnsupportedOperatorError
+from tests.capture import test_keyed as keyed
 from tests.capture import test_operators as operators
 from tests.capture import test_writes as writes
 from tests.tpch.queries_sql import tpch_sql
@@ -44,6 +45,16 @@ def test_what_the_server_cannot_number_yet_is_refused_by_name(remote: RemoteSess
     assert "\n" not in str(raised.value)
     with pytest.raises(UnsupportedOperatorError, match=r"cannot capture this plan yet: .*row numbers of source"):
         ember.capture(remote.range(10).groupBy().count())
+
+
+def test_a_keyed_source_over_spark_connect_is_refused_by_name(remote: RemoteSession) -> None:
+    """`ember.source` declares keys through py4j, and the Connect server does not number
+    keyed sources yet: refused before any job, saying so."""
+    remote.dataSource.register(keyed.Visits)
+    df = remote.read.format("ember_test_visits").option("rows", "7").load()
+    with pytest.raises(UnsupportedOperatorError, match="over Spark Connect ember does not yet number the rows of") as raised:
+        ember.capture(df.groupBy("site").count())
+    assert "\n" not in str(raised.value)
 
 
 def test_rows_of_a_source_without_a_key_are_numbered_on_the_server(remote: RemoteSession, tmp_path: Path) -> None:

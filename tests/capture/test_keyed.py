@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.connect.session import SparkSession as RemoteSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 import ember
@@ -74,16 +73,6 @@ def test_python_data_source_without_a_key_is_refused_saying_how_to_declare_one(s
     df = spark.read.format("ember_test_visits").option("rows", "7").load()
     with pytest.raises(UnsupportedOperatorError, match=r"no stable row order.*ember\.source\(df, .*key="):
         ember.capture(df.groupBy("site").count())
-
-
-def test_a_keyed_source_over_spark_connect_is_refused_by_name(remote: RemoteSession) -> None:
-    """`ember.source` declares keys through py4j, and the Connect server does not number
-    keyed sources yet: refused before any job, saying so."""
-    remote.dataSource.register(Visits)
-    df = remote.read.format("ember_test_visits").option("rows", "7").load()
-    with pytest.raises(UnsupportedOperatorError, match="over Spark Connect ember does not yet number the rows of") as raised:
-        ember.capture(df.groupBy("site").count())
-    assert "\n" not in str(raised.value)
 
 
 def test_python_data_source_traced_by_a_key_of_two_columns(visits_df: DataFrame) -> None:
