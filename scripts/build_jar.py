@@ -66,11 +66,13 @@ def main() -> int:
             if not javac([stubs, made, spark], made, sorted((shim / "src").rglob("*.java"))):
                 return 1
         classes = sorted(p for p in made.rglob("*.class"))
-        with zipfile.ZipFile(OUT / "ember-jvm.jar", "w", zipfile.ZIP_DEFLATED) as jar:
+        fresh = OUT / "ember-jvm.jar.new"
+        with zipfile.ZipFile(fresh, "w", zipfile.ZIP_DEFLATED) as jar:
             for path in classes:
                 info = zipfile.ZipInfo(path.relative_to(made).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
                 jar.writestr(info, path.read_bytes())
+        fresh.replace(OUT / "ember-jvm.jar")  # a new file: a running JVM goes on reading the one it opened
     facts = {
         "sources": [p.relative_to(ROOT).as_posix() for p in sources()],
         "sha256": fingerprint(),

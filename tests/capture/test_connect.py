@@ -37,14 +37,22 @@ def test_tpch_over_connect(
 
 
 def test_what_the_server_cannot_number_yet_is_refused_by_name(remote: RemoteSession, tmp_path: Path) -> None:
-    """Before any job: a CSV source (counted by a job of its own on a classic session) and
-    `spark.range` (numbered by a column the client cannot build into a plan message)."""
+    """Before any job: a CSV source (counted by a job of its own on a classic session)."""
     (tmp_path / "t.csv").write_text("k\n1\n2\n")
     with pytest.raises(UnsupportedOperatorError, match="does not yet number the rows of csv sources") as raised:
         ember.capture(remote.read.csv(str(tmp_path / "t.csv"), header=True).groupBy().count())
     assert "\n" not in str(raised.value)
-    with pytest.raises(UnsupportedOperatorError, match=r"cannot capture this plan yet: .*row numbers of source"):
-        ember.capture(remote.range(10).groupBy().count())
+
+
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_a_range_is_numbered_by_place_over_connect(remote: RemoteSession, strategy: str) -> None:
+    """`range(5, 95, 3)` in 4 partitions, rows numbered by their place in the range: the
+    client makes the same range for the server, each rid computed from its id."""
+    lin = ember.capture(remote.sql("SELECT id % 4 AS k, count(*) AS n FROM range(5, 95, 3, 4) WHERE id > 20 GROUP BY 1"),
+                        strategy=strategy)
+    ids = list(range(5, 95, 3))
+    for oid, k in enumerate(lin.output().column("k").to_pylist()):
+        assert lin.backward(oids=[oid]).ids("range").tolist() == [i for i, v in enumerate(ids) if v > 20 and v % 4 == k]
 
 
 def test_a_keyed_source_over_spark_connect_is_refused_by_name(remote: RemoteSession) -> None:

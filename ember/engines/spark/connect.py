@@ -122,9 +122,10 @@ class Remote:
         return build(self.spark, _plan(ref))
 
     def numbered(self, source: Source) -> Source:
-        """Parquet files number their rows by their row index, with no first look, and an
-        in-memory table is collected and numbered by position (as on a classic session);
-        text formats would need a counting job the server does not serve yet."""
+        """Parquet files number their rows by their row index and a range by position, with
+        no first look, and an in-memory table is collected and numbered by position (as on
+        a classic session); text formats would need a counting job the server does not
+        serve yet."""
         if source.kind == "memory":
             table = self.dataframe(source.data).toArrow()
             return replace(source, rows=table.num_rows, data=table)
@@ -176,12 +177,18 @@ class RemoteBuilder:
             return {"op": "cached", "key": key, "kids": [plan_in.message(node.child, self._outside, self._unchanged).body["root"]]}
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):
             source = self.sources.get(node.child.source.key, node.child.source)
+            fresh: DataFrame | None = None
             if source.kind == "memory":
                 table: pa.Table = source.data
-                fresh = self._frame(table.append_column(_RID, pa.array(range(table.num_rows), pa.int64())))
-                if node.only is not None:  # the workload's predicate, over the table's own columns
-                    kept = [f"`{c}`" for c in table.column_names]
-                    fresh = fresh.selectExpr(*kept, f"CASE WHEN {node.only} THEN {_RID} END AS {_RID}")
+                fresh, names = self._frame(table.append_column(_RID, pa.array(range(table.num_rows), pa.int64()))), table.column_names
+            if source.kind == "range":  # the same range, in as many partitions: a row's rid is its place
+                start, end, step = (int(x) for x in source.key.split(":")[1:])
+                slices = dict(source.options).get("numPartitions")
+                made = self.jvm.spark.range(start, end, step, None if slices is None else int(slices))
+                fresh, names = made.selectExpr("id", f"CAST((id - {start}) DIV {step} AS BIGINT) AS {_RID}"), ["id"]
+            if fresh is not None:
+                if node.only is not None:  # the workload's predicate, over the source's own columns
+                    fresh = fresh.selectExpr(*[f"`{c}`" for c in names], f"CASE WHEN {node.only} THEN {_RID} END AS {_RID}")
                 return self._rows(fresh, (*node.child.attrs, node.rid))
         if isinstance(node, ir.Keys) and self.keys is not None:
             keys = self.keys if isinstance(self.keys, DataFrame) else self._frame(self.keys)

@@ -521,7 +521,9 @@ class Importer:
     def _Range(self, p: PlanTree) -> ir.Node:
         key = source_key(p)
         assert key is not None
-        return self._scan(p, Source(key, self._name(key, "range"), "range", int(p.facts["count"])))
+        slices = p.facts.get("slices")  # what spark.range was given, which places rows in partitions
+        options = () if slices is None else (("numPartitions", str(slices)),)
+        return self._scan(p, Source(key, self._name(key, "range"), "range", int(p.facts["count"]), options=options))
 
     def _OneRowRelation(self, p: PlanTree) -> ir.Node:
         return self._scan(p, Source("none", "none", "none", 1))

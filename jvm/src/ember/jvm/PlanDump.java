@@ -351,6 +351,7 @@ public final class PlanDump {
             out.append(",\"end\":").append(x.end());
             out.append(",\"step\":").append(x.step());
             out.append(",\"count\":").append(x.numElements().toString());
+            out.append(",\"slices\":").append(x.numSlices().isDefined() ? x.numSlices().get().toString() : "null");
         }
     }
 
