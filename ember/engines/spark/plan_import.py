@@ -436,9 +436,9 @@ class Importer:
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
         source = Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data, remote=remote)
         if remote:
-            read = tuple(sorted((k, v) for k, v in options.items() if k not in ("path", "paths") and not _SECRET.search(k)))
-            source = replace(source, options=read)
-            source = replace(source, data=self.files.reader(source))
+            kept = tuple(sorted((k, v) for k, v in options.items() if k not in ("path", "paths") and not _SECRET.search(k)))
+            read = replace(source, options=kept)
+            source = replace(read, data=self.files.reader(read))
         return self._scan(p, source)
 
     def _HiveTableRelation(self, p: PlanTree) -> ir.Node:

@@ -62,24 +62,27 @@ class Reach:
 
     def __init__(self, session: RemoteSession):
         self.session = session
+        self._reads: Reads | None = None  # the setting, read once per capture (a request)
 
     def facts(self, fmt: str, listed: list[Listed]) -> tuple[list[Facts], bool]:
-        if reads(self.session) == "auto" and all(seen_here(*f) for f in listed):
+        if self._reads is None:
+            self._reads = reads(self.session)
+        if self._reads == "auto" and all(seen_here(*f) for f in listed):
             return Here().facts(fmt, listed)
-        return server_facts(self.session, listed, fmt == "parquet"), True
+        found = server_facts(self.session, [uri for uri, _, _ in listed], fmt == "parquet")
+        for (uri, _, _), (size, _, _) in zip(listed, found, strict=True):
+            if size < 0:
+                raise StaleSourceError(f"{uri} is gone since Spark listed it: capture again")
+        return found, True
 
     def reader(self, source: Source) -> ServerFiles:
         return ServerFiles(source, lambda: self.session)
 
 
-def server_facts(session: RemoteSession, listed: list[Listed], parquet: bool) -> list[Facts]:
-    """The listed files' size, modification time (ns, from the server's ms) and Parquet rows,
-    as the server sees them; a file gone since Spark listed it is `StaleSourceError`."""
-    found = connect.files(session, [uri for uri, _, _ in listed], parquet)
-    for (uri, _, _), (size, _, _) in zip(listed, found, strict=True):
-        if size < 0:
-            raise StaleSourceError(f"{uri} is gone since Spark listed it: capture again")
-    return [(size, mtime * 1_000_000, rows) for size, mtime, rows in found]
+def server_facts(session: RemoteSession, uris: list[str], parquet: bool) -> list[Facts]:
+    """The files' size (-1: gone), modification time (ns, from the server's ms) and Parquet
+    rows, as the server sees them."""
+    return [(size, mtime * 1_000_000, rows) for size, mtime, rows in connect.files(session, uris, parquet)]
 
 
 class ServerFiles:
@@ -93,14 +96,14 @@ class ServerFiles:
         """Raises if a file's size or modification time differs from capture time (the
         server's facts, as the capture's were)."""
         source = self._source
-        found = connect.files(self._spark(), [f.uri for f in source.files], False)
+        found = server_facts(self._spark(), [f.uri for f in source.files], False)
         for f, (size, mtime, _) in zip(source.files, found, strict=True):
             if size < 0:
                 raise StaleSourceError(f"source {source.name!r}: file {f.uri} is gone since capture")
-            if (size, mtime * 1_000_000) != (f.size, f.mtime_ns):
+            if (size, mtime) != (f.size, f.mtime_ns):
                 raise StaleSourceError(
                     f"source {source.name!r}: file {f.uri} changed since capture "
-                    f"(size {f.size} → {size}, modified {f.mtime_ns} → {mtime * 1_000_000}); capture again"
+                    f"(size {f.size} → {size}, modified {f.mtime_ns} → {mtime}); capture again"
                 )
 
     def numbered(self, files: tuple[SourceFile, ...] | None = None) -> DataFrame:
