@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+from ember.engines.spark import engine as engines
 from ember.engines.spark.frames import spark_frame
-from ember.engines.spark.jvm import Jvm
-from ember.engines.spark.numbering import number_source
-from ember.engines.spark.plan_import import import_plan
 from ember.errors import UnsupportedOperatorError
 from ember.infer.exact import check_choices, why_rerun
 from ember.infer.lineage import InferredLineage
@@ -34,15 +32,15 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
     Output rows with equal values are traced together (set semantics).
     """
     df = spark_frame(df)  # a pandas-on-Spark frame is a DataFrame underneath
-    jvm = Jvm.of(df, "ember.infer")
-    written, sources, clock = import_plan(jvm, df)
+    engine = engines.of(df, "ember.infer")
+    written, sources, clock = engines.imported(engine, df)
     _check_deterministic(written, exact)
     plan = lift_limits(written, exact)
     if exact:
         check_choices(plan)  # refuses operators that choose rows by chance, which a re-run chooses anew
     check(plan)  # refuses, before any job, what ember cannot trace
     inference = push_down(plan)
-    numbered = {k: number_source(jvm, s) for k, s in sources.items()}
+    numbered = {k: engines.numbered(engine, s) for k, s in sources.items()}
     rerun = exact and why_rerun(plan, inference) is not None
     segment = split(plan) if rerun else None
     if rerun and segment is None and clock:
@@ -51,13 +49,13 @@ def infer(df: DataFrame, exact: bool = True, iterative: bool = True) -> Inferred
             "(current_timestamp() and its kin), which a re-run reads anew; use ember.capture, or "
             "ember.infer(df, exact=False) for a superset"
         )
-    ran = None if segment is None or not segment.saves else run_saving(jvm, written, segment, numbered)
+    ran = None if segment is None or not segment.saves else run_saving(engine, written, segment, numbered)
     if segment is not None and segment.saves and ran is None:
         segment = None  # a save point the job's plan does not hold: traces re-run
     output, saved = ran if ran is not None else (df.toArrow(), {})
     lifted = lift_limits(plan, exact=False)  # a limit exact mode kept: a forward trace checks its cut rows away
     candidates = inference if lifted is plan else push_down(lifted)
-    return InferredLineage(jvm, plan, output, numbered, inference, exact, iterative, segment, saved, candidates)
+    return InferredLineage(engine, plan, output, numbered, inference, exact, iterative, segment, saved, candidates)
 
 
 def _check_deterministic(plan: ir.Node, exact: bool) -> None:

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from ember.capture.annotate import annotate
 from ember.capture.capture import run_annotated
 from ember.engines import duck
-from ember.engines.spark.jvm import Jvm
+from ember.engines.spark.engine import Engine
 from ember.errors import EmberError
 from ember.fetch.rows import check_unchanged
 from ember.infer import block, duck_scan, spark
@@ -47,7 +47,7 @@ class InferredLineage:
 
     def __init__(
         self,
-        jvm: Jvm,
+        engine: Engine,
         plan: ir.Node,
         output: pa.Table,
         sources: dict[str, Source],
@@ -58,7 +58,7 @@ class InferredLineage:
         saved: dict[str, Source] | None = None,
         candidates: Inference | None = None,
     ):
-        self._jvm = jvm
+        self._engine = engine
         self._plan = plan
         self._user = output
         self._output = output.append_column(OID, pa.array(np.arange(output.num_rows, dtype=np.int64)))
@@ -109,7 +109,7 @@ class InferredLineage:
         traced together (their lineages are one answer, as in PredTrace)."""
         rows = self._user.take(pa.array(choose(self._output, "output", oids, where, OID), type=pa.int64()))
         self._check_sources()
-        self._jvm.activate()  # a trace may run Spark jobs: with the job's session settings, on any thread
+        self._engine.activate()  # a trace may run Spark jobs: with the job's session settings, on any thread
         if not self.exact:
             return Trace(self._named, self._superset(rows, self.iterative)[0], exact=False)
         found = self._in_process(rows)
@@ -123,7 +123,7 @@ class InferredLineage:
         src = source_by_name(self._named, source)
         rids = chosen_rids(src, ids, where)
         self._check_sources()
-        self._jvm.activate()
+        self._engine.activate()
         candidates = self._candidates(src, rids)
         if not self.exact or candidates.size == 0:
             return ForwardTrace(self._output, candidates, exact=self.exact)
@@ -183,14 +183,14 @@ class InferredLineage:
     def _rerun(self, rows: pa.Table) -> tuple[pa.Table, LineageIndex, np.ndarray]:
         """The job re-run on only the scan rows the traced rows' values allow, captured, and
         the re-run's output rows equal to the traced rows."""
-        conds = {}
+        nodes = {}
         for sp in self.inference.scans:
-            cond = spark.selection(self._jvm, sp, rows, filters=False)
-            if cond is not None:
-                conds[id(sp.scan)] = spark.catalyst(self._jvm, sp.scan, cond)
-        plan = spark.restricted(self._plan, conds)
+            node = spark.restriction(self._engine, self._by_key, sp, rows)
+            if node is not None:
+                nodes[id(sp.scan)] = node
+        plan = spark.restricted(self._plan, nodes)
         names = [a.name for a in plan.output]
-        out, index = run_annotated(self._jvm, annotate(plan), names, self._by_key, small=True)
+        out, index = run_annotated(self._engine, annotate(plan), names, self._by_key, small=True)
         found, seen = matches(self._stable(out), self._stable(rows))
         if sorted_unique([seen]).size != rows.num_rows:
             raise EmberError("ember.infer could not find a traced row again in its restricted re-run (a bug)")
@@ -275,9 +275,8 @@ class InferredLineage:
             if read is None and source.kind == SAVED:
                 return {}, False  # saved rows are read in-process only: the trace re-runs
             if read is None:
-                cond = spark.selection(self._jvm, sp, rows, filters=True)
-                df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
-                read = spark.candidates(df, spark.columns(self._jvm, sp.scan), attrs)
+                scanned = spark.scan_rows(self._engine, self._by_key, sp, numbered=True, filters=True)
+                read = scanned.candidates(scanned.selection(sp.bindings, rows), attrs)
             frames[id(sp.scan)] = read
         usable = [c for c in cut_list if all(s in frames for s in (c.target, *(b for b, _ in c.by)))]
         frames, settled = refine(usable, frames, drop_nulls=drop_nulls)
@@ -303,11 +302,8 @@ class InferredLineage:
         for sp in self._candidates_by.of_source(src.key):
             if not sp.traced or rids.size == 0:
                 continue
-            cond = spark.selection(self._jvm, sp, None, filters=True)
-            df = spark.scan_rows(self._jvm, self._by_key, sp.scan, cond)
-            cols = spark.columns(self._jvm, sp.scan)
-            picked = df.filter(df[spark.RID].isin(rids.tolist()))
-            table = picked.select(*[c.alias(f"a{a}") for a, c in cols.items()]).toArrow()
+            scanned = spark.scan_rows(self._engine, self._by_key, sp, numbered=True, filters=True)
+            table = scanned.candidates(scanned.df[spark.RID].isin(rids.tolist()), sp.scan.output)
             hits.append(_pinned(self._user, sp, table))
         return sorted_unique(hits)
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ember.engines.spark.build import Builder
-from ember.engines.spark.jvm import Jvm
+from ember.engines.spark import engine as engines
 from ember.infer.segments import Save, Segment, saved_columns, wrap
 from ember.infer.spark import RID
 from ember.plan import ir
 from ember.plan.sources import SAVED, Source
 
 
-def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Source]) -> tuple[pa.Table, dict[str, Source]] | None:
+def run_saving(engine: engines.Engine, plan: ir.Node, segment: Segment, sources: dict[str, Source]) -> tuple[pa.Table, dict[str, Source]] | None:
     """The job's output rows and, by stand-in key, each saved intermediate as a source whose
     `data` holds its rows (`__ember_rid` = position); None when a save point is not a
     subplan of `plan` (the job then runs as written)."""
@@ -35,7 +34,7 @@ def run_saving(jvm: Jvm, plan: ir.Node, segment: Segment, sources: dict[str, Sou
     wanted: dict[int, set[int]] = {}
     for above, save in pieces:
         wanted.setdefault(keys[save.node], set()).update(a.id for a in saved_columns(above, save))
-    builder = Builder(jvm, sources)
+    builder = engines.builder(engine, sources)
     try:
         output = builder.dataframe(wrapped).toArrow()
         data = {}

@@ -1,23 +1,27 @@
 """Binding inferred predicates to a traced row's values and running them on Spark.
 
-The predicates are Catalyst conditions over each scan's own columns, so Spark's scan
-filtering, Parquet row-group skipping and partition pruning apply; UDFs are never
-inverted (a computed column simply stops the push-down, see `pushdown`).
+A scan's rows are built as a plan (`engines.spark.engine.builder`: one message, on a
+classic session or a Spark Connect server alike), with each computed binding's
+expression as a column of its own; the traced values are then compared to its columns
+by name, so the same conditions serve either session. A re-run's scans are restricted
+by that condition as Spark analyzed it. UDFs are never inverted (a computed column
+simply stops the push-down, see `pushdown`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
-from ember.engines.spark.build import Builder
-from ember.engines.spark.catalyst import expression
-from ember.engines.spark.jvm import Jvm, class_name, iterate
+from ember.engines.spark import engine as engines
+from ember.engines.spark.frames import is_connect
+from ember.engines.spark.jvm import Jvm
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.plan import ir
 from ember.plan.slots import FRESH_IDS_FROM
@@ -26,39 +30,68 @@ from ember.plan.sources import Source
 RID = "__ember_rid"
 MAX_DISJUNCTS = 256  # beyond this many distinct value tuples, one IN list per column
 
-
-def columns(jvm: Jvm, scan: ir.Scan) -> dict[int, Column]:
-    """The scan's columns by attribute id, resolved (no name lookups)."""
-    return {int(a.exprId().id()): jvm.column(a) for a in iterate(scan.handle.output())}
+_ids = itertools.count(FRESH_IDS_FROM)
 
 
-def selection(jvm: Jvm, plan: ScanPlan, rows: pa.Table | None, filters: bool) -> Column | None:
-    """The condition a scan's lineage rows meet for the traced `rows` (None: no restriction).
+@dataclass(frozen=True)
+class ScanRows:
+    """A scan's rows as a DataFrame (`node` built), and per binding the column it compares."""
 
-    One conjunction of equalities per traced row, or per column an IN list when there are
-    many rows (a superset, which restricted re-runs allow). With `filters`, the conditions
-    Spark applies right above the scan are added (superset answers use them; re-runs apply
-    them anyway).
-    """
-    cols = columns(jvm, plan.scan)
-    tuples = None if rows is None else bound_values(plan.bindings, rows)
-    conds: list[Column] = []
-    if tuples is not None:
-        conds.append(_match_any([_term(jvm, cols, b) for b in plan.bindings], tuples))
+    node: ir.Node
+    df: DataFrame
+    terms: tuple[Column, ...]
+
+    def selection(self, bindings: tuple[Binding, ...], rows: pa.Table | None) -> Column | None:
+        """The condition a scan's lineage rows meet for the traced `rows` (None: no
+        restriction): one conjunction of equalities per traced row, or per column an IN list
+        when there are many rows (a superset, which restricted re-runs allow)."""
+        tuples = None if rows is None else bound_values(bindings, rows)
+        return None if tuples is None else _match_any(list(self.terms), tuples, _functions(self.df))
+
+    def candidates(self, cond: Column | None, attrs: Iterable[ir.Attr]) -> pa.Table:
+        """The rows' rids and the chosen columns (named `a<attr id>`) where `cond` holds, on the driver."""
+        df = self.df if cond is None else self.df.filter(cond)
+        return df.select(df[RID], *[df[a.name].alias(f"a{a.id}") for a in attrs]).toArrow()
+
+
+def scan_rows(engine: engines.Engine, sources: dict[str, Source], sp: ScanPlan, numbered: bool, filters: bool) -> ScanRows:
+    """The scan's rows, with `__ember_rid` when `numbered`, only those its filters keep
+    when `filters`, and a column of its own per computed binding."""
+    node: ir.Node = sp.scan
+    if numbered:
+        node = ir.Numbered(node, rid=ir.Attr(next(_ids), RID, "bigint", False))
     if filters:
-        conds += [jvm.column(f.handle) for f in plan.filters]
-    if not conds:
+        for f in sp.filters:
+            node = ir.Filter(node, cond=f)
+    computed = {n: _column(b.expr) for n, b in enumerate(sp.bindings) if b.attr is None and b.expr is not None}
+    if computed:
+        node = ir.Project(node, columns=(*(ir.Named(ir.ColumnRef(a), a) for a in node.output), *computed.values()))
+    df = engines.builder(engine, sources).dataframe(node)
+    terms = tuple(df[b.attr.name if b.attr is not None else computed[n].attr.name] for n, b in enumerate(sp.bindings))
+    return ScanRows(node, df, terms)
+
+
+def restriction(engine: engines.Engine, sources: dict[str, Source], sp: ScanPlan, rows: pa.Table) -> ir.Node | None:
+    """The scan reading only the rows the traced `rows`' values allow, as a plan to put in
+    its place for a re-run (None: they allow every row). The condition is Spark's analysis
+    of the one `ScanRows.selection` builds, over the scan's own columns and the computed
+    ones, which a projection then drops."""
+    made = scan_rows(engine, sources, sp, numbered=False, filters=False)
+    cond = made.selection(sp.bindings, rows)
+    if cond is None:
         return None
-    return _all(conds)
+    tree = _analyzed(engine, made.df.filter(cond))
+    filtered = ir.Filter(made.node, cond=ir.Expr(tree.text, tree.refs, tree.handle, dtype=tree.dtype, tree=tree))
+    if made.node is sp.scan:
+        return filtered
+    return ir.Project(filtered, columns=tuple(ir.Named(ir.ColumnRef(a), a) for a in sp.scan.output))
 
 
-def _term(jvm: Jvm, cols: dict[int, Column], b: Binding) -> Column:
-    """The scan-side value a binding compares: a column, or a computed column re-evaluated."""
-    if b.attr is not None:
-        return cols[b.attr.id]
-    assert b.expr is not None
-    handle = b.expr.handle
-    return jvm.column(handle.child() if class_name(handle) == "Alias" else handle)
+def restricted(plan: ir.Node, nodes: dict[int, ir.Node]) -> ir.Node:
+    """`plan` with the scans named in `nodes` (by `id()`) replaced by their restriction."""
+    if isinstance(plan, ir.Scan):
+        return nodes.get(id(plan), plan)
+    return ir.with_children(plan, tuple(restricted(c, nodes) for c in plan.children))
 
 
 def bound_values(bindings: tuple[Binding, ...], rows: pa.Table) -> list[tuple[tuple[int, Any], ...]] | None:
@@ -79,15 +112,44 @@ def bound_values(bindings: tuple[Binding, ...], rows: pa.Table) -> list[tuple[tu
     return list(seen.values())
 
 
-def _equals(col: Column, value: Any) -> Column:
+def _column(e: ir.Expr) -> ir.Named:
+    """A computed binding's expression as a new column (the plan message names what the
+    user's alias names, not the alias)."""
+    n = next(_ids)
+    return ir.Named(e, ir.Attr(n, f"__ember_b{n}", e.dtype))
+
+
+def _analyzed(engine: engines.Engine, filtered: DataFrame) -> Any:
+    """The filter's condition as Spark analyzed it, as a tree with a handle."""
+    if isinstance(engine, Jvm):
+        from ember.engines.spark.catalyst import expression
+
+        return expression(engine, engine.analyzed(filtered).condition())
+    from ember.engines.spark.connect import condition
+
+    return condition(filtered)  # type: ignore[arg-type]  # a Connect engine's frames are Connect ones
+
+
+def _functions(df: DataFrame) -> ModuleType:
+    """The functions that make columns of `df`'s kind (a process may hold both kinds)."""
+    if is_connect(df):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions
+
+    return functions
+
+
+def _equals(col: Column, value: Any, F: ModuleType) -> Column:
     return col.isNull() if value is None else col == F.lit(value)
 
 
-def _match_any(terms: list[Column], tuples: list[tuple[tuple[int, Any], ...]]) -> Column:
+def _match_any(terms: list[Column], tuples: list[tuple[tuple[int, Any], ...]], F: ModuleType) -> Column:
     if not tuples:
         return F.lit(False)
     if len(tuples) <= MAX_DISJUNCTS:
-        return _any([_all([_equals(terms[n], v) for n, v in t]) for t in tuples])
+        return _any([_all([_equals(terms[n], v, F) for n, v in t], F) for t in tuples], F)
     conds = []
     for n, term in enumerate(terms):
         values = {repr(v): v for t in tuples for m, v in t if m == n}
@@ -96,50 +158,18 @@ def _match_any(terms: list[Column], tuples: list[tuple[tuple[int, Any], ...]]) -
         plain = [v for v in values.values() if v is not None]
         cond = term.isin(plain) if plain else F.lit(False)
         conds.append(cond | term.isNull() if len(plain) < len(values) else cond)
-    return _all(conds)
+    return _all(conds, F)
 
 
-def _all(conds: Iterable[Column]) -> Column:
+def _all(conds: Iterable[Column], F: ModuleType) -> Column:
     out: Column | None = None
     for c in conds:
         out = c if out is None else out & c
     return F.lit(True) if out is None else out
 
 
-def _any(conds: Iterable[Column]) -> Column:
+def _any(conds: Iterable[Column], F: ModuleType) -> Column:
     out: Column | None = None
     for c in conds:
         out = c if out is None else out | c
     return F.lit(False) if out is None else out
-
-
-def catalyst(jvm: Jvm, scan: ir.Scan, cond: Column) -> ir.Expr:
-    """`cond` resolved over the scan's own attributes, as an IR expression."""
-    analyzed = jvm.analyzed(jvm.dataframe(scan.handle).filter(cond))
-    tree = expression(jvm, analyzed.condition())
-    return ir.Expr(tree.text, tree.refs, tree.handle, tree=tree)
-
-
-def restricted(plan: ir.Node, conds: dict[int, ir.Expr]) -> ir.Node:
-    """`plan` with the scans named in `conds` (by `id()`) reading only matching rows."""
-    if isinstance(plan, ir.Scan):
-        cond = conds.get(id(plan))
-        return plan if cond is None else ir.Filter(plan, cond=cond)
-    children = tuple(restricted(c, conds) for c in plan.children)
-    return ir.with_children(plan, children)
-
-
-_ids = itertools.count(FRESH_IDS_FROM)
-
-
-def scan_rows(jvm: Jvm, sources: dict[str, Source], scan: ir.Scan, cond: Column | None) -> DataFrame:
-    """The scan's rows (its columns plus `__ember_rid`) matching `cond`, as a DataFrame."""
-    numbered = ir.Numbered(scan, rid=ir.Attr(next(_ids), RID, "bigint", False))
-    df = Builder(jvm, sources).dataframe(numbered)
-    return df if cond is None else df.filter(cond)
-
-
-def candidates(df: DataFrame, cols: dict[int, Column], attrs: Iterable[ir.Attr]) -> pa.Table:
-    """The rows' rids and the chosen columns (named `a<attr id>`), on the driver."""
-    return df.select(df[RID], *[cols[a.id].alias(f"a{a.id}") for a in attrs]).toArrow()
-

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 import ember
 from devkit.tpch import QUERIES
@@ -37,8 +38,19 @@ TRACED = 1  # output rows traced backward per query (each lazy trace re-reads th
 def test_inferred_lineage_matches_the_oracle(
     spark: SparkSession, tpch: Path, tpch_oracle: Callable[[int], pa.Table], n: int
 ) -> None:
-    df = tpch_sql(spark, n)
-    expected, keys, sources = tpch_oracle(n), KEYS[n], SOURCES[n]
+    check_inferred(tpch_sql(spark, n), n, tpch_oracle(n))
+
+
+@pytest.mark.parametrize("n", sorted(QUERIES), ids=[f"q{n:02d}" for n in sorted(QUERIES)])
+def test_inferred_lineage_over_connect(remote: RemoteSession, tpch_oracle: Callable[[int], pa.Table], n: int) -> None:
+    """The same traces of the same queries sent from a Spark Connect client: the plan is
+    read through the server's plugin, and re-runs restrict the server's scans."""
+    check_inferred(tpch_sql(remote, n), n, tpch_oracle(n))
+
+
+def check_inferred(df: DataFrame, n: int, expected: pa.Table) -> None:
+    """Exact traces equal the oracle's, both superset modes contain it, one forward trace."""
+    keys, sources = KEYS[n], SOURCES[n]
     exact = ember.infer(df)
     superset = ember.infer(df, exact=False)
     naive = ember.infer(df, exact=False, iterative=False)

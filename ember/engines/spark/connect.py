@@ -31,7 +31,7 @@ from ember.engines.spark.plan_import import Files, Imported, imported_from
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.sources import COUNTED, Source
-from ember.plan.trees import PlanOut, read
+from ember.plan.trees import PlanOut, Reader, Tree, read
 
 T = TypeVar("T")
 _RID = "__ember_rid"
@@ -69,6 +69,13 @@ def files(session: RemoteSession, uris: list[str], rows: bool) -> list[tuple[int
     server's file systems see them (a missing file: size -1), in one request."""
     facts = json.loads(_answer(_Request(None, {"command": "files", "uris": uris, "rows": rows}), session))
     return [(int(size), int(mtime), int(count)) for size, mtime, count in facts]
+
+
+def condition(df: ConnectFrame) -> Tree:
+    """The condition of a filter over a plan ember built, as the server analyzed it, with a
+    reference the server holds (a plan-in message can name it), in one request."""
+    answer = _answer(_Request(df._plan, {"command": "condition"}), df.sparkSession)
+    return Reader(lambda ref: ref).tree(json.loads(answer))
 
 
 def _answer(request: _Request, session: RemoteSession) -> str:
@@ -113,6 +120,9 @@ class Remote:
         """`fn` as it is: a Connect request names its session itself, on any thread."""
         return fn
 
+    def activate(self) -> None:
+        """Nothing to do: a Connect request names its session itself, on any thread."""
+
     def imported(self, df: DataFrame) -> Imported:
         assert isinstance(df, ConnectFrame)
         return imported_from(message(df), {}, files=self.files, keyed=False)
@@ -153,12 +163,17 @@ class RemoteBuilder:
     _unchanged: frozenset[int] = field(init=False, repr=False)
     _tag: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False)  # this capture's, in cache keys
     _cached: set[str] = field(default_factory=set, repr=False)
+    _shared: dict[int, ir.Shared] = field(default_factory=dict, repr=False)  # by the IR's key
 
     def __post_init__(self) -> None:
         self._unchanged = frozenset(map(id, ir.walk(self.imported))) if self.imported is not None else frozenset()
 
     def dataframe(self, node: ir.Node) -> ConnectFrame:
         return build(self.jvm.spark, plan_in.message(node, self._outside, self._unchanged))
+
+    def cached(self, key: int) -> ConnectFrame:
+        """The rows of a cached subplan, read from the server's cache once a job filled it."""
+        return build(self.jvm.spark, plan_in.Message({"version": plan_in.VERSION, "root": self._outside(self._shared[key])}, ()))
 
     def release(self) -> None:
         """Drops the subplans cached on the server for this capture once the job and its side
@@ -173,6 +188,7 @@ class RemoteBuilder:
         side tables read alike, cached on the server under a key of this capture's."""
         if isinstance(node, ir.Shared):
             key = f"{self._tag}.{node.key}"
+            self._shared[node.key] = node
             self._cached.add(key)
             return {"op": "cached", "key": key, "kids": [plan_in.message(node.child, self._outside, self._unchanged).body["root"]]}
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):

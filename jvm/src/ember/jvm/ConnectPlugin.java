@@ -47,7 +47,9 @@ import org.sparkproject.connect.protobuf.InvalidProtocolBufferException;
  * this session's planner analyzes. {"version": 1, "command": "files", "uris": [...], "rows":
  * bool} answers the files' facts as this server's file systems see them (`Files`). A plan-in
  * message's `cached` nodes are cached on the server under their key for the client's
- * session until {"version": 1, "command": "release", "keys": [...]}.
+ * session until {"version": 1, "command": "release", "keys": [...]}. {"version": 1, "command":
+ * "condition", "relation": a filter of the client's} answers its analyzed condition, held
+ * as a plan out's expressions are (`ember.infer` restricts a re-run's scans by it).
  */
 public final class ConnectPlugin implements RelationPlugin {
     static final String REQUEST = "type.googleapis.com/ember.Request";
@@ -99,14 +101,12 @@ public final class ConnectPlugin implements RelationPlugin {
             String scope = planner.sessionId() + "/";
             if ("plan_out".equals(command)) {
                 Dataset<Row> ds = Dataset.ofRows(session, planner.transformRelation(parsed(body.path("relation").asText())));
-                String message = "m" + MESSAGES.incrementAndGet();
-                List<Object> held = new ArrayList<>();
-                HELD.put(scope + message, held);
-                Function<Object, String> handles = o -> {
-                    held.add(o);
-                    return message + "." + (held.size() - 1);
-                };
-                return Optional.of(answer(session, new PlanDump().text(handles, ds, body.path("excluded").asText())));
+                return Optional.of(answer(session, new PlanDump().text(holder(scope), ds, body.path("excluded").asText())));
+            }
+            if ("condition".equals(command)) {
+                LogicalPlan analyzed = Dataset.ofRows(session, planner.transformRelation(parsed(body.path("relation").asText())))
+                    .queryExecution().analyzed();
+                return Optional.of(answer(session, new PlanDump().condition(holder(scope), analyzed)));
             }
             if ("plan_in".equals(command)) {
                 Function<String, LogicalPlan> relations = encoded -> Dataset.ofRows(session, planner.transformRelation(
@@ -142,6 +142,17 @@ public final class ConnectPlugin implements RelationPlugin {
         } catch (InvalidProtocolBufferException malformed) {
             throw new IllegalArgumentException("ember's Connect plugin got a malformed relation: " + malformed.getMessage(), malformed);
         }
+    }
+
+    /** References for one new message's objects, held for the session (`KEPT` messages). */
+    private static Function<Object, String> holder(String scope) {
+        String message = "m" + MESSAGES.incrementAndGet();
+        List<Object> held = new ArrayList<>();
+        HELD.put(scope + message, held);
+        return o -> {
+            held.add(o);
+            return message + "." + (held.size() - 1);
+        };
     }
 
     /** The object a reference names, if this session's message still holds it. */

@@ -273,7 +273,7 @@ public final class PlanBuild {
             case "true" -> Literal.create(true, DataTypes.BooleanType);
             case "null" -> new Literal(null, type(e));
             case "partition_id" -> new SparkPartitionID();
-            case "alias" -> alias(expr(e.get("child")), e);
+            case "alias" -> alias(unaliased(expr(e.get("child"))), e);
             case "collect_list" -> alias(collectList(e.get("ids")), e);
             case "frame_count" -> alias(frameCount(e), e);
             default -> throw new IllegalArgumentException("ember plan message: unknown expression " + kind);
@@ -309,6 +309,12 @@ public final class PlanBuild {
     private DataType type(JsonNode e) {
         Attribute like = e.has("id") ? scope.get(e.get("id").asLong()) : null;
         return like != null ? like.dataType() : DataType.fromDDL(e.get("ddl").asText());
+    }
+
+    /** What a user's alias names: an expression ember names anew (a computed column
+     * `ember.infer` compares to a traced value) is not aliased twice. */
+    private static Expression unaliased(Expression e) {
+        return e instanceof Alias named ? named.child() : e;
     }
 
     private Alias alias(Expression child, JsonNode e) {

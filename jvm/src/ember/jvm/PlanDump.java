@@ -119,6 +119,20 @@ public final class PlanDump {
         return text;
     }
 
+    /** The condition of an analyzed filter (a Spark Connect client's, over a plan ember
+     * built), with a reference made by `handles`: the client builds it into plans later. */
+    public synchronized String condition(Function<Object, String> handles, LogicalPlan plan) {
+        if (!(plan instanceof Filter filter)) {
+            throw new IllegalArgumentException("ember's Connect plugin reads a condition off a filter, not a "
+                + plan.nodeName());
+        }
+        start(handles);
+        top(filter.condition());
+        String text = out.toString();
+        out = null;
+        return text;
+    }
+
     /** The plan, with handles registered through `gateway` (null: no handles). */
     public synchronized void plan(py4j.Gateway gateway, LogicalPlan plan, String path) throws IOException {
         start(handles(gateway));
