@@ -56,8 +56,8 @@ def b() -> list[o.Row]:
 def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
     """Oracle values = Spark's values; ember's lineage = oracle's (both strategies and lazy
     inference, exact and superset); the result is the job's. Over Spark Connect
-    (tests/capture/test_connect.py) the captures only: inference and the py4j round trip
-    run on classic sessions."""
+    (tests/capture/test_connect.py) all but the py4j round trip, which is a classic
+    session's."""
     classic = not is_connect(df)
     if classic:
         assert_round_trip(df)  # the JVM boundary's two messages agree on this plan
@@ -71,7 +71,7 @@ def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
     got = sorted(repr(v) for v in o.value_rows(lin.output().drop_columns(["ember_oid"])))
     assert got == plain, "capture (inject) changed the job's result"
     o.assert_same_lineage(lin, expected)
-    for exact in (True, False) if classic else ():
+    for exact in (True, False):
         o.assert_inferred(ember.infer(df, exact=exact), expected)
     return lin
 
