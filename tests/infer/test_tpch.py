@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 import ember
 from devkit.tpch import QUERIES
@@ -41,15 +40,9 @@ def test_inferred_lineage_matches_the_oracle(
     check_inferred(tpch_sql(spark, n), n, tpch_oracle(n))
 
 
-@pytest.mark.parametrize("n", sorted(QUERIES), ids=[f"q{n:02d}" for n in sorted(QUERIES)])
-def test_inferred_lineage_over_connect(remote: RemoteSession, tpch_oracle: Callable[[int], pa.Table], n: int) -> None:
-    """The same traces of the same queries sent from a Spark Connect client: the plan is
-    read through the server's plugin, and re-runs restrict the server's scans."""
-    check_inferred(tpch_sql(remote, n), n, tpch_oracle(n))
-
-
 def check_inferred(df: DataFrame, n: int, expected: pa.Table) -> None:
-    """Exact traces equal the oracle's, both superset modes contain it, one forward trace."""
+    """Exact traces equal the oracle's, both superset modes contain it, one forward trace
+    (also over Spark Connect: tests/engines/spark/test_served.py)."""
     keys, sources = KEYS[n], SOURCES[n]
     exact = ember.infer(df)
     superset = ember.infer(df, exact=False)

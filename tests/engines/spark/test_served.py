@@ -1,8 +1,8 @@
 """Sources only the Spark Connect server reads: with `spark.ember.sourceReads` = "spark"
 (as for a client that cannot see the server's files), nothing reads a source's files in
 the client process (DuckDB side tables, row fetches, kept copies: each is made to fail
-here), and captures, traces, rows, `where=` and stores still meet the oracles of the
-in-process path: the 22 TPC-H queries, and a partitioned source's rows read back with
+here), and captures, inference, traces, rows, `where=` and stores still meet the oracles
+of the in-process path: the 22 TPC-H queries, and a partitioned source's rows read back with
 pyarrow."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ember.engines.spark import connect
 from ember.engines.spark.served import READS, seen_here
 from ember.errors import EmberError, StaleSourceError
 from ember.fetch import rows as fetch_rows
+from tests.infer.test_tpch import check_inferred
 from tests.tpch.queries_sql import tpch_sql
 from tests.tpch.test_tpch import SEED, check_lineage
 
@@ -52,6 +53,12 @@ def test_tpch_with_every_file_read_by_the_server(
 ) -> None:
     lin = check_lineage(tpch_sql(served, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 700 + n), "inject")
     assert all(s.remote for s in lin._sources.values())
+
+
+@pytest.mark.parametrize("n", sorted(QUERIES))
+def test_tpch_inferred_with_every_file_read_by_the_server(served: RemoteSession, tpch_oracle: Callable[[int], pa.Table], n: int) -> None:
+    """`ember.infer`'s traces, with each scan's candidates read by a Spark job on the server."""
+    check_inferred(tpch_sql(served, n), n, tpch_oracle(n))
 
 
 def _partitioned(folder: Path) -> pa.Table:
