@@ -8,7 +8,6 @@ from typing import Literal, get_args
 from pyspark.sql import DataFrame
 
 from ember.capture.capture import capture
-from ember.engines.spark.frames import is_connect
 from ember.errors import UnsupportedOperatorError
 from ember.infer.infer import infer
 from ember.query.trace import AnyLineage
@@ -26,13 +25,12 @@ def lineage(df: DataFrame, mode: Mode = "auto", traces: int | None = None) -> An
     `ember.infer`). `"auto"` infers when at most `LAZY_UP_TO` traces are expected
     (`traces=`) and captures otherwise, including when nothing is declared (interactive
     use asks many questions) and when inference refuses the plan (a random value, a
-    grouped map: it refuses before any job runs), which capture may still trace, and over
-    Spark Connect, where inference does not run yet."""
+    grouped map: it refuses before any job runs), which capture may still trace."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == "lazy":
         return infer(df)
-    if mode == "auto" and traces is not None and traces <= LAZY_UP_TO and not is_connect(df):  # infer needs a JVM here
+    if mode == "auto" and traces is not None and traces <= LAZY_UP_TO:
         with contextlib.suppress(UnsupportedOperatorError):
             return infer(df)
     return capture(df)

@@ -1,7 +1,8 @@
 """ember from a Spark Connect client with no JVM: a virtualenv holding `pyspark-client` and
 ember but not `pyspark` (nor py4j; `make test` builds it, .venv/client) captures TPC-H Q3
-on the tests' Connect server and saves the lineage, and `ember run` records the same job
-from a script; every output row's backward trace of both meets the DuckDB oracle. The
+on the tests' Connect server and saves the lineage, infers it, and `ember run` records
+the same job from a script; every output row's backward trace of all three meets the
+DuckDB oracle. The
 22 queries in the DataFrame API (whose columns, made by PySpark's functions, are
 Connect's only in a client-only process) are captured there too, deferred, and meet the
 oracle as the classic session's do.
@@ -9,6 +10,7 @@ oracle as the classic session's do.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -19,6 +21,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import ember
@@ -37,6 +40,8 @@ JOB = """
 import importlib.util, sys
 for module in ("py4j", "pyspark.core", "pyspark.sql.classic"):
     assert importlib.util.find_spec(module) is None, f"{{module}} is here: not a client-only install"
+import json, pathlib
+import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 import ember
 
@@ -48,6 +53,11 @@ if store == "-":  # under `ember run`, which captures the action
     spark.sql(query).collect()
 else:
     ember.capture(spark.sql(query)).save(store)
+    inferred = ember.infer(spark.sql(query))  # lazily: each output row traced back here
+    traces = [{{s: inferred.backward(oids=[oid]).ids(s).tolist() for s in inferred.sources}}
+              for oid in range(inferred.output().num_rows)]
+    pq.write_table(inferred.output(), store + ".inferred.parquet")
+    pathlib.Path(store + ".inferred.json").write_text(json.dumps(traces))
 """
 
 
@@ -76,6 +86,12 @@ def test_a_client_with_pyspark_client_alone_captures_over_connect(
             trace = lin.backward(oids=[oid])
             for source in SOURCES[N]:
                 assert np.array_equal(trace.ids(source), expected_backward(expected, [row], source)), (store, oid, source)
+    inferred = json.loads((tmp_path / "store.inferred.json").read_text())
+    mapping = match_rows(pq.read_table(tmp_path / "store.inferred.parquet"), expected, KEYS[N])
+    assert len(mapping) == len(inferred) > 0
+    for oid, row in mapping.items():
+        for source in SOURCES[N]:
+            assert inferred[oid][source] == expected_backward(expected, [row], source).tolist(), ("inferred", oid, source)
 
 
 WRITES = """

@@ -85,14 +85,16 @@ def test_rows_of_a_source_without_a_key_are_numbered_on_the_server(remote: Remot
         assert out.column("k").take(lin.forward(lin.sources[0], ids=[rid]).ids()).to_pylist() == [k]
 
 
-def test_ember_lineage_captures_over_connect(remote: RemoteSession) -> None:
-    """Inference needs the driver's JVM; `auto` captures a Connect DataFrame, as it would
-    a plan inference refuses, and `lazy` says why it cannot."""
+def test_ember_lineage_over_connect_infers_or_captures_as_on_a_classic_session(remote: RemoteSession, tpch: Path) -> None:
+    """`auto` infers for a trace or two and captures for many; both trace each group back
+    to the nations of its region (read with pyarrow)."""
     df = remote.sql("SELECT n_regionkey, count(*) AS n FROM nation GROUP BY n_regionkey")
-    lin = ember.lineage(df, traces=1)
-    assert isinstance(lin, ember.Lineage) and lin.mode == "inject"
-    with pytest.raises(ember.EmberError, match="classic SparkSession"):
-        ember.lineage(df, mode="lazy")
+    regions = pq.read_table(tpch / "nation.parquet").column("n_regionkey").to_pylist()
+    for traces, mode in ((1, "infer"), (None, "inject")):
+        lin = ember.lineage(df, traces=traces)
+        assert lin.mode == mode
+        for oid, key in enumerate(lin.output().column("n_regionkey").to_pylist()):
+            assert lin.backward(oids=[oid]).ids("nation").tolist() == [i for i, r in enumerate(regions) if r == key]
 
 
 # The operator table's tests that build their jobs in SQL alone (PySpark's functions make
