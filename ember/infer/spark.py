@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 
 from ember.engines.spark import engine as engines
-from ember.engines.spark.frames import is_connect
+from ember.engines.spark.frames import functions_of
 from ember.engines.spark.jvm import Jvm
 from ember.infer.pushdown import Binding, ScanPlan
 from ember.plan import ir
@@ -46,7 +46,7 @@ class ScanRows:
         restriction): one conjunction of equalities per traced row, or per column an IN list
         when there are many rows (a superset, which restricted re-runs allow)."""
         tuples = None if rows is None else bound_values(bindings, rows)
-        return None if tuples is None else _match_any(list(self.terms), tuples, _functions(self.df))
+        return None if tuples is None else _match_any(list(self.terms), tuples, functions_of(self.df))
 
     def candidates(self, cond: Column | None, attrs: Iterable[ir.Attr]) -> pa.Table:
         """The rows' rids and the chosen columns (named `a<attr id>`) where `cond` holds, on the driver."""
@@ -128,17 +128,6 @@ def _analyzed(engine: engines.Engine, filtered: DataFrame) -> Any:
     from ember.engines.spark.connect import condition
 
     return condition(filtered)  # type: ignore[arg-type]  # a Connect engine's frames are Connect ones
-
-
-def _functions(df: DataFrame) -> ModuleType:
-    """The functions that make columns of `df`'s kind (a process may hold both kinds)."""
-    if is_connect(df):
-        from pyspark.sql.connect import functions as connect_functions
-
-        return connect_functions
-    from pyspark.sql import functions
-
-    return functions
 
 
 def _equals(col: Column, value: Any, F: ModuleType) -> Column:

@@ -379,7 +379,7 @@ def load(path: str | os.PathLike[str], spark: SparkSession | Callable[[], SparkS
 
 
 def _reopen(source: Source, recipes: dict[str, Any], spark: SparkSession | Callable[[], SparkSession] | None) -> Source:
-    if source.remote:
+    if source.remote and source.kind not in COUNTED:
         from ember.engines.spark.served import ServerFiles
 
         return replace(source, data=ServerFiles(source, lambda: _connected(spark, source)))
@@ -439,15 +439,19 @@ class _Recount:
                         "ember.load(path, spark)"
                     )
                 if is_connect(spark):
-                    raise EmberError(
-                        f"source {self._source.name!r} is {self._source.kind.upper()}: counting its rows again needs a "
-                        "classic session (over Spark Connect ember does not count such sources yet)"
-                    )
-                self._counted = reopen_text(spark, self._source, self._recipe).data
+                    from ember.engines.spark.served import recounted
+
+                    self._counted = recounted(spark, self._source, self._recipe).data  # type: ignore[arg-type]  # a Connect session
+                else:
+                    self._counted = reopen_text(spark, self._source, self._recipe).data
             return self._counted
 
     def rows(self, rids: list[int]) -> Any:
         return self._data().rows(rids)
+
+    def check(self) -> None:
+        """A remote source's files checked by its server (`fetch.rows.check_unchanged`)."""
+        self._data().check()
 
     def numbered(self) -> DataFrame:
         numbered: DataFrame = self._data().numbered()

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 import ember
 from devkit.tpch import QUERIES
-from ember.errors import UnsupportedOperatorError
+from ember.engines.spark.served import READS
+from ember.errors import StaleSourceError, UnsupportedOperatorError
 from tests.capture import test_keyed as keyed
 from tests.capture import test_operators as operators
 from tests.capture import test_writes as writes
@@ -36,12 +38,75 @@ def test_tpch_over_connect(
     assert lin.mode == "inject"
 
 
-def test_what_the_server_cannot_number_yet_is_refused_by_name(remote: RemoteSession, tmp_path: Path) -> None:
-    """Before any job: a CSV source (counted by a job of its own on a classic session)."""
-    (tmp_path / "t.csv").write_text("k\n1\n2\n")
-    with pytest.raises(UnsupportedOperatorError, match="does not yet number the rows of csv sources") as raised:
-        ember.capture(remote.read.csv(str(tmp_path / "t.csv"), header=True).groupBy().count())
-    assert "\n" not in str(raised.value)
+SPLITS = {"spark.sql.files.maxPartitionBytes": "64", "spark.sql.files.openCostInBytes": "1"}
+
+
+@pytest.fixture
+def small_splits(remote: RemoteSession) -> Iterator[RemoteSession]:
+    """The Connect session cutting files into splits of a few rows, several to a task."""
+    before = {key: remote.conf.get(key, None) for key in SPLITS}
+    for key, value in SPLITS.items():
+        remote.conf.set(key, value)
+    yield remote
+    for key, value in before.items():
+        if value is None:
+            remote.conf.unset(key)
+        else:
+            remote.conf.set(key, value)
+
+
+def _text_files(folder: Path, fmt: str) -> None:
+    """Rows 0-39 and 40-79 in two files, each row's `k` its place in the two taken in
+    path order, `v` = k % 3."""
+    folder.mkdir()
+    for n, low in enumerate((0, 40)):
+        rows = [(k, k % 3) for k in range(low, low + 40)]
+        if fmt == "orc":
+            orc.write_table(pa.table({"k": [k for k, _ in rows], "v": [v for _, v in rows]}), folder / f"part-{n}.orc",
+                            stripe_size=256, batch_size=8)
+        elif fmt == "json":
+            (folder / f"part-{n}.json").write_text("".join(f'{{"k": {k}, "v": {v}}}\n' for k, v in rows))
+        elif fmt == "xml":
+            body = "".join(f"<row><k>{k}</k><v>{v}</v></row>\n" for k, v in rows)
+            (folder / f"part-{n}.xml").write_text(f"<rows>\n{body}</rows>\n")
+        else:
+            (folder / f"part-{n}.csv").write_text("".join(f"{k},{v}\n" for k, v in rows))
+
+
+@pytest.mark.parametrize("reads", ["auto", "spark"])
+@pytest.mark.parametrize("fmt", ["csv", "json", "orc", "xml"])
+def test_text_formats_are_counted_over_connect(small_splits: RemoteSession, tmp_path: Path, fmt: str, reads: str) -> None:
+    """CSV, JSON, ORC and XML files in splits of a few rows, several to a task, captured
+    (both strategies) and inferred from a Connect client: each group traces back to the
+    rows of its `v`, numbered by their place in the files; rows, forward traces and a
+    saved store read back through the session. With `reads` = "spark" the client reads
+    no file (the server's facts, its stale check)."""
+    folder = tmp_path / "t"
+    _text_files(folder, fmt)
+    small_splits.conf.set(READS, reads)
+    try:
+        reader = small_splits.read.schema("k int, v int").format(fmt)
+        df = (reader.option("rowTag", "row") if fmt == "xml" else reader).load(str(folder))
+        job = df.where("k > 4").groupBy("v").count()
+        for lin in (ember.capture(job, strategy="inject"), ember.capture(job, strategy="defer"), ember.infer(job)):
+            for oid, v in enumerate(lin.output().column("v").to_pylist()):
+                want = [k for k in range(80) if k > 4 and k % 3 == v]
+                trace = lin.backward(oids=[oid])
+                assert trace.ids("t").tolist() == want, (lin.mode, v)
+                assert trace.rows("t").column("k").to_pylist() == want, (lin.mode, v)
+                assert lin.forward("t", ids=[want[0]]).ids().tolist() == [oid]
+        assert isinstance(lin, ember.InferredLineage)
+        captured = ember.capture(job)
+        assert all(s.remote == (reads == "spark") for s in captured._sources.values())
+        captured.save(str(tmp_path / "saved"), keep_rows=0)
+        loaded = ember.load(str(tmp_path / "saved"), small_splits)
+        v = loaded.output().column("v").to_pylist()[0]
+        assert loaded.backward(oids=[0]).rows("t").column("k").to_pylist() == [k for k in range(80) if k > 4 and k % 3 == v]
+        (folder / f"part-1.{fmt}").write_bytes((folder / f"part-0.{fmt}").read_bytes())  # another file now
+        with pytest.raises(StaleSourceError):
+            captured.backward(oids=[0]).rows("t")
+    finally:
+        small_splits.conf.unset(READS)
 
 
 @pytest.mark.parametrize("strategy", ["inject", "defer"])

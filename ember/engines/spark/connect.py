@@ -27,6 +27,7 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ember.engines.spark import catalyst, jar, plan_in
+from ember.engines.spark.numbering import TextNumbering, number_read
 from ember.engines.spark.plan_import import Files, Imported, imported_from
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import ir
@@ -35,6 +36,7 @@ from ember.plan.trees import PlanOut, Reader, Tree, read
 
 T = TypeVar("T")
 _RID = "__ember_rid"
+_METADATA = "_metadata"
 REQUEST = "type.googleapis.com/ember.Request"
 VERSION = 1
 # A server with no plugin for the request: Spark 4.0's text, then its error class from 4.1
@@ -69,6 +71,11 @@ def files(session: RemoteSession, uris: list[str], rows: bool) -> list[tuple[int
     server's file systems see them (a missing file: size -1), in one request."""
     facts = json.loads(_answer(_Request(None, {"command": "files", "uris": uris, "rows": rows}), session))
     return [(int(size), int(mtime), int(count)) for size, mtime, count in facts]
+
+
+def parallelism(session: RemoteSession) -> int:
+    """The server's default parallelism, which decides how Spark splits text files."""
+    return int(_answer(_Request(None, {"command": "parallelism"}), session))
 
 
 def condition(df: ConnectFrame) -> Tree:
@@ -115,6 +122,7 @@ class Remote:
     def __init__(self, spark: RemoteSession, files: Files) -> None:
         jar.check_version(str(spark.version))  # the server's Spark: its plugin is ember's jar
         self.spark, self.files = spark, files
+        self._columns: dict[str, tuple[ir.Attr, ...]] = {}  # a counted source's, as its scans read it
 
     def threaded(self, fn: Callable[..., T]) -> Callable[..., T]:
         """`fn` as it is: a Connect request names its session itself, on any thread."""
@@ -125,7 +133,11 @@ class Remote:
 
     def imported(self, df: DataFrame) -> Imported:
         assert isinstance(df, ConnectFrame)
-        return imported_from(message(df), {}, files=self.files, keyed=False)
+        imported = imported_from(message(df), {}, files=self.files, keyed=False)
+        for node in ir.walk_all(imported.plan):
+            if isinstance(node, ir.Scan) and node.source.kind in COUNTED:
+                self._columns[node.source.key] = node.attrs
+        return imported
 
     def dataframe(self, ref: str) -> ConnectFrame:
         """The rows of a plan the plan out named (a scan, to check a predicate against)."""
@@ -133,18 +145,22 @@ class Remote:
 
     def numbered(self, source: Source) -> Source:
         """Parquet files number their rows by their row index and a range by position, with
-        no first look, and an in-memory table is collected and numbered by position (as on
-        a classic session); text formats would need a counting job the server does not
-        serve yet."""
+        no first look; an in-memory table is collected and numbered by position, and text
+        formats are counted split by split, read by a reader of their files the client
+        makes (`served.ServerReading`), as a classic session counts them."""
         if source.kind == "memory":
             table = self.dataframe(source.data).toArrow()
             return replace(source, rows=table.num_rows, data=table)
-        if source.kind in COUNTED:
+        if source.kind == "hive" or (source.kind in COUNTED and source.key not in self._columns):
             raise UnsupportedOperatorError(
                 f"over Spark Connect ember does not yet number the rows of {source.kind} sources such as "
-                f"{source.name!r}: that takes a counting job the server does not serve (capture it from a "
-                "classic session)"
+                f"{source.name!r}: a Hive serde reads them, which the client cannot make a reader of "
+                "(capture it from a classic session)"
             )
+        if source.kind in COUNTED:
+            from ember.engines.spark.served import ServerReading
+
+            return number_read(source, ServerReading.of_scan(self.spark, source, self._columns[source.key]))
         return source
 
 
@@ -197,6 +213,14 @@ class RemoteBuilder:
             if source.kind == "memory":
                 table: pa.Table = source.data
                 fresh, names = self._frame(table.append_column(_RID, pa.array(range(table.num_rows), pa.int64()))), table.column_names
+            if isinstance(source.data, TextNumbering):  # its files, read as they were counted
+                if any(a.name == _METADATA for a in node.child.attrs):
+                    raise UnsupportedOperatorError(
+                        f"over Spark Connect ember cannot number the rows of {source.name!r} where the job reads "
+                        "its _metadata column (capture it from a classic session)"
+                    )
+                names = [a.name for a in node.child.attrs]
+                fresh = source.data.numbered().toDF(*names, _RID)
             if source.kind == "range":  # the same range, in as many partitions: a row's rid is its place
                 start, end, step = (int(x) for x in source.key.split(":")[1:])
                 slices = dict(source.options).get("numPartitions")

@@ -3,6 +3,7 @@ Spark DataFrame underneath (its default index is not a column of the job's outpu
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -30,3 +31,15 @@ def is_connect(obj: object) -> bool:
     False
     """
     return type(obj).__module__.startswith("pyspark.sql.connect.")
+
+
+def functions_of(df: DataFrame) -> ModuleType:
+    """PySpark's functions that make columns of `df`'s kind: a process may hold a classic
+    session and a Connect one, and PySpark's own `functions` makes the classic kind there."""
+    if is_connect(df):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions
+
+    return functions

@@ -20,8 +20,10 @@ order to count: its key columns are read, and a row's rid is its key's rank.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +34,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from ember.engines.spark import jar
+from ember.engines.spark.frames import functions_of
 from ember.engines.spark.jvm import JObj, Jvm, iterate
 from ember.errors import StaleSourceError, UnsupportedOperatorError
 from ember.plan.sources import COUNTED, KEYED, READER_FORMATS, RID, Source, spark_path, spark_uri
@@ -48,31 +51,72 @@ _SPLITTING = (
 _ID, _SPLIT = HELPERS = ("__ember_row_id", "__ember_split")
 
 
-def _layout(jvm: Jvm) -> tuple[str | None, ...]:
-    conf = jvm.spark.conf
-    return (*(conf.get(key, None) for key in _SPLITTING), str(jvm.spark.sparkContext.defaultParallelism))
+def layout_of(spark: SparkSession, parallelism: int) -> tuple[str | None, ...]:
+    """What Spark splits files by in this session: its settings and default parallelism."""
+    return (*(spark.conf.get(key, None) for key in _SPLITTING), str(parallelism))
+
+
+class Reading(Protocol):
+    """Where a counted source's rows are read: a relation of a classic session's plan
+    (`Relation`), or a reader of its files a Spark Connect client makes for the server
+    (`served.ServerReading`)."""
+
+    def frame(self) -> DataFrame:
+        """The source's rows, its `_metadata` column within reach."""
+        ...
+
+    def layout(self) -> tuple[str | None, ...]:
+        """`layout_of` the session that reads them."""
+        ...
+
+    def recipe(self) -> dict[str, Any]:
+        """What reads the files again once loaded from a store: reader options and schema."""
+        ...
+
+    def check(self) -> None:
+        """Raises if a file changed since capture, where this process cannot look itself."""
+        ...
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A file relation of a classic session's plan, read through py4j."""
+
+    jvm: Jvm
+    relation: JObj
+
+    def frame(self) -> DataFrame:
+        return self.jvm.dataframe(self.relation)
+
+    def layout(self) -> tuple[str | None, ...]:
+        return layout_of(self.jvm.spark, self.jvm.spark.sparkContext.defaultParallelism)
+
+    def recipe(self) -> dict[str, Any]:
+        return _recipe(self.relation)
+
+    def check(self) -> None:
+        """Nothing: a classic session's files are this process's, which `fetch.rows` checks."""
 
 
 @dataclass(frozen=True)
 class TextNumbering:
-    """How to number one text source's rows: the relation, each split's rows as counted
-    (under `layout`), and where its rids start."""
+    """How to number one text source's rows: where they are read, each split's rows as
+    counted (under `layout`), and where its rids start."""
 
-    jvm: Jvm
-    relation: JObj
+    reading: Reading
     splits: tuple[tuple[str, int, int, int], ...]  # ("path@split start", first row id, first rid, rows)
     layout: tuple[str | None, ...]
     _recounted: dict[tuple[str | None, ...], TextNumbering] = field(default_factory=dict, compare=False, repr=False)
 
-    def place(self) -> tuple[Column, Column, Column]:
+    def place(self, F: ModuleType) -> tuple[Column, Column, Column]:
         """Each row's file, the start of its split, and its id (consecutive over a split's
-        rows), as its scan gives them."""
-        return _file_place()
+        rows), as its scan gives them (columns made by `F`, PySpark's functions)."""
+        return _file_place(F)
 
     def current(self) -> TextNumbering:
         """This numbering, counted again (once per layout) if Spark now splits the files
         otherwise (a Defer capture or a fetch after the session's settings or executors changed)."""
-        layout = _layout(self.jvm)
+        layout = self.reading.layout()
         if layout == self.layout:
             return self
         if layout not in self._recounted:
@@ -80,7 +124,7 @@ class TextNumbering:
             for key, _, rid, _ in self.splits:
                 uri = key.rsplit("@", 1)[0]
                 offsets[uri] = min(offsets.get(uri, rid), rid)
-            counts = _split_counts(self.jvm, self.relation, self.place())
+            counts = _split_counts(self.reading.frame(), self.place)
             again = replace(self, splits=_splits(counts, offsets), layout=layout, _recounted={})
             if sum(n for *_, n in again.splits) != sum(n for *_, n in self.splits):
                 raise StaleSourceError("a counted source's files (CSV, JSON, XML, text, ORC, binary) hold other rows than at capture; capture again")
@@ -91,7 +135,8 @@ class TextNumbering:
         """`df` (the relation's rows) with its row ids taken right at the scan (columns
         `HELPERS`), and the rid column over them; a row whose id lies outside the rows
         counted for its split fails the job rather than take another row's rid."""
-        file, start, row_id = self.place()
+        F = functions_of(df)
+        file, start, row_id = self.place(F)
         key = F.concat(file, F.lit("@"), start)
         ided = df.select(*[df[c] for c in df.columns], row_id.alias(_ID), key.alias(_SPLIT))
         fields = ("first", "rid", "rows")
@@ -110,17 +155,22 @@ class TextNumbering:
 
     def numbered(self) -> DataFrame:
         """The source's rows with `ember_rid` (a Spark job when run)."""
-        df = self.jvm.dataframe(self.relation)
+        df = self.reading.frame()
         ided, rid = self.current().ided(df)
         return ided.select(*[ided[c] for c in df.columns], rid.alias(RID))
 
     def rows(self, rids: list[int]) -> pa.Table:
+        numbered = self.numbered()
         if not rids:
-            return self.numbered().limit(0).toArrow()
-        return self.numbered().filter(F.col(RID).isin(rids)).orderBy(RID).toArrow()
+            return numbered.limit(0).toArrow()
+        return numbered.filter(numbered[RID].isin(rids)).orderBy(RID).toArrow()
 
     def recipe(self) -> dict[str, Any]:
-        return _recipe(self.relation)
+        return self.reading.recipe()
+
+    def check(self) -> None:
+        """Raises if a remote source's files changed since capture (`fetch.rows.check_unchanged`)."""
+        self.reading.check()
 
 
 @dataclass(frozen=True)
@@ -137,14 +187,14 @@ class HiveNumbering(TextNumbering):
 
     table: str = ""  # the table's qualified name, which reads it again after a load
 
-    def place(self) -> tuple[Column, Column, Column]:
-        return _hive_place()
+    def place(self, F: ModuleType) -> tuple[Column, Column, Column]:
+        return _hive_place(F)
 
     def recipe(self) -> dict[str, Any]:
         return {"table": self.table}
 
 
-def _file_place() -> tuple[Column, Column, Column]:
+def _file_place(F: ModuleType) -> tuple[Column, Column, Column]:
     """A file scan's rows' file (its URI) and split start, from its `_metadata` column, and id."""
     return F.col("_metadata.file_path"), F.col("_metadata.file_block_start"), F.monotonically_increasing_id()
 
@@ -152,7 +202,7 @@ def _file_place() -> tuple[Column, Column, Column]:
 _IN_PARTITION = (1 << 33) - 1  # the bits of `monotonically_increasing_id` that count a partition's rows
 
 
-def _hive_place() -> tuple[Column, Column, Column]:
+def _hive_place(F: ModuleType) -> tuple[Column, Column, Column]:
     """A Hive scan's rows' file (its path, as Hadoop's reader spells it), split start, and
     place in that split (see `HiveNumbering`)."""
     return F.input_file_name(), F.input_file_block_start(), F.monotonically_increasing_id().bitwiseAND(F.lit(_IN_PARTITION))
@@ -170,10 +220,10 @@ def number_hive_source(jvm: Jvm, source: Source) -> Source:
     file the listing did not hold, or an input format that reads no file splits (no file
     name per row), cannot be numbered: refused rather than guessed."""
     table = source.key.split(":", 1)[1]
-    layout = _layout(jvm)
     scan = source.data
-    whole = scan.copy(scan.tableMeta(), scan.dataCols(), scan.partitionCols(), scan.tableStats(), jvm.none())
-    by_file = _split_counts(jvm, whole, _hive_place())
+    whole = Relation(jvm, scan.copy(scan.tableMeta(), scan.dataCols(), scan.partitionCols(), scan.tableStats(), jvm.none()))
+    layout = whole.layout()
+    by_file = _split_counts(whole.frame(), _hive_place)
     if "" in by_file:
         raise UnsupportedOperatorError(
             f"ember cannot number the rows of the Hive table {table}: its input format reads no file splits, "
@@ -189,7 +239,7 @@ def number_hive_source(jvm: Jvm, source: Source) -> Source:
         files.append(replace(f, rows=n, offset=offset))
         offset += n
     splits = _splits(by_file, {_read_path(f.uri): f.offset for f in files})
-    return replace(source, rows=offset, files=tuple(files), data=HiveNumbering(jvm, whole, splits, layout, table=table))
+    return replace(source, rows=offset, files=tuple(files), data=HiveNumbering(whole, splits, layout, table=table))
 
 
 def _recipe(relation: JObj) -> dict[str, Any]:
@@ -202,9 +252,12 @@ def _recipe(relation: JObj) -> dict[str, Any]:
     }
 
 
-def _reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: list[str]) -> DataFrame:
+def files_reader(spark: SparkSession, source: Source, recipe: dict[str, Any], uris: list[str]) -> DataFrame:
     """A reader of some of a source's files, with the partition columns their folders give."""
-    reader = spark.read.format(READER_FORMATS.get(source.kind, source.kind)).options(**recipe["options"]).schema(StructType.fromJson(recipe["schema"]))
+    reader = spark.read.format(READER_FORMATS.get(source.kind, source.kind)).options(**recipe["options"])
+    schema = recipe["schema"]  # a classic capture's as JSON; a Connect client's as DDL; none for fixed ones
+    if schema is not None:
+        reader = reader.schema(schema if isinstance(schema, str) else StructType.fromJson(schema))
     bases = {f.uri.rsplit("/", len(source.partitioning) + 1)[0] for f in source.files}
     if source.partitioning and len(bases) == 1:
         reader = reader.option("basePath", spark_path(bases.pop()))
@@ -221,7 +274,7 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
         table = Jvm.analyzed(spark.table(recipe["table"])).collectLeaves().head()
         counted = number_hive_source(Jvm(spark), replace(source, data=table))
     else:
-        df = _reader(spark, source, recipe, [f.uri for f in source.files])
+        df = files_reader(spark, source, recipe, [f.uri for f in source.files])
         counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
     if [f.rows for f in counted.files] != [f.rows for f in source.files]:
         raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
@@ -345,28 +398,36 @@ def number_text_source(jvm: Jvm, source: Source) -> Source:
     """Counts the rows of each split of a counted source and fills in rows and offsets.
     Rids number all of a source's files: those of a table's partitions the job skips
     are counted by a reader of them alone."""
-    layout = _layout(jvm)
-    by_file = _split_counts(jvm, source.data, _file_place())
-    rows = {uri: sum(n for _, n, _ in blocks) for uri, blocks in by_file.items()}
     read = {spark_uri(str(uri)) for uri in source.data.relation().location().inputFiles()}
     skipped = [f.uri for f in source.files if f.uri not in read]
+    unread: dict[str, int] = {}
     if skipped:
-        counts = _reader(jvm.spark, source, _recipe(source.data), skipped).groupBy(F.col("_metadata.file_path")).count()
-        rows.update({str(r[0]): int(r[1]) for r in counts.collect()})
+        counts = files_reader(jvm.spark, source, _recipe(source.data), skipped).groupBy(F.col("_metadata.file_path")).count()
+        unread = {str(r[0]): int(r[1]) for r in counts.collect()}
+    return number_read(source, Relation(jvm, source.data), unread)
+
+
+def number_read(source: Source, reading: Reading, unread: dict[str, int] | None = None) -> Source:
+    """The source with its rows counted split by split as `reading` reads them, its files'
+    rows and offsets filled in (`unread`: rows of files it does not read, counted apart)."""
+    layout = reading.layout()
+    by_file = _split_counts(reading.frame(), _file_place)
+    rows = {uri: sum(n for _, n, _ in blocks) for uri, blocks in by_file.items()} | (unread or {})
     files, offset = [], 0
     for f in source.files:
         files.append(replace(f, rows=rows.get(f.uri, 0), offset=offset))
         offset += rows.get(f.uri, 0)
-    numbering = TextNumbering(jvm, source.data, _splits(by_file, {f.uri: f.offset for f in files}), layout)
+    numbering = TextNumbering(reading, _splits(by_file, {f.uri: f.offset for f in files}), layout)
     return replace(source, rows=offset, files=tuple(files), data=numbering)
 
 
-def _split_counts(jvm: Jvm, relation: JObj, place: tuple[Column, Column, Column]) -> dict[str, list[tuple[int, int, int]]]:
-    """Per file the relation reads: each split's start, rows and first row id, in one pass
-    under the session's layout; `place`: each row's file, split start and id."""
-    file, start, row_id = place
+def _split_counts(df: DataFrame, place: Callable[[ModuleType], tuple[Column, Column, Column]]) -> dict[str, list[tuple[int, int, int]]]:
+    """Per file `df` (a relation's rows) reads: each split's start, rows and first row id,
+    in one pass under the session's layout; `place`: each row's file, split start and id."""
+    F = functions_of(df)
+    file, start, row_id = place(F)
     counts = (
-        jvm.dataframe(relation)
+        df
         .select(file.alias("f"), start.alias("b"), row_id.alias("m"))
         .groupBy("f", "b")
         .agg(F.count(F.lit(1)).alias("n"), F.min("m").alias("m"))

@@ -1,4 +1,5 @@
-"""Parquet sources whose files this process cannot read: a Spark Connect server's.
+"""Sources whose files this process cannot read (a Spark Connect server's), and counted
+sources read again over Connect.
 
 A client on another machine than its server (a remote cluster's files, on HDFS, S3 or
 the server's own disk) cannot read a source in-process as ember does elsewhere (DuckDB
@@ -6,13 +7,18 @@ side tables, row fetches by rid, copies of traced rows). Such a source is `remot
 facts (sizes, modification times, row counts) are the server's, DuckDB never reads it,
 so side tables over it are Spark's jobs, and its rows are read by a Spark job over
 Connect, numbered as the capture numbered them (a file's offset plus its row index).
+
+A counted source (CSV, JSON, XML, text, ORC, binary files) is numbered by counting each
+split's rows (`numbering`), and only Spark reads it, here or not. Over Connect there is
+no relation of the plan to read through py4j, so the client makes a reader of its files
+for the server, with the job's scan's options and schema (`ServerReading`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import Literal, cast
+from typing import Any, Literal, cast
 from urllib.parse import urlparse
 
 import numpy as np
@@ -21,9 +27,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 from ember.engines.spark import connect
+from ember.engines.spark.numbering import files_reader, layout_of, number_read
 from ember.engines.spark.plan_import import Facts, Here, Listed
 from ember.errors import EmberError, StaleSourceError
-from ember.plan.sources import RID, Source, SourceFile, local_path, spark_path
+from ember.plan import ir
+from ember.plan.sources import READER_FORMATS, RID, Source, SourceFile, local_path, spark_path
 
 Reads = Literal["auto", "spark"]
 READS = "spark.ember.sourceReads"  # "auto": this process reads the files it sees as the server does; "spark": none
@@ -143,6 +151,43 @@ class ServerFiles:
                 "files): reading its rows needs ember.load(path, spark) with a session of that server"
             )
         return spark
+
+
+class ServerReading:
+    """A counted source's files as a reader this client makes for the Connect server reads
+    them (`numbering.Reading`): the job's scan's reader options, and its columns' types as
+    the schema (a binary file's are fixed), so each split holds the rows the job's scan
+    read; the splits follow the server's settings and default parallelism."""
+
+    def __init__(self, session: RemoteSession, source: Source, schema: object) -> None:
+        self.session, self._source, self._schema = session, source, schema
+
+    @classmethod
+    def of_scan(cls, session: RemoteSession, source: Source, columns: tuple[ir.Attr, ...]) -> ServerReading:
+        """The reading of a scan's columns (their types as DDL)."""
+        fixed = READER_FORMATS.get(source.kind) is not None
+        return cls(session, source, None if fixed else ", ".join(f"`{a.name.replace('`', '``')}` {a.dtype}" for a in columns))
+
+    def frame(self) -> DataFrame:
+        return files_reader(self.session, self._source, self.recipe(), [f.uri for f in self._source.files])  # type: ignore[arg-type]  # a Connect session reads files alike
+
+    def layout(self) -> tuple[str | None, ...]:
+        return layout_of(self.session, connect.parallelism(self.session))  # type: ignore[arg-type]  # a Connect session reads settings alike
+
+    def recipe(self) -> dict[str, object]:
+        return {"options": dict(self._source.options), "schema": self._schema}
+
+    def check(self) -> None:
+        ServerFiles(self._source, lambda: self.session).check()
+
+
+def recounted(session: RemoteSession, source: Source, recipe: dict[str, Any]) -> Source:
+    """A loaded store's counted source, read with its recipe through `session` and counted
+    again: rids are file-order positions, so a different count means the files changed."""
+    counted = number_read(source, ServerReading(session, source, recipe["schema"]))
+    if [f.rows for f in counted.files] != [f.rows for f in source.files]:
+        raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
+    return counted
 
 
 def _root(uri: str, depth: int) -> str:

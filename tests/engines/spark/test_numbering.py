@@ -54,7 +54,7 @@ def test_rows_are_numbered_again_under_a_new_layout(spark: SparkSession, layout:
     rows = numbering.numbered().collect()
     assert sorted(r[RID] for r in rows) == list(range(80))
     assert all(r.k == r[RID] for r in rows)
-    scanned = jvm.dataframe(numbering.relation)
+    scanned = numbering.reading.frame()
     ided, rid = numbering.ided(scanned)  # the counts of the old layout, in a job of the new one
     with pytest.raises(Exception, match="source's rows under other Spark settings for splitting files"):
         ided.select(rid).collect()

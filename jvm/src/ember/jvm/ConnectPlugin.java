@@ -50,6 +50,8 @@ import org.sparkproject.connect.protobuf.InvalidProtocolBufferException;
  * session until {"version": 1, "command": "release", "keys": [...]}. {"version": 1, "command":
  * "condition", "relation": a filter of the client's} answers its analyzed condition, held
  * as a plan out's expressions are (`ember.infer` restricts a re-run's scans by it).
+ * {"version": 1, "command": "parallelism"} answers the default parallelism, which decides
+ * how Spark splits text files (a counted source's rows are numbered per split).
  */
 public final class ConnectPlugin implements RelationPlugin {
     static final String REQUEST = "type.googleapis.com/ember.Request";
@@ -125,6 +127,9 @@ public final class ConnectPlugin implements RelationPlugin {
                     }
                 }
                 return Optional.of(answer(session, "released"));
+            }
+            if ("parallelism".equals(command)) {  // what Spark splits files by, beside the session's settings
+                return Optional.of(answer(session, String.valueOf(session.sparkContext().defaultParallelism())));
             }
             if ("files".equals(command)) {
                 return Optional.of(answer(session, Files.facts(session, body.path("uris"), body.path("rows").asBoolean())));
