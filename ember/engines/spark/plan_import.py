@@ -435,10 +435,11 @@ class Importer:
         data = p.facts.get("bare") if fmt != "parquet" else None
         columns = tuple(str(c) for c in p.facts.get("columns", ()))
         source = Source(key, name, fmt, offset, tuple(files), partitioning, columns, data=data, remote=remote)
-        if remote:
+        if remote or fmt in COUNTED:  # what reads its files again: a Spark Connect client's reader
             kept = tuple(sorted((k, v) for k, v in options.items() if k not in ("path", "paths") and not _SECRET.search(k)))
-            read = replace(source, options=kept)
-            source = replace(read, data=self.files.reader(read))
+            source = replace(source, options=kept)
+        if remote:
+            source = replace(source, data=self.files.reader(source))
         return self._scan(p, source)
 
     def _HiveTableRelation(self, p: PlanTree) -> ir.Node:

@@ -159,14 +159,15 @@ class ServerReading:
     the schema (a binary file's are fixed), so each split holds the rows the job's scan
     read; the splits follow the server's settings and default parallelism."""
 
-    def __init__(self, session: RemoteSession, source: Source, schema: object) -> None:
-        self.session, self._source, self._schema = session, source, schema
+    def __init__(self, session: RemoteSession, source: Source, recipe: dict[str, Any]) -> None:
+        self.session, self._source, self._recipe = session, source, recipe
 
     @classmethod
     def of_scan(cls, session: RemoteSession, source: Source, columns: tuple[ir.Attr, ...]) -> ServerReading:
-        """The reading of a scan's columns (their types as DDL)."""
+        """The reading of a scan's columns (their types as DDL) with its reader options."""
         fixed = READER_FORMATS.get(source.kind) is not None
-        return cls(session, source, None if fixed else ", ".join(f"`{a.name.replace('`', '``')}` {a.dtype}" for a in columns))
+        schema = None if fixed else ", ".join(f"`{a.name.replace('`', '``')}` {a.dtype}" for a in columns)
+        return cls(session, source, {"options": dict(source.options), "schema": schema})
 
     def frame(self) -> DataFrame:
         return files_reader(self.session, self._source, self.recipe(), [f.uri for f in self._source.files])  # type: ignore[arg-type]  # a Connect session reads files alike
@@ -174,8 +175,8 @@ class ServerReading:
     def layout(self) -> tuple[str | None, ...]:
         return layout_of(self.session, connect.parallelism(self.session))  # type: ignore[arg-type]  # a Connect session reads settings alike
 
-    def recipe(self) -> dict[str, object]:
-        return {"options": dict(self._source.options), "schema": self._schema}
+    def recipe(self) -> dict[str, Any]:
+        return self._recipe
 
     def check(self) -> None:
         ServerFiles(self._source, lambda: self.session).check()
@@ -184,7 +185,7 @@ class ServerReading:
 def recounted(session: RemoteSession, source: Source, recipe: dict[str, Any]) -> Source:
     """A loaded store's counted source, read with its recipe through `session` and counted
     again: rids are file-order positions, so a different count means the files changed."""
-    counted = number_read(source, ServerReading(session, source, recipe["schema"]))
+    counted = number_read(source, ServerReading(session, source, recipe))
     if [f.rows for f in counted.files] != [f.rows for f in source.files]:
         raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
     return counted
