@@ -10,7 +10,6 @@ from typing import Any, Literal, ParamSpec, TypeVar, get_args
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from ember.capture import sides
 from ember.capture.align import match_rows
@@ -320,7 +319,7 @@ def _check_predicates(jvm: Engine, plan: ir.Node, workload: Workload) -> None:
         if isinstance(node, ir.Scan) and node.source.name in workload.where:
             pred = workload.where[node.source.name]
             try:
-                jvm.dataframe(node.handle).select(F.expr(pred))
+                _ = jvm.dataframe(node.handle).selectExpr(pred).schema  # analyzed (a Connect frame only when asked)
             except Exception as e:  # Spark's parse and analysis errors share no base class worth naming
                 raise InvalidPredicateError(f"workload where={pred!r} does not fit {node.source.name!r}: {e}") from None
 

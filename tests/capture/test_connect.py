@@ -11,6 +11,7 @@ import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
@@ -20,7 +21,7 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 import ember
 from devkit.tpch import QUERIES
 from ember.engines.spark.served import READS
-from ember.errors import StaleSourceError, UnsupportedOperatorError
+from ember.errors import InvalidPredicateError, StaleSourceError, UnsupportedOperatorError
 from tests.capture import test_keyed as keyed
 from tests.capture import test_operators as operators
 from tests.capture import test_writes as writes
@@ -36,6 +37,23 @@ def test_tpch_over_connect(
     process: tests/test_connect.py)."""
     lin = check_lineage(tpch_sql(remote, n), n, tpch_oracle(n), table_rows, random.Random(SEED + 500 + n), "inject")
     assert lin.mode == "inject"
+
+
+@pytest.mark.parametrize("strategy", ["inject", "defer"])
+def test_a_workload_s_where_on_a_parquet_source_over_connect(remote: RemoteSession, tpch: Path, strategy: str) -> None:
+    """Q1 with lineage kept only for lineitem rows of `l_quantity > 45`: each group traces
+    back to the rows DuckDB selects with the query's own filter and that one."""
+    where = "l_quantity > 45"
+    lin = ember.capture(tpch_sql(remote, 1), strategy=strategy, workload=ember.Workload(where={"lineitem": where}))
+    for oid, (flag, status) in enumerate(zip(*(lin.output().column(c).to_pylist() for c in ("l_returnflag", "l_linestatus")), strict=True)):
+        want = duckdb.sql(
+            f"SELECT file_row_number FROM read_parquet('{tpch / 'lineitem.parquet'}', file_row_number = true) "
+            f"WHERE l_returnflag = '{flag}' AND l_linestatus = '{status}' AND l_shipdate <= DATE '1998-09-02' AND {where} "
+            "ORDER BY 1"
+        ).fetchnumpy()["file_row_number"]
+        assert lin.backward(oids=[oid]).ids("lineitem").tolist() == want.tolist(), (flag, status)
+    with pytest.raises(InvalidPredicateError, match="does not fit 'lineitem'"):  # before any job
+        ember.capture(tpch_sql(remote, 1), strategy=strategy, workload=ember.Workload(where={"lineitem": "l_nothing > 45"}))
 
 
 SPLITS = {"spark.sql.files.maxPartitionBytes": "64", "spark.sql.files.openCostInBytes": "1"}

@@ -208,25 +208,9 @@ class RemoteBuilder:
             self._cached.add(key)
             return {"op": "cached", "key": key, "kids": [plan_in.message(node.child, self._outside, self._unchanged).body["root"]]}
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):
-            source = self.sources.get(node.child.source.key, node.child.source)
-            fresh: DataFrame | None = None
-            if source.kind == "memory":
-                table: pa.Table = source.data
-                fresh, names = self._frame(table.append_column(_RID, pa.array(range(table.num_rows), pa.int64()))), table.column_names
-            if isinstance(source.data, TextNumbering):  # its files, read as they were counted
-                if any(a.name == _METADATA for a in node.child.attrs):
-                    raise UnsupportedOperatorError(
-                        f"over Spark Connect ember cannot number the rows of {source.name!r} where the job reads "
-                        "its _metadata column (capture it from a classic session)"
-                    )
-                names = [a.name for a in node.child.attrs]
-                fresh = source.data.numbered().toDF(*names, _RID)
-            if source.kind == "range":  # the same range, in as many partitions: a row's rid is its place
-                start, end, step = (int(x) for x in source.key.split(":")[1:])
-                slices = dict(source.options).get("numPartitions")
-                made = self.jvm.spark.range(start, end, step, None if slices is None else int(slices))
-                fresh, names = made.selectExpr("id", f"CAST((id - {start}) DIV {step} AS BIGINT) AS {_RID}"), ["id"]
-            if fresh is not None:
+            numbered = self._numbered(node, node.child)
+            if numbered is not None:
+                fresh, names = numbered
                 if node.only is not None:  # the workload's predicate, over the source's own columns
                     fresh = fresh.selectExpr(*[f"`{c}`" for c in names], f"CASE WHEN {node.only} THEN {_RID} END AS {_RID}")
                 return self._rows(fresh, (*node.child.attrs, node.rid))
@@ -238,6 +222,33 @@ class RemoteBuilder:
             f"over Spark Connect ember cannot capture this plan yet: its lineage needs {_needed(node)}, which a "
             "classic session builds through py4j (capture it from a classic session)"
         )
+
+    def _numbered(self, node: ir.Numbered, scan: ir.Scan) -> tuple[DataFrame, list[str]] | None:
+        """The scan's rows with their rids (`__ember_rid`), made by this client, and the
+        scan's column names: an in-memory table by position; a range by place (the same
+        range, in as many partitions); a counted source's files as they were counted; a
+        Parquet scan numbered by a message of its own, for a workload's predicate."""
+        source = self.sources.get(scan.source.key, scan.source)
+        names = [a.name for a in scan.attrs]
+        if source.kind == "memory":
+            table: pa.Table = source.data
+            return self._frame(table.append_column(_RID, pa.array(range(table.num_rows), pa.int64()))), table.column_names
+        if source.kind == "range":
+            start, end, step = (int(x) for x in source.key.split(":")[1:])
+            slices = dict(source.options).get("numPartitions")
+            made = self.jvm.spark.range(start, end, step, None if slices is None else int(slices))
+            return made.selectExpr("id", f"CAST((id - {start}) DIV {step} AS BIGINT) AS {_RID}"), ["id"]
+        if isinstance(source.data, TextNumbering):
+            if _METADATA in names:
+                raise UnsupportedOperatorError(
+                    f"over Spark Connect ember cannot number the rows of {source.name!r} where the job reads "
+                    "its _metadata column (capture it from a classic session)"
+                )
+            return source.data.numbered().toDF(*names, _RID), names
+        if source.kind == "parquet" and node.only is not None:
+            plain = build(self.jvm.spark, plan_in.message(replace(node, only=None), self._outside, self._unchanged))
+            return plain.toDF(*names, _RID), names
+        return None
 
     def _frame(self, table: pa.Table) -> DataFrame:
         """The table as a DataFrame of this session (Connect infers no schema from no rows)."""
