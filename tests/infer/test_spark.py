@@ -14,6 +14,8 @@ from pyspark.sql import SparkSession
 import ember
 from tests.oracle import rows as o
 
+pytestmark = pytest.mark.jvm  # a classic session's and a Connect server's, by parameter
+
 T = [(1, "a", 5), (1, "b", 7), (2, "A", 1), (3, "c", 9), (3, "a", 4), (None, "b", 2)]  # (k, s, v)
 
 

@@ -195,7 +195,7 @@ def _root(uri: str, depth: int) -> str:
     """The folder `depth` levels above a file's own: the root of a partitioned source.
 
     >>> _root("file:/t/y=1/m=2/a.parquet", 2)
-    'file:/t'
+    'file:///t'
     """
     parsed = urlparse(uri)
     return parsed._replace(path=str(PurePosixPath(parsed.path).parents[depth])).geturl()
