@@ -24,6 +24,7 @@ from ember.engines.spark.served import READS
 from ember.errors import InvalidPredicateError, StaleSourceError, UnsupportedOperatorError
 from tests.capture import test_keyed as keyed
 from tests.capture import test_operators as operators
+from tests.capture import test_workload as workload
 from tests.capture import test_writes as writes
 from tests.tpch.queries_sql import tpch_sql
 from tests.tpch.test_tpch import SEED, check_lineage
@@ -45,15 +46,21 @@ def test_a_workload_s_where_on_a_parquet_source_over_connect(remote: RemoteSessi
     back to the rows DuckDB selects with the query's own filter and that one."""
     where = "l_quantity > 45"
     lin = ember.capture(tpch_sql(remote, 1), strategy=strategy, workload=ember.Workload(where={"lineitem": where}))
-    for oid, (flag, status) in enumerate(zip(*(lin.output().column(c).to_pylist() for c in ("l_returnflag", "l_linestatus")), strict=True)):
-        want = duckdb.sql(
-            f"SELECT file_row_number FROM read_parquet('{tpch / 'lineitem.parquet'}', file_row_number = true) "
-            f"WHERE l_returnflag = '{flag}' AND l_linestatus = '{status}' AND l_shipdate <= DATE '1998-09-02' AND {where} "
-            "ORDER BY 1"
-        ).fetchnumpy()["file_row_number"]
-        assert lin.backward(oids=[oid]).ids("lineitem").tolist() == want.tolist(), (flag, status)
+    for row in lin.output().to_pylist():
+        want = duckdb.sql(f"SELECT ember_rid FROM ({workload._q1_lineage(tpch, row, where)}) ORDER BY 1").fetchnumpy()["ember_rid"]
+        assert lin.backward(oids=[row["ember_oid"]]).ids("lineitem").tolist() == want.tolist(), row
     with pytest.raises(InvalidPredicateError, match="does not fit 'lineitem'"):  # before any job
         ember.capture(tpch_sql(remote, 1), strategy=strategy, workload=ember.Workload(where={"lineitem": "l_nothing > 45"}))
+
+
+def test_a_workload_s_partitions_over_connect(remote: RemoteSession, tpch: Path) -> None:
+    """Q1 with its lineage partitioned by ship mode: a trace within one mode reads only
+    that partition, and meets DuckDB's."""
+    lin = ember.capture(tpch_sql(remote, 1), workload=ember.Workload(partition_by={"lineitem": "l_shipmode"}))
+    pred = "l_shipmode = 'RAIL'"
+    for row in lin.output().to_pylist():
+        want = duckdb.sql(f"SELECT ember_rid FROM ({workload._q1_lineage(tpch, row, pred)}) ORDER BY 1").fetchnumpy()["ember_rid"]
+        assert lin.backward(oids=[row["ember_oid"]], source_where={"lineitem": pred}).ids("lineitem").tolist() == want.tolist()
 
 
 SPLITS = {"spark.sql.files.maxPartitionBytes": "64", "spark.sql.files.openCostInBytes": "1"}

@@ -151,7 +151,7 @@ class Remote:
         if source.kind == "memory":
             table = self.dataframe(source.data).toArrow()
             return replace(source, rows=table.num_rows, data=table)
-        if source.kind == "hive" or (source.kind in COUNTED and source.key not in self._columns):
+        if source.kind == "hive":
             raise UnsupportedOperatorError(
                 f"over Spark Connect ember does not yet number the rows of {source.kind} sources such as "
                 f"{source.name!r}: a Hive serde reads them, which the client cannot make a reader of "

@@ -49,7 +49,9 @@ def numbered(engine: Engine, source: Source) -> Source:
 
 def checkable(engine: Engine, source: Source) -> Source:
     """The source as a check over none of its rows reads it (`numbering.shaped`)."""
-    return shaped(engine, source) if isinstance(engine, Jvm) else engine.numbered(source)
+    if isinstance(engine, Jvm):
+        return shaped(engine, source)
+    return engine.numbered(source) if source.kind == "memory" else source  # a counted source is read as it is
 
 
 def builder(engine: Engine, sources: dict[str, Source], imported: ir.Node | None = None) -> Building:
