@@ -112,9 +112,13 @@ def test_text_orc_and_xml_files_are_numbered_in_file_order(
     assert loaded.rows("logs").column("value").to_pylist() == [rows[rid] for rid in want]
 
 
-def test_binary_files_are_numbered_a_file_a_row(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.jvm  # a classic session's or a Connect server's, by parameter
+@pytest.mark.parametrize("session", ["spark", "remote"])
+def test_binary_files_are_numbered_a_file_a_row(request: pytest.FixtureRequest, tmp_path: Path, session: str) -> None:
     """`binaryFile` reads a row per file, and Spark reads the largest files first: a row's
-    rid is still its file's place in path order."""
+    rid is still its file's place in path order (over Spark Connect too, read by a reader
+    the client makes for the server)."""
+    spark: SparkSession = request.getfixturevalue(session)
     src = tmp_path / "blobs"
     src.mkdir()
     sizes = [(7 * i) % 11 * 10 + 5 for i in range(12)]
@@ -122,7 +126,7 @@ def test_binary_files_are_numbered_a_file_a_row(spark: SparkSession, tmp_path: P
         (src / f"f{i:02}.bin").write_bytes(bytes([i]) * size)
     (src / "notes.txt").write_text("skipped by the glob")
     df = spark.read.format("binaryFile").option("pathGlobFilter", "*.bin").load(str(src))
-    job = df.filter("length > 40").groupBy((F.col("length") % 20).alias("r")).agg(F.count("*").alias("n"))
+    job = df.filter("length > 40").selectExpr("length % 20 AS r").groupBy("r").count()
     lin, inferred = ember.capture(job), ember.infer(job)
     lin.save(str(tmp_path / "saved"))
     loaded = ember.load(str(tmp_path / "saved"), spark)
