@@ -14,6 +14,11 @@ capture, and one-row trace latencies (backward ids, forward) of both lineages, w
 are answered in this process either way. Only one path's jobs run at a time, but both
 JVMs share the machine's cores: read ratios, not seconds.
 
+Each round also infers the query on both paths (`ember.infer`: the job runs untouched,
+the plan is read; against the path's plain job), and after the rounds an exact one-row
+backward trace of each inferred lineage is timed, alternating (lazy traces read the
+sources, and re-run the job where the plan needs it).
+
 A third capture per round, over Connect with `spark.ember.sourceReads=spark`, measures
 a client that cannot read the server's files (`engines.spark.served`): its side tables
 are the server's jobs and traced rows come through a Spark job (`served` columns; the
@@ -58,16 +63,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(spark: SparkSession, remote: RemoteSession, n: int, runs: int) -> dict[str, Any]:
     sessions: dict[str, Any] = {"classic": spark, "connect": remote}
-    times: dict[str, list[float]] = {f"{p}_{j}": [] for p in sessions for j in ("plain", "inject")} | {"served_inject": []}
+    times: dict[str, list[float]] = {f"{p}_{j}": [] for p in sessions for j in ("plain", "inject", "infer", "lazy")}
+    times["served_inject"] = []
     lineages: dict[str, ember.Lineage] = {}
+    inferred: dict[str, ember.InferredLineage] = {}
     for round_ in range(runs + 1):  # round 0 warms up
         for path, session in sessions.items():
             plain, _ = timed(lambda s=session: tpch.query(s, n).toArrow())
             took, lineages[path] = timed(lambda s=session: ember.capture(tpch.query(s, n), strategy="inject"))
             settled(lineages[path])
+            guessed, inferred[path] = timed(lambda s=session: ember.infer(tpch.query(s, n)))
             if round_:
                 times[f"{path}_plain"].append(plain)
                 times[f"{path}_inject"].append(took)
+                times[f"{path}_infer"].append(guessed)
         remote.conf.set(READS, "spark")
         try:
             took, lineages["served"] = timed(lambda: ember.capture(tpch.query(remote, n), strategy="inject"))
@@ -76,6 +85,10 @@ def measure(spark: SparkSession, remote: RemoteSession, n: int, runs: int) -> di
             remote.conf.unset(READS)
         if round_:
             times["served_inject"].append(took)
+    for _ in range(runs):
+        for path, lazy in inferred.items():
+            source = lazy.sources[0]
+            times[f"{path}_lazy"].append(timed(lambda lazy=lazy, source=source: lazy.backward(oids=[0]).ids(source))[0] * 1000)
     med = {k: statistics.median(v) for k, v in times.items()}
     traces = {path: trace_latency(lin) for path, lin in lineages.items()}
     return {
@@ -93,6 +106,8 @@ def measure(spark: SparkSession, remote: RemoteSession, n: int, runs: int) -> di
         "connect_rows": traces["connect"][1],
         "served_rows": traces["served"][1],
         "served_back": traces["served"][0],
+        "classic_infer_over": med["classic_infer"] / med["classic_plain"] - 1,
+        "connect_infer_over": med["connect_infer"] / med["connect_plain"] - 1,
     }
 
 
@@ -107,6 +122,10 @@ def headline(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         figure("served_median", "Inject overhead over Connect, files read by the server, median", median(results, "served_over"), "%"),
         figure("served_rows", "One-row backward trace with rows, files read by the server, median", median(results, "served_rows"), "ms", 1),
         figure("connect_rows", "One-row backward trace with rows over Connect, files read here, median", median(results, "connect_rows"), "ms", 1),
+        figure("connect_infer", "ember.infer over Connect against the plain job, median", median(results, "connect_infer_over"), "%"),
+        figure("classic_infer", "ember.infer on a classic session against the plain job, median", median(results, "classic_infer_over"), "%"),
+        figure("connect_lazy", "Exact one-row lazy trace over Connect, median", median(results, "connect_lazy"), "ms", 1),
+        figure("classic_lazy", "Exact one-row lazy trace on a classic session, median", median(results, "classic_lazy"), "ms", 1),
     ]
 
 
@@ -117,18 +136,20 @@ def write_report(run: Run, args: Any, results: list[dict[str, Any]]) -> object:
         "",
         "| query | classic plain s | classic inject | Connect plain s | Connect inject | plain added s | inject added s "
         "| backward ids ms classic / Connect | forward ms classic / Connect | served inject "
-        "| with rows ms Connect / served |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| with rows ms Connect / served | infer classic / Connect | lazy trace ms classic / Connect |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| Q{int(r['n'])} | {r['classic_plain']:.2f} | {r['classic_over']:.0%} | {r['connect_plain']:.2f} | "
         f"{r['connect_over']:.0%} | {r['plain_added']:+.2f} | {r['inject_added']:+.2f} | "
         f"{r['classic_back']:.1f} / {r['connect_back']:.1f} | {r['classic_fwd']:.1f} / {r['connect_fwd']:.1f} | "
-        f"{r['served_over']:.0%} | {r['connect_rows']:.1f} / {r['served_rows']:.1f} |"
+        f"{r['served_over']:.0%} | {r['connect_rows']:.1f} / {r['served_rows']:.1f} | "
+        f"{r['classic_infer_over']:.0%} / {r['connect_infer_over']:.0%} | {r['classic_lazy']:.1f} / {r['connect_lazy']:.1f} |"
         for r in results
     ]
     lines += ["", "*served*: the capture over Connect with `spark.ember.sourceReads=spark` (the client reads no "
-              "source file: side tables are the server's jobs, traced rows a Spark job), against the Connect plain job."]
+              "source file: side tables are the server's jobs, traced rows a Spark job), against the Connect plain job. "
+              "*infer*: `ember.infer` against the path's plain job; *lazy trace*: its exact backward trace of output row 0."]
     return run.write(f"Capture over Spark Connect — TPC-H SF{args.scale:g}, local[2]", lines, results, headline(results), args)
 
 
