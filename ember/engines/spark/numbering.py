@@ -276,6 +276,12 @@ def reopen_text(spark: SparkSession, source: Source, recipe: dict[str, Any]) -> 
     else:
         df = files_reader(spark, source, recipe, [f.uri for f in source.files])
         counted = number_text_source(Jvm(spark), replace(source, data=Jvm.analyzed(df)))
+    return counted_alike(source, counted)
+
+
+def counted_alike(source: Source, counted: Source) -> Source:
+    """`counted` (a loaded source counted again), if its files hold as many rows each as at
+    capture: rids are file-order positions, so another count means the files changed."""
     if [f.rows for f in counted.files] != [f.rows for f in source.files]:
         raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
     return counted

@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 from ember.engines.spark import connect
-from ember.engines.spark.numbering import files_reader, layout_of, number_read
+from ember.engines.spark.numbering import counted_alike, files_reader, layout_of, number_read
 from ember.engines.spark.plan_import import Facts, Here, Listed
 from ember.errors import EmberError, StaleSourceError
 from ember.plan import ir
@@ -184,11 +184,8 @@ class ServerReading:
 
 def recounted(session: RemoteSession, source: Source, recipe: dict[str, Any]) -> Source:
     """A loaded store's counted source, read with its recipe through `session` and counted
-    again: rids are file-order positions, so a different count means the files changed."""
-    counted = number_read(source, ServerReading(session, source, recipe))
-    if [f.rows for f in counted.files] != [f.rows for f in source.files]:
-        raise StaleSourceError(f"source {source.name!r}: its files hold other rows than at capture; capture again")
-    return counted
+    again (`numbering.counted_alike`)."""
+    return counted_alike(source, number_read(source, ServerReading(session, source, recipe)))
 
 
 def _root(uri: str, depth: int) -> str:
