@@ -7,6 +7,7 @@ import os
 import secrets
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ def _free_port() -> int:
 def server(log: Path, master: str = "local[2]", **settings: str) -> Iterator[str]:
     """A Connect server with `ember.connect.server_conf()` and `settings`, until the block
     ends: its URL, with the token it requires (given to it in its environment, not on its
-    command line). Bound to 127.0.0.1; the URL names it "localhost", to which PySpark
+    command line); its Python workers run this Python. Bound to 127.0.0.1; the URL names it "localhost", to which PySpark
     sends a token without TLS."""
     home = Path(pyspark.__file__).parent
     port = _free_port()
@@ -43,6 +44,7 @@ def server(log: Path, master: str = "local[2]", **settings: str) -> Iterator[str
     }
     flags = [x for k, v in conf.items() for x in ("--conf", f"{k}={v}")]
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_CONNECT_AUTHENTICATE_TOKEN": token}
+    env.setdefault("PYSPARK_PYTHON", sys.executable)  # its Python workers: this one's, with pandas and pyarrow
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [str(home / "bin" / "spark-submit"), "--class", SERVER, "--master", master, *flags, "spark-internal"],

@@ -156,6 +156,7 @@ def _capture(
     jvm = engines.of(df, "ember.capture")
     bound = driver_rids(jvm)
     at_trace = _count_setting(jvm, AT_TRACE_ROWS, sides.AT_TRACE_ROWS)
+    reports = engines.reports(jvm)  # a partition map's function may report the rids it read
     user: pa.Table | None = None
     if strategy == "defer":
         phase("the job (lineage is captured afterwards, in the background)")
@@ -193,7 +194,7 @@ def _capture(
     else:
         # a write runs once: no guess that a failed run would have to take back (`_guessed`)
         once = write is None
-        annotated = _annotated(plan, workload, sources, bound, reported=once, guess=once, at_trace=at_trace)
+        annotated = _annotated(plan, workload, sources, bound, reported=once and reports, guess=once, at_trace=at_trace)
     names = [a.name for a in plan.output]
     inline = all(t.inline or t.local for t in annotated.tables)
     why = _why(strategy, inline, varies, ir.order_bound(plan))
@@ -202,7 +203,7 @@ def _capture(
         written = Written(write)
         _, (user, index) = _guessed(
             annotated,
-            lambda reported, guess: _annotated(plan, workload, sources, bound, reported, guess, at_trace),
+            lambda reported, guess: _annotated(plan, workload, sources, bound, reported and reports, guess, at_trace),
             lambda a: run_annotated(
                 jvm, a, names, numbered, staging, imported=plan, at_trace=at_trace, phase=phase, collect=written
             ),

@@ -10,7 +10,7 @@ gave for the object ("h": a reference the engine resolves; never compared).
 from __future__ import annotations
 
 import decimal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,22 @@ class PlanTree:
     def expr(self, name: str) -> Tree | None:
         found = self.exprs.get(name, ())
         return found[0] if found else None
+
+
+def plans(p: PlanTree) -> Iterator[PlanTree]:
+    """Every plan node under `p`, its expressions' subqueries' too."""
+    yield p
+    for e in (*(t for ts in p.exprs.values() for t in ts), *(t for row in p.projections for t in row)):
+        yield from _subplans(e)
+    for child in p.children:
+        yield from plans(child)
+
+
+def _subplans(e: Tree) -> Iterator[PlanTree]:
+    if e.plan is not None:
+        yield from plans(e.plan)
+    for child in e.children:
+        yield from _subplans(child)
 
 
 def find(e: Tree, kinds: set[str]) -> list[Tree]:

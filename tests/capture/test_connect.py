@@ -198,9 +198,10 @@ def test_ember_lineage_over_connect_infers_or_captures_as_on_a_classic_session(r
             assert lin.backward(oids=[oid]).ids("nation").tolist() == [i for i, r in enumerate(regions) if r == key]
 
 
-# The operator table's tests that build their jobs in SQL alone (PySpark's functions make
-# classic columns in a process that holds a classic session, as these tests' does), each
-# as its own case, with its parameters.
+
+# The operator table's tests whose jobs use no PySpark functions but of the session's kind
+# (`functions` makes classic columns in a process that holds a classic session, as these
+# tests' does), each as its own case, with its parameters.
 OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
     f.__name__.removeprefix("test_"): f
     for f in (
@@ -222,6 +223,12 @@ OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
         operators.test_self_join_and_a_table_read_twice_are_one_source,
         operators.test_except_all_against_an_aggregate,  # a subplan cached on the server
         operators.test_window_functions,  # positions and frame bounds built by the plugin
+        # Python functions: the client wraps a map's function and the plugin makes it again
+        operators.test_python_udtfs_called_per_row,
+        operators.test_grouped_map_in_pandas_and_arrow,
+        operators.test_cogrouped_map_in_pandas_and_arrow,
+        operators.test_grouped_map_keys_of_every_kind_come_back,
+        operators.test_partition_map_in_pandas_and_arrow,  # over a cached input: no task reports to a client
     )
 }
 OPERATORS |= {f"outer_joins_{k}": functools.partial(operators.test_outer_joins, kind=k) for k in ("left", "right", "full")}

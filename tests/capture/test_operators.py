@@ -23,7 +23,7 @@ from pyspark.sql.window import Window
 
 import ember
 from ember.capture import sides
-from ember.engines.spark.frames import is_connect
+from ember.engines.spark.frames import functions_of, is_connect
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.plan_import import import_plan
 from ember.plan import ir
@@ -388,12 +388,13 @@ def test_python_udtfs_called_per_row(views: SparkSession) -> None:
                 yield row["k"] * 10, row["v"]
 
     repeated = [((v[0], i), lin) for v, lin in a() for i in range(v[0] if v[0] > 1 else 0)]
+    udtf = functions_of(views.table("a")).udtf
     for arrow in (False, True):  # declared deterministic, so defer may run them again
-        views.udtf.register("repeat_k", F.udtf(Repeat, returnType="i: int", useArrow=arrow).asDeterministic())
+        views.udtf.register("repeat_k", udtf(Repeat, returnType="i: int", useArrow=arrow).asDeterministic())
         check(views.sql("SELECT k, i FROM a, LATERAL repeat_k(k)"), repeated)
-        views.udtf.register("tens", F.udtf(Tens, returnType="k10: int, v: string", useArrow=arrow).asDeterministic())
+        views.udtf.register("tens", udtf(Tens, returnType="k10: int, v: string", useArrow=arrow).asDeterministic())
         check(views.sql("SELECT * FROM tens(TABLE(a))"), [((v[0] * 10, v[1]), lin) for v, lin in a() if v[0] > 1])
-    views.udtf.register("repeat_k", F.udtf(Repeat, returnType="i: int"))  # as UDTFs are by default
+    views.udtf.register("repeat_k", udtf(Repeat, returnType="i: int"))  # as UDTFs are by default
     o.assert_same_lineage(ember.capture(views.sql("SELECT k, i FROM a, LATERAL repeat_k(k)")), repeated)  # injected
 
 
@@ -433,7 +434,7 @@ def test_grouped_map_in_pandas_and_arrow(views: SparkSession) -> None:
     cases = [
         (df.groupBy("g").applyInPandas(top, "v int"),
          _grouped_map(rows, lambda v: (v[0],), lambda vs: [(max(x[2] for x in vs),)] if max(x[2] for x in vs) > 10 else [])),
-        (df.filter("o > 1").groupBy((F.col("o") % 2).alias("odd"), "g").applyInPandas(ranked, "odd int, rank long"),
+        (df.filter("o > 1").groupBy(functions_of(df).expr("o % 2").alias("odd"), "g").applyInPandas(ranked, "odd int, rank long"),
          _grouped_map(o.where(rows, lambda v: v[1] > 1), lambda v: (v[1] % 2, v[0]),
                       lambda vs: [(vs[0][1] % 2, i + 1) for i in range(len(vs))])),
         (df.groupBy("g").applyInArrow(spread, "g int, spread int"),
@@ -480,14 +481,15 @@ def test_partition_map_in_pandas_and_arrow(views: SparkSession) -> None:
         yield pa.RecordBatch.from_pydict({"n": pa.array([len(os)], pa.int64()), "part": [",".join(map(str, sorted(os)))]})
 
     table = views.table("pm")
-    sums = table.groupBy("g").agg(F.sum("v").alias("v"), F.max("o").alias("o"))
+    fn = functions_of(table)
+    sums = table.groupBy("g").agg(fn.sum("v").alias("v"), fn.max("o").alias("o"))
     cases = [
         (table.repartition(4, "g").mapInPandas(tagged, "o int, w long, part string"), rows),
         (table.filter("o % 5 <> 0").repartition(3, "g").mapInArrow(summary, "n long, part string"), rows),
         (table.repartition(2, "g").mapInPandas(tagged, "o int, w long, part string").select("o", "part")
          .union(table.repartition(3, "o").mapInPandas(tagged, "o int, w long, part string").select("o", "part")), rows),
         # under an aggregate: a partition's rows are one group (a side table, under a HAVING)
-        (table.repartition(3, "g").mapInArrow(summary, "n long, part string").groupBy("part").agg(F.sum("n").alias("n"))
+        (table.repartition(3, "g").mapInArrow(summary, "n long, part string").groupBy("part").agg(fn.sum("n").alias("n"))
          .where("n >= 0"), rows),
         # over an aggregate: a group's row stands for its rows
         (sums.repartition(2, "g").mapInPandas(tagged, "o int, w long, part string"),

@@ -13,29 +13,19 @@ once, at the top.
 
 from __future__ import annotations
 
-import base64
-import inspect
-import itertools
-import json
-import secrets
 import threading
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import Accumulator
 from pyspark.accumulators import AddingAccumulatorParam
-from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StructType, _parse_datatype_json_string
+from pyspark.sql.types import _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 
-from ember.engines.spark import jar, plan_in
+from ember.engines.spark import jar, maps, plan_in
 from ember.engines.spark.jvm import EXPRESSIONS, LOGICAL, JObj, Jvm, iterate, output_ids
 from ember.engines.spark.numbering import (
     HELPERS,
@@ -44,7 +34,6 @@ from ember.engines.spark.numbering import (
     parquet_rid,
     whole_relation,
 )
-from ember.engines.spark.plan_import import BATCHED_GROUP_MAPS
 from ember.errors import UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.sources import Source
@@ -64,7 +53,7 @@ class Builder:
     # What an `ir.Keys` node supplies: columns k0..kn (set by `capture.sides`), on the cluster
     # when staged side tables hold them.
     keys: pa.Table | DataFrame | None = None
-    # Side table id → what a partition map's wrapped function reports to it (`_reporting`).
+    # Side table id → what a partition map's wrapped function reports to it (`maps.reporting`).
     reports: dict[int, Accumulator[list[Any]]] = field(default_factory=dict)
     # Held while a plan is built: a table run beside the job is built on its own thread
     # when DuckDB could not read it (`capture.sides`).
@@ -197,21 +186,13 @@ class Builder:
 
     def _keyed_function(self, h: JObj, added: tuple[ir.Attr, ...], types: list[JObj], tables: int) -> JObj:
         """The grouped map's Python UDF again, over the same columns, its function wrapped to
-        return the key columns `added` (of Spark `types`) after its own."""
+        return the key columns `added` (of Spark `types`) after its own (`maps`)."""
         fn = h.functionExpr()
         keys = [_parse_datatype_json_string(t.json()) for t in types]
-        returned = StructType.fromJson(json.loads(fn.dataType().json()))
-        for a, t in zip(added, keys, strict=True):
-            returned.add(a.name, t, True)
-        func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
-        names = tuple(a.name for a in added)
-        if str(h.nodeName()).endswith("Pandas"):
-            append = _pandas_keys(names)
-        else:  # Spark checks an Arrow function's column types strictly, as its worker would make them
-            large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
-            append = _arrow_keys(names, [_arrow_type(t, large) for t in keys])
+        large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
         eval_type = int(fn.evalType())
-        wrapped = _keyed(func, tables, append, eval_type in BATCHED_GROUP_MAPS)
+        names = tuple(a.name for a in added)
+        wrapped, returned = maps.group_function(_command(self.jvm, fn), eval_type, names, keys, tables, large)
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), eval_type, bool(fn.udfDeterministic()))
         return self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
 
@@ -231,20 +212,15 @@ class Builder:
         extra = [self.attr(a) for a in given.output[len(own) :]]
         added = node.attrs[-1]
         dtype = self.jvm.type(added.dtype)
-        returned = StructType.fromJson(json.loads(fn.dataType().json()))
-        returned.add(added.name, _parse_datatype_json_string(dtype.json()), True)
-        func, _ = CloudPickleSerializer().loads(base64.b64decode(_command(self.jvm, fn)))
-        pandas = str(h.nodeName()) == "MapInPandas"
-        width = pa.int64() if added.dtype == "bigint" else pa.int32()
-        append = _pandas_keys((added.name,)) if pandas else _arrow_keys((added.name,), [width])
-        if node.reports is None:
-            wrapped = _numbered(func, pandas, append)
-        else:
+        report = None
+        if node.reports is not None:
             if node.reports not in self.reports:  # one for every job that runs the map (side tables too)
                 self.reports[node.reports] = self.jvm.spark.sparkContext.accumulator([], AddingAccumulatorParam([]))
             report = self.reports[node.reports]
-            wrapped = _reporting(func, pandas, append, report, len(extra))
-        udf = UserDefinedFunction(wrapped, returned, str(fn.name()), int(fn.evalType()), bool(fn.udfDeterministic()))
+        eval_type = int(fn.evalType())
+        wide = added.dtype == "bigint"
+        wrapped, returned = maps.partition_function(_command(self.jvm, fn), eval_type, added.name, wide, report, len(extra))
+        udf = UserDefinedFunction(wrapped, returned, str(fn.name()), eval_type, bool(fn.udfDeterministic()))
         made = self.jvm.expression(udf(*[self.jvm.column(c) for c in [*own, *extra]]))
         output = self.seq([*iterate(h.output()), self.jvm.attribute(added.name, dtype, True, added.id)])
         return self.logical(str(h.nodeName()))(made, output, child, h.isBarrier(), h.profile())
@@ -318,147 +294,6 @@ class Builder:
 def _command(jvm: Jvm, fn: JObj) -> str:
     """A Python UDF's pickled code, base64 (as `PlanDump` writes it)."""
     return str(jar.helper(jvm, "PlanDump").command(fn.func()))
-
-
-def _keyed(
-    func: Callable[..., Any], tables: int, append: Callable[[Any, tuple[Any, ...]], Any], batched: bool
-) -> Callable[..., Any]:
-    """`func` (over a group's table, or a key's two cogrouped tables; `batched`: over an
-    iterator of a group's batches, returning one), called as Spark's worker would call it
-    (with the key too if it takes one more argument), its rows given the key by `append`.
-    The wrapper takes the key always, which tells the worker to pass it. Defined in here,
-    it is pickled by value: an executor need not have ember installed."""
-    with_key = len(inspect.getfullargspec(func).args) == tables + 1
-
-    def call(key: tuple[Any, ...], *data: Any) -> Any:
-        out = func(key, *data) if with_key else func(*data)
-        return (append(part, key) for part in out) if batched else append(out, key)
-
-    def grouped(key: tuple[Any, ...], table: Any) -> Any:
-        return call(key, table)
-
-    def cogrouped(key: tuple[Any, ...], left: Any, right: Any) -> Any:
-        return call(key, left, right)
-
-    return grouped if tables == 1 else cogrouped
-
-
-def _numbered(
-    func: Callable[[Iterator[Any]], Iterator[Any]], pandas: bool, append: Callable[[Any, tuple[Any, ...]], Any]
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """`func` over a partition's batches (pandas or Arrow), each of which ends with the
-    partition's number (one column, the same in every row): `func` gets them without it,
-    and `append` gives every batch `func` returns the number. A partition with no rows is
-    numbered -1, which names no rows: what `func` makes of nothing comes from no input row.
-    Pickled by value, as `_keyed`."""
-
-    def rows(batch: Any) -> int:
-        return len(batch) if pandas else int(batch.num_rows)
-
-    def strip(batch: Any) -> Any:
-        return batch.iloc[:, :-1] if pandas else batch.select(list(range(batch.num_columns - 1)))
-
-    def number(batch: Any) -> int:
-        return int(batch.iloc[0, -1]) if pandas else int(batch.column(batch.num_columns - 1)[0].as_py())
-
-    def wrapped(batches: Iterator[Any]) -> Iterator[Any]:
-        batches = iter(batches)
-        seen, key = [], -1
-        for batch in batches:
-            seen.append(batch)
-            if rows(batch):
-                key = number(batch)
-                break
-        for out in func(strip(b) for b in itertools.chain(seen, batches)):
-            yield append(out, (key,))
-
-    return wrapped
-
-
-def _reporting(
-    func: Callable[[Iterator[Any]], Iterator[Any]],
-    pandas: bool,
-    append: Callable[[Any, tuple[Any, ...]], Any],
-    report: Accumulator[list[Any]],
-    carried: int,
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """`func` over a partition's batches (pandas or Arrow), whose last `carried` columns
-    hold the rids of each row's lineage (null: none): `func` gets them without those,
-    `append` gives every batch it returns a number drawn for this call, and once it is done
-    the rids of its partition's rows go to `report` under that number, per column, as runs
-    of consecutive values `(key, column, starts, ends)` (a function that stops reading
-    early has its partition's rest read for it, as a cached input would list it). Spark merges a task's accumulator
-    updates only when it succeeds, and only when the function ran to its end: a number the
-    result names but `report` lacks tells that it did not (`sides`). Pickled by value."""
-
-    def runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        unique = np.sort(values)  # a sort and a mask: numpy 2's np.unique hashes, far slower
-        unique = unique[np.concatenate(([True], unique[1:] != unique[:-1]))] if len(unique) else unique
-        cut = np.flatnonzero(np.diff(unique) != 1) + 1
-        return unique[np.r_[0, cut]] if len(unique) else unique, (
-            unique[np.r_[cut - 1, len(unique) - 1]] + 1 if len(unique) else unique
-        )
-
-    def wrapped(batches: Iterator[Any]) -> Iterator[Any]:
-        key = secrets.randbits(62)  # forked Python workers share `random`'s state
-        read: list[list[np.ndarray]] = [[] for _ in range(carried)]
-
-        def stripped() -> Iterator[Any]:
-            for batch in batches:
-                width = batch.shape[1] if pandas else batch.num_columns
-                for j in range(carried):
-                    at = width - carried + j
-                    if pandas:
-                        read[j].append(batch.iloc[:, at].dropna().to_numpy(dtype=np.int64))
-                    else:
-                        read[j].append(pc.drop_null(batch.column(at)).to_numpy().astype(np.int64, copy=False))
-                yield batch.iloc[:, : width - carried] if pandas else batch.select(list(range(width - carried)))
-
-        feed = stripped()
-        for out in func(feed):
-            yield append(out, (key,))
-        for _ in feed:  # a function that stopped reading early still saw its partition
-            pass
-        empty = np.zeros(0, np.int64)
-        report.add([(key, j, *runs(np.concatenate(r) if r else empty)) for j, r in enumerate(read)])
-
-    return wrapped
-
-
-def _arrow_type(dtype: Any, large: bool) -> pa.DataType:
-    """The Arrow type Spark's worker gives a Spark type's column, timestamps in UTC. Spark 4.2
-    renamed the argument that says so (`timestamp_utc=True` became `timezone="UTC"`)."""
-    if "timezone" in inspect.signature(to_arrow_type).parameters:
-        return to_arrow_type(dtype, timezone="UTC", prefers_large_types=large)
-    return to_arrow_type(dtype, timestamp_utc=True, prefers_large_types=large)  # type: ignore[call-arg]
-
-
-def _pandas_keys(names: tuple[str, ...]) -> Callable[[Any, tuple[Any, ...]], Any]:
-    """Appends the key's values to a pandas result as columns `names`."""
-
-    def append(out: Any, key: tuple[Any, ...]) -> Any:
-        if out.shape[1] == 0:  # no columns, no rows: Spark takes it as it is
-            return out
-        # labels of the kind the user's are: Spark matches columns by name only if some are strings
-        labels = names if any(isinstance(c, str) for c in out.columns) else range(out.shape[1], out.shape[1] + len(names))
-        out = out.copy()
-        for label, value in zip(labels, key, strict=True):
-            out[label] = value
-        return out
-
-    return append
-
-
-def _arrow_keys(names: tuple[str, ...], types: list[pa.DataType]) -> Callable[[Any, tuple[Any, ...]], Any]:
-    """Appends the key's values (Arrow scalars) to a pyarrow table or batch, typed as Spark
-    expects."""
-
-    def append(out: Any, key: tuple[Any, ...]) -> Any:
-        for name, value, dtype in zip(names, key, types, strict=True):
-            out = out.append_column(name, pa.repeat(value, out.num_rows).cast(dtype))
-        return out
-
-    return append
 
 
 def _kept(rid: Column, only: str | None) -> Column:

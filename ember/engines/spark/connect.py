@@ -26,13 +26,13 @@ from pyspark.sql.connect.plan import LogicalPlan
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ember.engines.spark import catalyst, jar, plan_in
+from ember.engines.spark import catalyst, jar, maps, plan_in
 from ember.engines.spark.numbering import TextNumbering, number_read
 from ember.engines.spark.plan_import import Files, Imported, imported_from
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import ir
 from ember.plan.sources import COUNTED, Source
-from ember.plan.trees import PlanOut, Reader, Tree, read
+from ember.plan.trees import PlanOut, PlanTree, Reader, Tree, plans, read
 
 T = TypeVar("T")
 _RID = "__ember_rid"
@@ -110,6 +110,28 @@ def build(session: RemoteSession, message: plan_in.Message) -> ConnectFrame:
     return ConnectFrame(_Request(None, {"command": "plan_in", "message": message.body}), session)
 
 
+@dataclass(frozen=True)
+class Mapped:
+    """What wrapping a user's grouped or partition map needs of its node: its function's
+    pickled code (base64) and PySpark eval type, its function's argument count, and its
+    own output's width."""
+
+    command: str
+    eval_type: int
+    arguments: int
+    width: int
+
+
+def _maps(plan: PlanTree) -> dict[str, Mapped]:
+    """The grouped and partition maps of a plan out (its subqueries' too), by reference."""
+    found: dict[str, Mapped] = {}
+    for p in plans(plan):
+        fn = p.expr("fn")
+        if "command" in p.facts and fn is not None and p.handle is not None:
+            found[p.handle] = Mapped(p.facts["command"], int(p.facts["evalType"]), len(fn.children), len(p.output))
+    return found
+
+
 def _plan(ref: str) -> plan_in.Message:
     """The message of a plan the plan out named, as it is."""
     return plan_in.Message({"version": plan_in.VERSION, "root": {"op": "plan", "ref": ref}}, ())
@@ -123,6 +145,7 @@ class Remote:
         jar.check_version(str(spark.version))  # the server's Spark: its plugin is ember's jar
         self.spark, self.files = spark, files
         self._columns: dict[str, tuple[ir.Attr, ...]] = {}  # a counted source's, as its scans read it
+        self.maps: dict[str, Mapped] = {}  # a grouped or partition map's, by its node's reference
 
     def threaded(self, fn: Callable[..., T]) -> Callable[..., T]:
         """`fn` as it is: a Connect request names its session itself, on any thread."""
@@ -133,7 +156,9 @@ class Remote:
 
     def imported(self, df: DataFrame) -> Imported:
         assert isinstance(df, ConnectFrame)
-        imported = imported_from(message(df), {}, files=self.files, keyed=False)
+        out = message(df)
+        imported = imported_from(out, {}, files=self.files, keyed=False)
+        self.maps.update(_maps(out.plan))
         for node in ir.walk_all(imported.plan):
             if isinstance(node, ir.Scan) and node.source.kind in COUNTED:
                 self._columns[node.source.key] = node.attrs
@@ -206,7 +231,7 @@ class RemoteBuilder:
             key = f"{self._tag}.{node.key}"
             self._shared[node.key] = node
             self._cached.add(key)
-            return {"op": "cached", "key": key, "kids": [plan_in.message(node.child, self._outside, self._unchanged).body["root"]]}
+            return {"op": "cached", "key": key, "kids": [self._kid(node.child)]}
         if isinstance(node, ir.Numbered) and isinstance(node.child, ir.Scan):
             numbered = self._numbered(node, node.child)
             if numbered is not None:
@@ -214,6 +239,10 @@ class RemoteBuilder:
                 if node.only is not None:  # the workload's predicate, over the source's own columns
                     fresh = fresh.selectExpr(*[f"`{c}`" for c in names], f"CASE WHEN {node.only} THEN {_RID} END AS {_RID}")
                 return self._rows(fresh, (*node.child.attrs, node.rid))
+        if isinstance(node, ir.GroupMap):
+            return self._map(node)
+        if isinstance(node, ir.Generate) and node.python:  # a Python UDTF, keeping the rid columns too
+            return {"op": "udtf", "ref": node.handle, "kept": [a.id for a in node.kept], "kids": [self._kid(node.child)]}
         if isinstance(node, ir.Keys) and self.keys is not None:
             keys = self.keys if isinstance(self.keys, DataFrame) else self._frame(self.keys)
             typed = keys.selectExpr(*[f"CAST(`{c}` AS {a.dtype})" for c, a in zip(keys.columns, node.attrs, strict=True)])
@@ -222,6 +251,39 @@ class RemoteBuilder:
             f"over Spark Connect ember cannot capture this plan yet: its lineage needs {_needed(node)}, which a "
             "classic session builds through py4j (capture it from a classic session)"
         )
+
+    def _kid(self, node: ir.Node) -> plan_in.Json:
+        return plan_in.message(node, self._outside, self._unchanged).body["root"]
+
+    def _map(self, node: ir.GroupMap) -> plan_in.Json:
+        """A grouped or partition map whose output gained its group's keys or its
+        partition's number (`annotate`), made again by the server over the function this
+        client wraps (`maps`) and pickles into the message; one that did not, as it was."""
+        mapped = self.jvm.maps[node.handle]
+        kids = [self._kid(c) for c in node.inputs]
+        if len(node.attrs) == mapped.width:
+            return {"op": "same", "ref": node.handle, "kids": kids}
+        added = node.attrs[mapped.width :]
+        extra: list[int] = []
+        if isinstance(node, ir.PartitionMap):
+            assert node.reports is None, "a Connect client gets no reports from tasks"
+            (given,) = node.inputs
+            extra = [a.id for a in given.output[mapped.arguments :]]
+            wrapped = maps.partition_function(mapped.command, mapped.eval_type, added[-1].name, added[-1].dtype == "bigint")
+        else:
+            names = tuple(a.name for a in added)
+            types = [maps.simple_type(k.dtype) for k in node.keys[0]]
+            large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+            wrapped = maps.group_function(mapped.command, mapped.eval_type, names, types, len(node.inputs), large)
+        return {
+            "op": "map",
+            "ref": node.handle,
+            "command": maps.pickled(wrapped),
+            "returns": wrapped[1].json(),
+            "added": [{"name": a.name, "id": a.id} for a in added],
+            "extra": extra,
+            "kids": kids,
+        }
 
     def _numbered(self, node: ir.Numbered, scan: ir.Scan) -> tuple[DataFrame, list[str]] | None:
         """The scan's rows with their rids (`__ember_rid`), made by this client, and the

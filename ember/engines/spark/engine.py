@@ -54,6 +54,12 @@ def checkable(engine: Engine, source: Source) -> Source:
     return engine.numbered(source) if source.kind == "memory" else source  # a counted source is read as it is
 
 
+def reports(engine: Engine) -> bool:
+    """Whether a task's Python function can report to this process: through an
+    accumulator, which a classic session's SparkContext has and a Connect client lacks."""
+    return isinstance(engine, Jvm)
+
+
 def builder(engine: Engine, sources: dict[str, Source], imported: ir.Node | None = None) -> Building:
     """What builds the rewritten plans of one capture over `sources` (as numbered)."""
     if isinstance(engine, Jvm):

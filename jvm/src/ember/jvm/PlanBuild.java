@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -12,6 +13,8 @@ import java.util.function.Function;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.api.python.PythonFunction;
+import org.apache.spark.api.python.SimplePythonFunction;
 import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
@@ -22,6 +25,7 @@ import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.expressions.PythonUDF;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.expressions.RangeFrame$;
 import org.apache.spark.sql.catalyst.expressions.RowFrame$;
@@ -44,9 +48,12 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
+import org.apache.spark.sql.catalyst.trees.TreeNode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 import scala.Option;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
@@ -128,12 +135,85 @@ public final class PlanBuild {
             case "numbered" -> numbered(n, kids.get(0));
             case "rows" -> rows(n);
             case "cached" -> cached(n, kids.get(0));
+            case "map" -> remap(n, kids);
+            case "udtf" -> copied((LogicalPlan) ref(n), Map.of(product(ref(n), "requiredChildOutput"), seq(attrs(n.get("kept")))), kids);
             default -> throw new IllegalArgumentException("ember plan message: unknown node op " + op);
         };
         for (Attribute a : CollectionConverters.asJava(made.output())) {
             scope.put(a.exprId().id(), a);
         }
         return made;
+    }
+
+    /**
+     * A user's grouped or partition map made again over a wrapped Python function: the
+     * pickled code ("command", base64) and return type ("returns", JSON) Python made, the
+     * user's function's own columns and then `extra` ones as its arguments, and the
+     * return type's last fields as new output columns ("added": names and exprIds). The
+     * function keeps everything else of the user's (its Python, environment, includes).
+     */
+    private LogicalPlan remap(JsonNode n, List<LogicalPlan> kids) {
+        LogicalPlan user = (LogicalPlan) ref(n);
+        PythonUDF fn = (PythonUDF) product(user, "functionExpr");
+        PythonFunction f = fn.func();
+        PythonFunction wrapped = new SimplePythonFunction(Base64.getDecoder().decode(n.get("command").asText()),
+            f.envVars(), f.pythonIncludes(), f.pythonExec(), f.pythonVer(), f.broadcastVars(), f.accumulator());
+        StructType returns = (StructType) DataType.fromJson(n.get("returns").asText());
+        List<Expression> args = new ArrayList<>(CollectionConverters.asJava(fn.children()));
+        args.addAll(attrs(n.get("extra")));
+        Expression made = copied(fn, Map.of(f, wrapped, fn.dataType(), returns, fn.children(), seq(args)), List.of());
+        List<Attribute> output = new ArrayList<>(CollectionConverters.asJava(user.output()));
+        StructField[] fields = returns.fields();
+        int first = fields.length - n.get("added").size();
+        for (JsonNode a : n.get("added")) {
+            output.add(attribute(a.get("name").asText(), fields[first++].dataType(), a.get("id").asLong()));
+        }
+        return copied(user, Map.of(fn, made, user.output(), seq(output)), kids);
+    }
+
+    /** The attributes of ids, as built. */
+    private List<Expression> attrs(JsonNode ids) {
+        List<Expression> found = new ArrayList<>();
+        for (JsonNode id : ids) {
+            found.add(attr(id.asLong()));
+        }
+        return found;
+    }
+
+    /** A field of a Catalyst node by its accessor's name: the same on every Spark 4 release,
+     * though the constructors around it differ. */
+    private static Object product(Object node, String name) {
+        try {
+            return node.getClass().getMethod(name).invoke(node);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalArgumentException("ember plan message: " + node.getClass().getSimpleName() + " has no " + name, e);
+        }
+    }
+
+    /** A copy of `node` with the constructor arguments that are (the same object as) a key of
+     * `swaps` replaced by its value and its children by `kids` in order (none: kept), so the
+     * copy needs no knowledge of the node's constructor. */
+    @SuppressWarnings("unchecked")
+    private static <T extends TreeNode<?>> T copied(T node, Map<Object, Object> swaps, List<? extends TreeNode<?>> kids) {
+        Object[] args = new Object[node.productArity()];
+        int kid = 0;
+        for (int i = 0; i < args.length; i++) {
+            Object arg = node.productElement(i);
+            Object swap = null;
+            for (Map.Entry<Object, Object> e : swaps.entrySet()) {
+                if (e.getKey() == arg) {
+                    swap = e.getValue();
+                }
+            }
+            if (swap != null) {
+                args[i] = swap;
+            } else if (!kids.isEmpty() && arg instanceof LogicalPlan) {
+                args[i] = kids.get(kid++);
+            } else {
+                args[i] = arg;
+            }
+        }
+        return (T) node.makeCopy(args);
     }
 
     @SuppressWarnings("unchecked")
