@@ -158,7 +158,8 @@ class Remote:
         assert isinstance(df, ConnectFrame)
         out = message(df)
         imported = imported_from(out, {}, files=self.files, keyed=False)
-        self.maps.update(_maps(out.plan))
+        if out.plan is not None:
+            self.maps.update(_maps(out.plan))
         for node in ir.walk_all(imported.plan):
             if isinstance(node, ir.Scan) and node.source.kind in COUNTED:
                 self._columns[node.source.key] = node.attrs
