@@ -96,14 +96,11 @@ def source(df: DataFrame, name: str, key: Sequence[str] = ()) -> DataFrame:
     or for files to be identified by key rather than position (a field of `_metadata`
     may be a key column); traces then give its rows' key values (`t.keys(name)`).
     """
-    from ember.engines.spark.frames import spark_frame
-    from ember.engines.spark.jvm import Jvm
-    from ember.engines.spark.plan_import import name_source
+    from ember.engines.spark import engine
 
     if isinstance(key, str):
         raise TypeError(f"key is a list of column names, like key=[{key!r}]")
-    frame = spark_frame(df)
-    name_source(Jvm.of(frame, "ember.source"), frame, name, tuple(key))
+    engine.declare(df, name, tuple(key))
     return df
 
 

@@ -18,6 +18,7 @@ from hypothesis import settings
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
+import ember.connect
 from devkit import connect, postgres
 from devkit import tpch as tpch_data
 from tests.oracle.tpch_lineage import oracle
@@ -175,7 +176,8 @@ def table_rows(tpch: Path) -> dict[str, int]:
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark Connect server with ember's settings, started once for the run: its URL, token included."""
-    with connect.server(tmp_path_factory.mktemp("connect") / "server.log") as url:
+    jars = f"{ember.connect.server_conf()['spark.jars']},{postgres.JDBC_JAR}"  # tests/capture/test_keyed.py over Connect
+    with connect.server(tmp_path_factory.mktemp("connect") / "server.log", **{"spark.jars": jars}) as url:
         yield url
 
 

@@ -21,7 +21,6 @@ from ember import progress
 from ember.arrow import positions
 from ember.engines import duck
 from ember.engines.spark.frames import is_connect
-from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import KeyedNumbering, reopen_text
 from ember.engines.spark.plan_import import declared_relation
 from ember.errors import EmberError, IdOutOfRangeError, InvalidPredicateError, first_line
@@ -402,14 +401,14 @@ class _Rekeyed:
     def _live(self) -> Any:
         spark = _resolved(self._spark)
         relation = None
-        if spark is None or is_connect(spark) or (relation := declared_relation(spark, self._source.key)) is None:
+        if spark is None or (relation := declared_relation(spark, self._source.key)) is None:
             name = self._source.name
             raise EmberError(
                 f"source {name!r} is keyed: a loaded store holds its keys (t.keys), not the connection that reads "
-                f"its rows; declare it again in this classic session, ember.source(df, {name!r}, key="
+                f"its rows; declare it again in this session, ember.source(df, {name!r}, key="
                 f"{list(self._source.row_key)!r}) on a DataFrame that reads it, and load with ember.load(path, spark)"
             )
-        return KeyedNumbering(self.keys, Jvm(spark), relation)
+        return KeyedNumbering(self.keys, relation)
 
     def rows(self, rids: np.ndarray) -> pa.Table:
         rows: pa.Table = self._live().rows(rids)

@@ -7,6 +7,7 @@ refused by name, before any job."""
 from __future__ import annotations
 
 import functools
+import inspect
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,16 +17,18 @@ import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import DataFrame
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 import ember
 from devkit.tpch import QUERIES
 from ember.engines.spark.served import READS
-from ember.errors import InvalidPredicateError, StaleSourceError, UnsupportedOperatorError
+from ember.errors import InvalidPredicateError, StaleSourceError
 from tests.capture import test_keyed as keyed
 from tests.capture import test_operators as operators
 from tests.capture import test_workload as workload
 from tests.capture import test_writes as writes
+from tests.capture.test_keyed import orders, pg  # noqa: F401  # the keyed tests' fixtures, for their JDBC cases
 from tests.tpch.queries_sql import tpch_sql
 from tests.tpch.test_tpch import SEED, check_lineage
 
@@ -156,14 +159,55 @@ def test_a_range_is_numbered_by_place_over_connect(remote: RemoteSession, strate
         assert lin.backward(oids=[oid]).ids("range").tolist() == [i for i, v in enumerate(ids) if v > 20 and v % 4 == k]
 
 
-def test_a_keyed_source_over_spark_connect_is_refused_by_name(remote: RemoteSession) -> None:
-    """`ember.source` declares keys through py4j, and the Connect server does not number
-    keyed sources yet: refused before any job, saying so."""
+@pytest.fixture(scope="module")
+def remote_visits(remote: RemoteSession) -> DataFrame:
+    """The keyed tests' Python data source, registered with the Connect session."""
     remote.dataSource.register(keyed.Visits)
-    df = remote.read.format("ember_test_visits").option("rows", "7").load()
-    with pytest.raises(UnsupportedOperatorError, match="over Spark Connect ember does not yet number the rows of") as raised:
-        ember.capture(df.groupBy("site").count())
-    assert "\n" not in str(raised.value)
+    return remote.read.format("ember_test_visits").option("rows", "30").load()
+
+
+# The keyed-source tests (tests/capture/test_keyed.py), over Connect: `ember.source`
+# declares a source on the DataFrame as read, the key columns are read by a job on the
+# server, and the job's scan is joined to their ranks there.
+KEYED: dict[str, Callable[..., None]] = {
+    f.__name__.removeprefix("test_"): f
+    for f in (
+        keyed.test_python_data_source_without_a_key_is_refused_saying_how_to_declare_one,
+        keyed.test_python_data_source_traced_by_a_key_of_two_columns,
+        keyed.test_python_data_source_lazy_and_auto,
+        keyed.test_a_key_that_does_not_identify_rows_is_refused,
+        keyed.test_a_key_is_for_tables_and_files,
+        keyed.test_files_keyed_by_metadata_fields,
+        keyed.test_a_file_keyed_by_a_column_is_traced_after_it_is_rewritten,
+        keyed.test_jdbc_table_joined_with_parquet_vs_postgres,
+        keyed.test_jdbc_lineage_saved_keeps_keys_not_credentials,
+        keyed.test_jdbc_table_without_a_key_is_refused,
+        keyed.test_jdbc_to_parquet_to_report_traced_to_database_keys,
+    )
+}
+
+
+@pytest.mark.parametrize("case", sorted(KEYED))
+def test_keyed_sources_over_connect(request: pytest.FixtureRequest, remote: RemoteSession, case: str) -> None:
+    test = KEYED[case]
+    given = {"spark": remote, "visits_df": lambda: request.getfixturevalue("remote_visits")}
+    args = {
+        name: given[name]() if callable(given.get(name)) else given.get(name) or request.getfixturevalue(name)
+        for name in inspect.signature(test).parameters
+    }
+    test(**args)
+
+
+def test_ember_source_over_connect_needs_the_dataframe_as_read(remote_visits: DataFrame) -> None:
+    """Over Connect the declared relation is the client plan's leaf. A DataFrame whose plan
+    reads one source, but not at that leaf (an empty table outer-joined to it, which the
+    optimizer drops), is refused, saying what to give; a step over the read is fine."""
+    empty = remote_visits.sparkSession.createDataFrame([], "site string")
+    with pytest.raises(ember.EmberError, match=r"key= on the DataFrame as read"):
+        ember.source(empty.join(remote_visits, "site", "right"), "visits", key=["site", "n"])
+    ember.source(remote_visits.select("site", "n"), "visits", key=["site", "n"])
+    lin = ember.capture(remote_visits.groupBy("site").count())
+    assert sum(lin.backward(oids=[i]).keys("visits").num_rows for i in range(lin.output().num_rows)) == 30
 
 
 def test_rows_of_a_source_without_a_key_are_numbered_on_the_server(remote: RemoteSession, tmp_path: Path) -> None:

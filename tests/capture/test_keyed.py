@@ -253,7 +253,7 @@ def test_jdbc_lineage_saved_keeps_keys_not_credentials(
     monkeypatch.setattr(plan_import, "_KEYED_RELATIONS", weakref.WeakKeyDictionary())  # a session that does not
     fresh = ember.load(str(tmp_path / "jp.lineage"), spark)
     assert fresh.backward(oids=[0]).keys("customers").num_rows == 1
-    with pytest.raises(EmberError, match=r"declare it again in this classic session, ember\.source\(df, 'customers', key=\['id'\]\)"):
+    with pytest.raises(EmberError, match=r"declare it again in this session, ember\.source\(df, 'customers', key=\['id'\]\)"):
         fresh.backward(oids=[0]).rows("customers")
 
 

@@ -27,11 +27,25 @@ from pyspark.sql.connect.session import SparkSession as RemoteSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ember.engines.spark import catalyst, jar, maps, plan_in
-from ember.engines.spark.numbering import TextNumbering, number_read
-from ember.engines.spark.plan_import import Files, Imported, imported_from
+from ember.engines.spark.numbering import (
+    KeyedNumbering,
+    TextNumbering,
+    key_frame,
+    number_keyed,
+    number_read,
+)
+from ember.engines.spark.plan_import import (
+    Files,
+    Imported,
+    declare,
+    declared,
+    declared_relation,
+    imported_from,
+    source_key,
+)
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import ir
-from ember.plan.sources import COUNTED, Source
+from ember.plan.sources import COUNTED, KEYED, Source
 from ember.plan.trees import PlanOut, PlanTree, Reader, Tree, plans, read
 
 T = TypeVar("T")
@@ -157,13 +171,30 @@ class Remote:
     def imported(self, df: DataFrame) -> Imported:
         assert isinstance(df, ConnectFrame)
         out = message(df)
-        imported = imported_from(out, {}, files=self.files, keyed=False)
+        imported = imported_from(out, *declared(self.spark), files=self.files)  # type: ignore[arg-type]  # a Connect session
         if out.plan is not None:
             self.maps.update(_maps(out.plan))
         for node in ir.walk_all(imported.plan):
             if isinstance(node, ir.Scan) and node.source.kind in COUNTED:
                 self._columns[node.source.key] = node.attrs
         return imported
+
+    def declare(self, df: ConnectFrame, name: str, key: tuple[str, ...]) -> None:
+        """`ember.source` over Connect: the source's relation is the DataFrame as read (the
+        client plan's leaf), which must read the same source."""
+        def relation() -> DataFrame:
+            leaf = df._plan
+            while leaf._child is not None:
+                leaf = leaf._child
+            read = ConnectFrame(leaf, self.spark)
+            if _source_keys(read) != _source_keys(df):
+                raise EmberError(
+                    "ember.source over Spark Connect: give key= on the DataFrame as read "
+                    "(spark.read...load(), spark.table(...)), before any other step"
+                )
+            return read
+
+        declare(self.spark, _leaves(df), relation, name, key)  # type: ignore[arg-type]  # a Connect session
 
     def dataframe(self, ref: str) -> ConnectFrame:
         """The rows of a plan the plan out named (a scan, to check a predicate against)."""
@@ -183,11 +214,37 @@ class Remote:
                 f"{source.name!r}: a Hive serde reads them, which the client cannot make a reader of "
                 "(capture it from a classic session)"
             )
+        if source.kind == KEYED:
+            return number_keyed(source, self._relation(source))
         if source.kind in COUNTED:
             from ember.engines.spark.served import ServerReading
 
             return number_read(source, ServerReading.of_scan(self.spark, source, self._columns[source.key]))
         return source
+
+
+    def shaped(self, source: Source) -> Source:
+        """The source as a check over none of its rows reads it (`numbering.shaped`)."""
+        if source.kind == KEYED:
+            relation = self._relation(source)
+            keys = key_frame(relation, source.row_key).limit(0).toArrow().rename_columns(list(source.row_key))
+            return replace(source, rows=0, data=KeyedNumbering(keys, relation))
+        return self.numbered(source) if source.kind == "memory" else source  # a counted source is read as it is
+
+    def _relation(self, source: Source) -> DataFrame:
+        """The relation `ember.source` declared for a keyed source in this session."""
+        relation = declared_relation(self.spark, source.key)  # type: ignore[arg-type]  # a Connect session
+        assert relation is not None, "a keyed source is imported only once declared"
+        return relation
+
+
+def _leaves(df: ConnectFrame) -> list[PlanTree]:
+    out = message(df)
+    return [] if out.plan is None else [p for p in plans(out.plan) if not p.children]
+
+
+def _source_keys(df: ConnectFrame) -> set[str | None]:
+    return {source_key(leaf) for leaf in _leaves(df)} - {None}
 
 
 @dataclass
@@ -301,6 +358,10 @@ class RemoteBuilder:
             slices = dict(source.options).get("numPartitions")
             made = self.jvm.spark.range(start, end, step, None if slices is None else int(slices))
             return made.selectExpr("id", f"CAST((id - {start}) DIV {step} AS BIGINT) AS {_RID}"), ["id"]
+        if isinstance(source.data, KeyedNumbering):
+            relation = source.data.relation
+            joined, rid = source.data.ided(relation)
+            return joined.select(*[relation[c] for c in names], rid.alias(_RID)), names
         if isinstance(source.data, TextNumbering):
             if _METADATA in names:
                 raise UnsupportedOperatorError(

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Union
 from pyspark.sql import DataFrame
 
 from ember.engines.spark.build import Builder
-from ember.engines.spark.frames import is_connect
+from ember.engines.spark.frames import is_connect, spark_frame
 from ember.engines.spark.jvm import Jvm
 from ember.engines.spark.numbering import number_source, shaped
-from ember.engines.spark.plan_import import Imported, import_plan
+from ember.engines.spark.plan_import import Imported, import_plan, name_source
 from ember.plan import ir
 from ember.plan.sources import Source
 
@@ -37,6 +37,16 @@ def of(df: object, caller: str) -> Engine:
     return Jvm.of(df, caller)
 
 
+def declare(df: object, name: str, key: tuple[str, ...]) -> None:
+    """`ember.source`: names the one source `df` reads in its session, with its key."""
+    frame = spark_frame(df)
+    source = of(frame, "ember.source")
+    if isinstance(source, Jvm):
+        name_source(source, frame, name, key)
+    else:
+        source.declare(frame, name, key)
+
+
 def imported(engine: Engine, df: DataFrame) -> Imported:
     """The IR of `df`'s optimized plan and its sources, read out through `engine`."""
     return import_plan(engine, df) if isinstance(engine, Jvm) else engine.imported(df)
@@ -49,9 +59,7 @@ def numbered(engine: Engine, source: Source) -> Source:
 
 def checkable(engine: Engine, source: Source) -> Source:
     """The source as a check over none of its rows reads it (`numbering.shaped`)."""
-    if isinstance(engine, Jvm):
-        return shaped(engine, source)
-    return engine.numbered(source) if source.kind == "memory" else source  # a counted source is read as it is
+    return shaped(engine, source) if isinstance(engine, Jvm) else engine.shaped(source)
 
 
 def reports(engine: Engine) -> bool:

@@ -294,9 +294,9 @@ def shaped(jvm: Jvm, source: Source) -> Source:
     if source.kind == "memory" and not isinstance(source.data, pa.Table):
         return replace(source, rows=0, data=jvm.dataframe(source.data).limit(0).toArrow())
     if source.kind == KEYED and not isinstance(source.data, KeyedNumbering):
-        relation = whole_relation(source.data)
-        keys = _key_frame(jvm, relation, source.row_key).limit(0).toArrow().rename_columns(list(source.row_key))
-        return replace(source, rows=0, data=KeyedNumbering(keys, jvm, relation))
+        relation = jvm.dataframe(whole_relation(source.data))
+        keys = key_frame(relation, source.row_key).limit(0).toArrow().rename_columns(list(source.row_key))
+        return replace(source, rows=0, data=KeyedNumbering(keys, relation))
     return source
 
 
@@ -317,8 +317,7 @@ class KeyedNumbering:
     (A loaded store holds the keys alone: `fetch.rows.source_keys`.)"""
 
     keys: pa.Table
-    jvm: Jvm
-    relation: JObj  # the source's relation, all columns: fetches rows by key
+    relation: DataFrame  # the source's relation, all columns, of either session: fetches rows by key
 
     def frame(self, spark: SparkSession, rids: np.ndarray | None = None) -> DataFrame:
         """The keys (of `rids`, or all) as a DataFrame: columns `__ember_k<i>` and the rid."""
@@ -344,13 +343,14 @@ class KeyedNumbering:
         condition = joined_on[0]
         for more in joined_on[1:]:
             condition = condition & more
-        joined = left.join(F.broadcast(keys), condition, "left" if rids is None else "inner")
-        failed = F.raise_error(F.lit("a row of a keyed source has a key ember did not number at capture: the table changed; capture again"))
-        return joined, F.when(keys[_KEY_RID].isNotNull(), keys[_KEY_RID]).otherwise(failed.cast("long"))
+        fn = functions_of(df)
+        joined = left.join(fn.broadcast(keys), condition, "left" if rids is None else "inner")
+        failed = fn.raise_error(fn.lit("a row of a keyed source has a key ember did not number at capture: the table changed; capture again"))
+        return joined, fn.when(keys[_KEY_RID].isNotNull(), keys[_KEY_RID]).otherwise(failed.cast("long"))
 
     def numbered(self, rids: np.ndarray | None = None) -> DataFrame:
         """The source's rows (of `rids`, or all) with `ember_rid`, read through Spark."""
-        df = self.jvm.dataframe(self.relation)
+        df = self.relation
         joined, rid = self.ided(df, rids)
         return joined.select(*[df[c] for c in df.columns], rid.alias(RID))
 
@@ -359,17 +359,16 @@ class KeyedNumbering:
         return self.numbered(rids).orderBy(RID).toArrow()
 
 
-def _key_frame(jvm: Jvm, relation: JObj, row_key: tuple[str, ...]) -> DataFrame:
+def key_frame(relation: DataFrame, row_key: tuple[str, ...]) -> DataFrame:
     """A keyed relation's key columns (a field of `_metadata` named by its path)."""
-    df = jvm.dataframe(relation)
-    return df.select(*[df[c] for c in row_key])
+    return relation.select(*[relation[c] for c in row_key])
 
 
-def number_keyed_source(jvm: Jvm, source: Source) -> Source:
-    """Reads a keyed source's key columns (one Spark job) and numbers its rows in key order.
-    A key must identify rows: a null or repeated key is refused, naming an example."""
-    relation = whole_relation(source.data)
-    keys = _key_frame(jvm, relation, source.row_key).toArrow().rename_columns(list(source.row_key))
+def number_keyed(source: Source, relation: DataFrame) -> Source:
+    """Reads a keyed source's key columns off its `relation` (one Spark job, on either
+    session) and numbers its rows in key order. A key must identify rows: a null or
+    repeated key is refused, naming an example."""
+    keys = key_frame(relation, source.row_key).toArrow().rename_columns(list(source.row_key))
     for column in keys.column_names:
         nulls = keys.column(column).null_count
         if nulls:
@@ -383,7 +382,7 @@ def number_keyed_source(jvm: Jvm, source: Source) -> Source:
             f"{repeated.num_rows} keys are repeated, {example} among them"
         )
     ordered = keys.sort_by([(c, "ascending") for c in keys.column_names])
-    return replace(source, rows=ordered.num_rows, data=KeyedNumbering(ordered, jvm, relation))
+    return replace(source, rows=ordered.num_rows, data=KeyedNumbering(ordered, relation))
 
 
 def number_source(jvm: Jvm, source: Source) -> Source:
@@ -394,7 +393,7 @@ def number_source(jvm: Jvm, source: Source) -> Source:
     if source.kind == "hive":
         return number_hive_source(jvm, source)
     if source.kind == KEYED:
-        return number_keyed_source(jvm, source)
+        return number_keyed(source, jvm.dataframe(whole_relation(source.data)))
     if source.kind in COUNTED:
         return number_text_source(jvm, source)
     return source

@@ -15,6 +15,7 @@ import itertools
 import json
 import re
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
@@ -24,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ember.engines.duck import sql as duck_sql
 from ember.engines.spark import catalyst
-from ember.engines.spark.jvm import JObj, Jvm, iterate
+from ember.engines.spark.jvm import Jvm, iterate
 from ember.errors import EmberError, StaleSourceError, UnsupportedOperatorError
 from ember.plan import domains, ir
 from ember.plan.sources import (
@@ -88,8 +89,8 @@ _NAMED: weakref.WeakKeyDictionary[SparkSession, dict[str, str]] = weakref.WeakKe
 # Key columns given with `ember.source(df, name, key=[...])`, per session, by source key,
 # and the relation each was declared on (a loaded store's keyed source reads rows through it).
 _ROW_KEYS: weakref.WeakKeyDictionary[SparkSession, dict[str, tuple[str, ...]]] = weakref.WeakKeyDictionary()
-_KEYED_RELATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, JObj]] = weakref.WeakKeyDictionary()
-_RELATION_CLASSES = ("LogicalRelation", "DataSourceV2Relation")
+_KEYED_RELATIONS: weakref.WeakKeyDictionary[SparkSession, dict[str, DataFrame]] = weakref.WeakKeyDictionary()
+_RELATION_CLASSES = ("LogicalRelation", "DataSourceV2Relation", "DataSourceV2ScanRelation")  # the last: optimized (Connect)
 
 
 def _key_columns(leaf: PlanTree, key: tuple[str, ...]) -> tuple[str, ...]:
@@ -108,7 +109,7 @@ def _key_columns(leaf: PlanTree, key: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(spelled)
 
 
-def declared_relation(spark: SparkSession, source: str) -> JObj | None:
+def declared_relation(spark: SparkSession, source: str) -> DataFrame | None:
     """The relation a keyed source (by its key) was declared on in `spark`'s session."""
     return _KEYED_RELATIONS.get(spark, {}).get(source)
 
@@ -116,20 +117,38 @@ def declared_relation(spark: SparkSession, source: str) -> JObj | None:
 def name_source(jvm: Jvm, df: DataFrame, name: str, key: tuple[str, ...] = ()) -> None:
     """Names the single source `df` reads, for the lineage of `df`'s session's jobs; `key`:
     the columns whose values identify its rows (a source with no stable row order)."""
-    leaves = {k: leaf for leaf in catalyst.leaves(jvm, jvm.analyzed(df)) if (k := source_key(leaf)) is not None}
-    if len(leaves) != 1:
-        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(leaves)}")
-    source, leaf = leaves.popitem()
+
+    def relation() -> DataFrame:
+        [found] = [r for r in iterate(jvm.analyzed(df).collectLeaves()) if r.getClass().getSimpleName() in _RELATION_CLASSES]
+        return jvm.dataframe(found)
+
+    declare(jvm.spark, catalyst.leaves(jvm, jvm.analyzed(df)), relation, name, key)
+
+
+def declare(
+    spark: SparkSession, leaves: list[PlanTree], relation: Callable[[], DataFrame], name: str, key: tuple[str, ...]
+) -> None:
+    """Names the single source among a DataFrame's plan `leaves` for `spark`'s jobs, with
+    its key columns and its `relation` (all columns, as a DataFrame of that session) where
+    `key` is given."""
+    keyed = {k: leaf for leaf in leaves if (k := source_key(leaf)) is not None}
+    if len(keyed) != 1:
+        raise EmberError(f"ember.source needs a DataFrame that reads exactly one source, not {len(keyed)}")
+    source, leaf = keyed.popitem()
     if key:
         if leaf.kind not in _RELATION_CLASSES:
             raise EmberError(
                 "ember.source: key= is for tables and files (a JDBC table, a Python data source, a file "
                 "format with row ids of its own); ember numbers in-memory rows and ranges by position"
             )
-        _ROW_KEYS.setdefault(jvm.spark, {})[source] = _key_columns(leaf, key)
-        [relation] = [r for r in iterate(jvm.analyzed(df).collectLeaves()) if r.getClass().getSimpleName() in _RELATION_CLASSES]
-        _KEYED_RELATIONS.setdefault(jvm.spark, {})[source] = relation
-    _NAMED.setdefault(jvm.spark, {})[source] = name
+        _ROW_KEYS.setdefault(spark, {})[source] = _key_columns(leaf, key)
+        _KEYED_RELATIONS.setdefault(spark, {})[source] = relation()
+    _NAMED.setdefault(spark, {})[source] = name
+
+
+def declared(spark: SparkSession) -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
+    """The names and key columns `ember.source` gave sources in `spark`'s session, by key."""
+    return _NAMED.get(spark, {}), _ROW_KEYS.get(spark, {})
 
 
 Listed = tuple[str, int, int]  # a file as the engine listed it: URI, size, modification time (ms)
@@ -177,7 +196,6 @@ class Importer:
     row_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # source key → key columns
     sources: dict[str, Source] = field(default_factory=dict)
     files: Files = field(default_factory=Here)
-    keyed: bool = True  # whether the engine numbers keyed sources (a Connect server does not yet)
 
     # --- expressions -----------------------------------------------------
     def expr(self, e: Tree, named: ir.Attr | None = None) -> ir.Expr:
@@ -490,11 +508,6 @@ class Importer:
             return self._scan(p, self.sources[key])
         name = self._name(key, default or str(p.facts["table"]).rsplit(".", 1)[-1] or "table")
         row_key = self.row_keys.get(key)
-        if not self.keyed:
-            raise UnsupportedOperatorError(
-                f"over Spark Connect ember does not yet number the rows of {_describe(p)}, which has no stable row "
-                "order (a keyed source: docs/guide/keyed.md); capture it from a classic session"
-            )
         if row_key is None:
             raise UnsupportedOperatorError(
                 f"ember cannot number the rows of {_describe(p)}: it has no stable row order. Name the "
@@ -586,7 +599,7 @@ class Imported(NamedTuple):
 
 def import_plan(jvm: Jvm, df: DataFrame) -> Imported:
     """The IR of `df`'s optimized plan and the sources it reads, from one plan-out message."""
-    return imported_from(catalyst.message(jvm, df), _NAMED.get(jvm.spark, {}), _ROW_KEYS.get(jvm.spark, {}))
+    return imported_from(catalyst.message(jvm, df), *declared(jvm.spark))
 
 
 def imported_from(
@@ -594,17 +607,16 @@ def imported_from(
     named: dict[str, str],
     row_keys: dict[str, tuple[str, ...]] | None = None,
     files: Files | None = None,
-    keyed: bool = True,
 ) -> Imported:
     """The IR and the sources of a plan-out message; `named`: source names given by key,
-    `row_keys`: keyed sources' key columns by key (`keyed`: whether the engine numbers
-    keyed sources at all), `files`: what tells file facts (this process, by default)."""
+    `row_keys`: keyed sources' key columns by key, `files`: what tells file facts (this
+    process, by default)."""
     if out.plan is None:
         raise UnsupportedOperatorError(
             "ember traces batch jobs, and this DataFrame is streaming (a micro-batch's DataFrame in "
             "foreachBatch is a batch one)"
         )
-    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}), files=files or Here(), keyed=keyed)
+    importer = Importer({**view_names(out.views), **named}, dict(row_keys or {}), files=files or Here())
     root = importer.node(out.plan)
     return Imported(domains.marked(root), importer.sources, out.clock)
 
