@@ -52,20 +52,19 @@ class Jvm:
 
     @classmethod
     def of(cls, df: object, caller: str) -> Jvm:
-        """The JVM side of `df`'s session. ember reads and rewrites the job's plan in the
-        driver's JVM, which a Spark Connect client cannot reach: refused by name rather
-        than failing on the first attribute Connect lacks."""
+        """The JVM side of a classic DataFrame's session (a Spark Connect one's engine is
+        its server: `engine.of`); any other kind is refused by name rather than failing
+        on the first attribute it lacks."""
         from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
         if isinstance(df, ClassicDataFrame):
             return cls(df.sparkSession)
+        kind = type(df)
         if isinstance(df, DataFrame):
             raise EmberError(
-                f"{caller} needs a DataFrame of a classic SparkSession (SparkSession.builder.master(...)): "
-                "ember reads and rewrites the job's plan in the driver's JVM, which a Spark Connect "
-                "session (.remote(...)) does not expose"
+                f"{caller} needs a DataFrame of a classic SparkSession or of a Spark Connect one, not "
+                f"{kind.__module__}.{kind.__qualname__}"
             )
-        kind = type(df)
         raise TypeError(f"{caller} takes a PySpark DataFrame, not {kind.__module__}.{kind.__qualname__}")
 
     def __init__(self, spark: SparkSession) -> None:

@@ -25,8 +25,8 @@ def test_class_name_is_the_simple_name(spark: SparkSession) -> None:
 def test_only_a_classic_dataframe_is_taken() -> None:
     with pytest.raises(TypeError, match=r"ember.capture takes a PySpark DataFrame, not pyarrow.lib.Table"):
         ember.capture(pa.table({"k": [1]}))  # type: ignore[arg-type]
-    # A Spark Connect DataFrame shares the abstract parent, not the classic class: ember.source
-    # refuses it (ember.capture and ember.infer take it: tests/capture/test_connect.py).
-    connect = type("DataFrame", (DataFrame,), {"__module__": "pyspark.sql.connect.dataframe"})
-    with pytest.raises(EmberError, match=r"ember.source needs a DataFrame of a classic SparkSession.*Spark Connect"):
-        ember.source(object.__new__(connect), "t", key=["k"])
+    # A DataFrame of neither kind (the abstract parent's subclass) is refused by name; a
+    # Spark Connect one is taken (tests/capture/test_connect.py).
+    other = type("DataFrame", (DataFrame,), {"__module__": "elsewhere"})
+    with pytest.raises(EmberError, match=r"ember.source needs a DataFrame of a classic SparkSession or of a Spark Connect one"):
+        ember.source(object.__new__(other), "t", key=["k"])
