@@ -31,6 +31,7 @@ from ember.engines.spark.numbering import (
     KeyedNumbering,
     TextNumbering,
     key_frame,
+    number_hive,
     number_keyed,
     number_read,
 )
@@ -45,7 +46,7 @@ from ember.engines.spark.plan_import import (
 )
 from ember.errors import EmberError, UnsupportedOperatorError
 from ember.plan import ir
-from ember.plan.sources import COUNTED, KEYED, Source
+from ember.plan.sources import COUNTED, KEYED, RID, Source
 from ember.plan.trees import PlanOut, PlanTree, Reader, Tree, plans, read
 
 T = TypeVar("T")
@@ -208,12 +209,11 @@ class Remote:
         if source.kind == "memory":
             table = self.dataframe(source.data).toArrow()
             return replace(source, rows=table.num_rows, data=table)
-        if source.kind == "hive":
-            raise UnsupportedOperatorError(
-                f"over Spark Connect ember does not yet number the rows of {source.kind} sources such as "
-                f"{source.name!r}: a Hive serde reads them, which the client cannot make a reader of "
-                "(capture it from a classic session)"
-            )
+        if source.kind == "hive":  # read by its serde: the server reads the table by name
+            from ember.engines.spark.served import TableReading
+
+            table = source.key.split(":", 1)[1]
+            return number_hive(source, TableReading(self.spark, source, {"table": table}))
         if source.kind == KEYED:
             return number_keyed(source, self._relation(source))
         if source.kind in COUNTED:
@@ -368,7 +368,8 @@ class RemoteBuilder:
                     f"over Spark Connect ember cannot number the rows of {source.name!r} where the job reads "
                     "its _metadata column (capture it from a classic session)"
                 )
-            return source.data.numbered().toDF(*names, _RID), names
+            numbered = source.data.numbered()  # a Hive table's whole: the scan's columns by name
+            return numbered.select(*[numbered[c] for c in names], numbered[RID]).toDF(*names, _RID), names
         if source.kind == "parquet" and node.only is not None:
             plain = build(self.jvm.spark, plan_in.message(replace(node, only=None), self._outside, self._unchanged))
             return plain.toDF(*names, _RID), names

@@ -219,9 +219,14 @@ def number_hive_source(jvm: Jvm, source: Source) -> Source:
     read some): rids number all of its files, and rows of any partition can be fetched. A
     file the listing did not hold, or an input format that reads no file splits (no file
     name per row), cannot be numbered: refused rather than guessed."""
-    table = source.key.split(":", 1)[1]
     scan = source.data
-    whole = Relation(jvm, scan.copy(scan.tableMeta(), scan.dataCols(), scan.partitionCols(), scan.tableStats(), jvm.none()))
+    return number_hive(source, Relation(jvm, scan.copy(scan.tableMeta(), scan.dataCols(), scan.partitionCols(), scan.tableStats(), jvm.none())))
+
+
+def number_hive(source: Source, whole: Reading) -> Source:
+    """`number_hive_source` over a reading of the whole table (all of its partitions): a
+    classic session's relation, or the table as a Spark Connect client reads it."""
+    table = source.key.split(":", 1)[1]
     layout = whole.layout()
     by_file = _split_counts(whole.frame(), _hive_place)
     if "" in by_file:

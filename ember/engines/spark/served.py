@@ -27,7 +27,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql.connect.session import SparkSession as RemoteSession
 
 from ember.engines.spark import connect
-from ember.engines.spark.numbering import counted_alike, files_reader, layout_of, number_read
+from ember.engines.spark.numbering import (
+    counted_alike,
+    files_reader,
+    layout_of,
+    number_hive,
+    number_read,
+)
 from ember.engines.spark.plan_import import Facts, Here, Listed
 from ember.errors import EmberError, StaleSourceError
 from ember.plan import ir
@@ -182,9 +188,19 @@ class ServerReading:
         ServerFiles(self._source, lambda: self.session).check()
 
 
+class TableReading(ServerReading):
+    """A metastore table read with a Hive serde, as the Connect server reads it by name:
+    the whole table (all of its partitions), which the client cannot make a file reader of."""
+
+    def frame(self) -> DataFrame:
+        return self.session.table(self._recipe["table"])
+
+
 def recounted(session: RemoteSession, source: Source, recipe: dict[str, Any]) -> Source:
     """A loaded store's counted source, read with its recipe through `session` and counted
     again (`numbering.counted_alike`)."""
+    if "table" in recipe:
+        return counted_alike(source, number_hive(source, TableReading(session, source, recipe)))
     return counted_alike(source, number_read(source, ServerReading(session, source, recipe)))
 
 

@@ -4,7 +4,7 @@ session. Builds the tables, captures each case's job, traces every output row ba
 and every source row forward, and writes what ember answered to `<folder>/answers.json`
 for the test to check against DuckDB and pandas over the tables' files.
 
-    python -m tests.engines.spark.metastore_job FOLDER
+    python -m tests.engines.spark.metastore_job FOLDER classic|connect
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 import ember
-from devkit.hive import hive_spark
+from devkit import connect
+from devkit.hive import hive_spark, settings
 from ember.errors import UnsupportedOperatorError
 from ember.plan.sources import local_path
 
@@ -119,8 +120,19 @@ def answers(lin: Any) -> dict[str, Any]:
     }
 
 
-def main(folder: Path) -> None:
-    spark = hive_spark(folder / "hive")
+def main(folder: Path, session: str) -> None:
+    """Runs the cases on a classic Hive session, or ("connect") from a Connect client of a
+    Hive-enabled server started here."""
+    if session == "connect":
+        from pyspark.sql.connect.session import SparkSession as RemoteSession
+
+        with connect.server(folder / "server.log", **settings(folder / "hive")) as url:
+            run(RemoteSession.builder.remote(url).getOrCreate(), folder)  # type: ignore[arg-type]  # a Connect session
+    else:
+        run(hive_spark(folder / "hive"), folder)
+
+
+def run(spark: SparkSession, folder: Path) -> None:
     tables(spark, folder)
     found: dict[str, Any] = {}
     for case in CASES:
@@ -154,4 +166,4 @@ def main(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])

@@ -63,12 +63,14 @@ ORACLE = {
 }
 
 
-@pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+@pytest.fixture(scope="module", params=["classic", "connect"])
+def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The cases' answers from a classic Hive session, and from a Connect client of a
+    Hive-enabled server (the same jobs, the same oracles)."""
     folder = tmp_path_factory.mktemp("metastore")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.engines.spark.metastore_job", str(folder)],
+        [sys.executable, "-m", "tests.engines.spark.metastore_job", str(folder), request.param],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-4000:]
