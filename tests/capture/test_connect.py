@@ -267,7 +267,11 @@ OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
         operators.test_self_join_and_a_table_read_twice_are_one_source,
         operators.test_except_all_against_an_aggregate,  # a subplan cached on the server
         operators.test_window_functions,  # positions and frame bounds built by the plugin
+        operators.test_scalar_subqueries,
         # Python functions: the client wraps a map's function and the plugin makes it again
+        operators.test_python_udf_and_pandas_udf,
+        operators.test_pandas_aggregate_udfs,
+        operators.test_pandas_window_udfs_over_bounded_frames,
         operators.test_python_udtfs_called_per_row,
         operators.test_grouped_map_in_pandas_and_arrow,
         operators.test_cogrouped_map_in_pandas_and_arrow,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,28 @@ def b() -> list[o.Row]:
     return o.scan("b", B)
 
 
+SCALAR_PANDAS, GROUPED_AGG_PANDAS = 200, 202  # PythonEvalType
+
+
+def pandas_udf_of(df: DataFrame, dtype: str, eval_type: int) -> Callable[[Callable[..., Any]], Any]:
+    """PySpark's `pandas_udf` of `df`'s session kind: PySpark's own makes classic ones in a
+    process that holds a classic session (Connect's takes the eval type its hints give)."""
+    if not is_connect(df):
+        return F.pandas_udf(dtype)  # type: ignore[call-overload,no-any-return]
+    from pyspark.sql.connect.udf import _create_udf
+
+    return lambda f: _create_udf(f, dtype, eval_type)
+
+
+def window_of(df: DataFrame) -> Any:
+    """PySpark's `Window` of `df`'s session kind (as `functions_of`)."""
+    if is_connect(df):
+        from pyspark.sql.connect.window import Window as RemoteWindow
+
+        return RemoteWindow
+    return Window
+
+
 def check(df: DataFrame, expected: list[o.Row]) -> ember.Lineage:
     """Oracle values = Spark's values; ember's lineage = oracle's (both strategies and lazy
     inference, exact and superset); the result is the job's. Over Spark Connect
@@ -82,9 +104,10 @@ def test_filter_project_computed_columns(views: SparkSession) -> None:
 
 
 def test_python_udf_and_pandas_udf(views: SparkSession) -> None:
-    double = F.udf(lambda x: x * 2, "int")
+    fn = functions_of(views.table("a"))
+    double = fn.udf(lambda x: x * 2, "int")
 
-    @F.pandas_udf("int")  # type: ignore[call-overload]
+    @pandas_udf_of(views.table("a"), "int", SCALAR_PANDAS)
     def plus_one(s: pd.Series) -> pd.Series:
         return s + 1
 
@@ -96,7 +119,7 @@ def test_pandas_aggregate_udfs(views: SparkSession) -> None:
     """A pandas UDAF: Spark runs no other aggregate function beside it, so its groups are
     never carried as lists (Spark refused the job: INVALID_PANDAS_UDF_PLACEMENT)."""
 
-    @F.pandas_udf("int")  # type: ignore[call-overload]
+    @pandas_udf_of(views.table("w"), "int", GROUPED_AGG_PANDAS)
     def spread(v: pd.Series) -> int:
         return int(v.max() - v.min())
 
@@ -111,11 +134,11 @@ def test_pandas_window_udfs_over_bounded_frames(views: SparkSession) -> None:
     functions, which Spark runs in a window node of their own (it refused one node holding
     both: "Found different window function type")."""
 
-    @F.pandas_udf("int")  # type: ignore[call-overload]
+    @pandas_udf_of(views.table("w"), "int", GROUPED_AGG_PANDAS)
     def total(v: pd.Series) -> int:
         return int(v.sum())
 
-    rows = Window.partitionBy("g").orderBy("o").rowsBetween(-1, 0)
+    rows = window_of(views.table("w")).partitionBy("g").orderBy("o").rowsBetween(-1, 0)
     check(views.table("w").withColumn("t", total("v").over(rows)),
           o.window(o.scan("w", W), lambda v: (v[0],), lambda v: v[1], lambda i, n: (i - 1, i + 1),
                    lambda fs, i: sum(x[2] for x in fs)))
@@ -214,7 +237,7 @@ def test_scalar_subqueries(views: SparkSession) -> None:
                  lin.union(*(bl for w, bl in b() if w[0] > v[0]))) for v, lin in a()]
     check(views.sql("SELECT k, (SELECT count(*) FROM b WHERE b.k > a.k) AS n FROM a"), expected)
     # the same with the outer value a Python UDF's: Spark evaluates it again over its copy of a
-    plus = F.udf(lambda x: x + 1, "int")
+    plus = functions_of(views.table("a")).udf(lambda x: x + 1, "int")
     views.table("a").select("k", plus("k").alias("u")).createOrReplaceTempView("au")
     expected = [((v[0], sum(1 for w, _ in b() if w[0] > v[0] + 1)),
                  lin.union(*(bl for w, bl in b() if w[0] > v[0] + 1))) for v, lin in a()]

@@ -6,7 +6,8 @@ DuckDB's SQL over each table's own files, read with DuckDB (Parquet), pyarrow (O
 pandas (Hive text), each row's rid its ordinal in the table's files in path order.
 
 The jobs run in a process of their own (`metastore_job.py`): a Hive session cannot share
-the tests' JVM.
+the tests' JVM. They run twice: on a classic Hive session, and from a Spark Connect client
+of a Hive-enabled server.
 """
 
 from __future__ import annotations
