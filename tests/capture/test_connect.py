@@ -268,6 +268,11 @@ OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
         operators.test_except_all_against_an_aggregate,  # a subplan cached on the server
         operators.test_window_functions,  # positions and frame bounds built by the plugin
         operators.test_scalar_subqueries,
+        operators.test_a_window_over_a_sample_drawn_anew_each_run,
+        operators.test_observed_metrics,
+        operators.test_rows_tagged_with_their_file,
+        operators.test_parquet_rids_follow_sorted_paths,
+        operators.test_csv_and_json_sources,
         # Python functions: the client wraps a map's function and the plugin makes it again
         operators.test_python_udf_and_pandas_udf,
         operators.test_pandas_aggregate_udfs,
@@ -303,8 +308,10 @@ def remote_views(remote: RemoteSession) -> RemoteSession:
 
 
 @pytest.mark.parametrize("case", sorted(OPERATORS))
-def test_the_operator_table_over_connect(remote_views: RemoteSession, case: str) -> None:
-    OPERATORS[case](remote_views)
+def test_the_operator_table_over_connect(remote_views: RemoteSession, tmp_path: Path, case: str) -> None:
+    test = OPERATORS[case]
+    given = {"views": remote_views, "spark": remote_views, "tmp_path": tmp_path}
+    test(**{name: given[name] for name in inspect.signature(test).parameters if name in given})
 
 
 def test_a_partitioned_write_over_connect_links_each_row(remote: RemoteSession, tmp_path: Path) -> None:

@@ -677,11 +677,17 @@ def test_pandas_on_spark_default_index(spark: SparkSession, tmp_path: Path) -> N
 
 def test_observed_metrics(views: SparkSession) -> None:
     """`df.observe` counts rows as they pass: each row passes on as it came."""
-    seen = Observation("seen")
-    df = views.table("a").observe(seen, F.count(F.lit(1)).alias("n")).filter("k > 1")
+    fn = functions_of(views.table("a"))
+    if is_connect(views.table("a")):
+        from pyspark.sql.connect.observation import Observation as RemoteObservation
+
+        seen: Any = RemoteObservation("seen")
+    else:
+        seen = Observation("seen")
+    df = views.table("a").observe(seen, fn.count(fn.lit(1)).alias("n")).filter("k > 1")
     check(df, o.where(a(), lambda v: v[0] > 1))
     assert seen.get == {"n": 4}  # every row of `a` counted once
-    check(views.table("a").observe("named", F.max("k")).select("v"), o.select(a(), lambda v: (v[1],)))
+    check(views.table("a").observe("named", fn.max("k")).select("v"), o.select(a(), lambda v: (v[1],)))
 
 
 def test_pivot(views: SparkSession) -> None:
@@ -722,8 +728,9 @@ def test_rows_tagged_with_their_file(spark: SparkSession, tmp_path: Path) -> Non
     folder.mkdir()
     for name, ks in (("a", range(4)), ("b", range(4, 7))):
         pq.write_table(pa.table({"k": pa.array(list(ks), pa.int32())}), folder / f"{name}.parquet")
-    tagged = F.regexp_extract(F.input_file_name(), r"(\w)\.parquet$", 1).alias("f")
-    df = spark.read.parquet(str(folder)).select("k", tagged).filter("k % 2 = 0")
+    read = spark.read.parquet(str(folder))
+    fn = functions_of(read)
+    df = read.select("k", fn.regexp_extract(fn.input_file_name(), r"(\w)\.parquet$", 1).alias("f")).filter("k % 2 = 0")
     check(df, o.select(o.where(o.scan("tagged", [(k,) for k in range(7)]), lambda v: v[0] % 2 == 0),
                        lambda v: (v[0], "a" if v[0] < 4 else "b")))
 
