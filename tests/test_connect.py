@@ -2,7 +2,8 @@
 ember but not `pyspark` (nor py4j; `make test` builds it, .venv/client) captures TPC-H Q3
 on the tests' Connect server and saves the lineage, infers it, and `ember run` records
 the same job from a script; every output row's backward trace of all three meets the
-DuckDB oracle. The
+DuckDB oracle. A grouped map captured there (its function wrapped by the client) meets
+the orders' own priorities. The
 22 queries in the DataFrame API (whose columns, made by PySpark's functions, are
 Connect's only in a client-only process) are captured there too, deferred, and meet the
 oracle as the classic session's do.
@@ -58,6 +59,10 @@ else:
               for oid in range(inferred.output().num_rows)]
     pq.write_table(inferred.output(), store + ".inferred.parquet")
     pathlib.Path(store + ".inferred.json").write_text(json.dumps(traces))
+    import pandas as pd  # a grouped map: the client wraps its function, the server runs it
+    counted = spark.table("orders").groupBy("o_orderpriority").applyInPandas(
+        lambda pdf: pd.DataFrame({{"p": [pdf.o_orderpriority.iloc[0]], "n": [len(pdf)]}}), "p string, n long")
+    ember.capture(counted).save(store + ".map")
 """
 
 
@@ -92,6 +97,12 @@ def test_a_client_with_pyspark_client_alone_captures_over_connect(
     for oid, row in mapping.items():
         for source in SOURCES[N]:
             assert inferred[oid][source] == expected_backward(expected, [row], source).tolist(), ("inferred", oid, source)
+    mapped = ember.load(str(tmp_path / "store.map"))
+    priorities = pq.read_table(tpch / "orders.parquet", columns=["o_orderpriority"]).column(0).to_pylist()
+    assert mapped.output().num_rows == len(set(priorities))
+    for oid, (p, n) in enumerate(zip(*mapped.output().select(["p", "n"]).to_pydict().values(), strict=True)):
+        assert mapped.backward(oids=[oid]).ids("orders").tolist() == [i for i, v in enumerate(priorities) if v == p]
+        assert n == priorities.count(p)
 
 
 WRITES = """
