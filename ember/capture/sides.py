@@ -22,6 +22,7 @@ one file per task.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -274,7 +275,7 @@ def fetch(
             wave = [t for t in wave if t.id not in data]
             keys = {t.id: wanted[t.id].distinct() for t in wave}
             reads.batch([(t, k) for t in wave if (small or t.bounded) and isinstance(k := keys[t.id], pa.Table) and k.num_rows])
-            runs = [workers.submit(builder.jvm.threaded(_job(builder, t, keys[t.id], small, scratch, reads))) for t in wave]
+            runs = [workers.submit(builder.jvm.threaded(job)) for job in _jobs(builder, wave, keys, small, scratch, reads)]
             for table, run in zip(wave, runs, strict=True):
                 data[table.id] = run.result()
                 _note(wanted, data[table.id], table.slots)
@@ -301,38 +302,57 @@ def _referrers(annotated: Annotated) -> dict[int, set[int]]:
     return found
 
 
-def _job(
+def _jobs(
     builder: Building,
-    table: SideTable,
-    keys: Keys,
+    wave: list[SideTable],
+    keys: dict[int, Keys],
     small: bool,
     scratch: Scratch | None,
     reads: local_reads.Reads,
+) -> list[Callable[[], pa.Table | Staged]]:
+    """A wave's side tables as jobs to run: one DuckDB can answer in-process is read here
+    and now; the others' plans are built together, on this thread (one message on a
+    classic session: `Builder.dataframes`), each with the keys it is computed for."""
+    ready: dict[int, Callable[[], pa.Table | Staged]] = {}
+    spark: list[tuple[SideTable, Keys]] = []
+    for table in wave:
+        wanted = keys[table.id]
+        bounded = small or table.bounded
+        if bounded and isinstance(wanted, DataFrame):
+            wanted = _collected(wanted)
+        if (bounded or reads.cap > 0) and not isinstance(wanted, DataFrame):
+            local = reads.side_table(table, wanted, capped=not bounded)
+            if local is not None:
+                ready[table.id] = functools.partial(_given, local)
+                continue
+        _unchecked(table)
+        spark.append((table, wanted))
+    built = builder.dataframes([(t.plan, k) for t, k in spark])
+    for (table, wanted), side in zip(spark, built, strict=True):
+        ready[table.id] = _job(builder, table, wanted, side, small, scratch)
+    return [ready[t.id] for t in wave]
+
+
+def _given(rows: pa.Table | Staged) -> pa.Table | Staged:
+    return rows
+
+
+def _job(
+    builder: Building, table: SideTable, keys: Keys, side: DataFrame, small: bool, scratch: Scratch | None
 ) -> Callable[[], pa.Table | Staged]:
-    """The side table built (on this thread, once the tables started beside the job are
-    done: `builder.keys` serves one table at a time) as a job to run;
-    one DuckDB can answer in-process is read here and now. A table that could outgrow the
-    driver is written by the executors and, unless lists ride in its rows, stays there;
-    DuckDB reads it first, up to `Reads.cap` rows, where its wanted keys are on the driver:
-    the guess at its size counts every scan below it, so a table of few groups over large
-    aggregates looks large, and Spark would compute it again, as long as the job itself."""
-    bounded = small or table.bounded
-    if bounded and isinstance(keys, DataFrame):
-        keys = _collected(keys)
-    if (bounded or reads.cap > 0) and not isinstance(keys, DataFrame):
-        local = reads.side_table(table, keys, capped=not bounded)
-        if local is not None:
-            return lambda: local
-    _unchecked(table)
-    builder.keys = keys
-    side = builder.dataframe(table.plan)
+    """The built side table `side` as a job to run. A table that could outgrow the driver
+    is written by the executors and, unless lists ride in its rows, stays there; DuckDB
+    read it first (`_jobs`), up to `Reads.cap` rows, where its wanted keys are on the
+    driver: the guess at its size counts every scan below it, so a table of few groups
+    over large aggregates looks large, and Spark would compute it again, as long as the
+    job itself."""
     if isinstance(keys, pa.Table) and keys.num_rows == 0:
         return side.limit(0).toArrow  # nothing points at it: an empty plan, no scan
     # A rollup's wanted groups match on a set's leading keys only: its rows are not cut here.
     cut = not table.prefixes and not any(isinstance(n, ir.Keys) for n in ir.walk(table.plan))
     if cut and (isinstance(keys, DataFrame) or (keys is not None and keys.num_rows <= MAX_KEYS)):
         side = _restricted(builder, side, table, keys)
-    if bounded:
+    if small or table.bounded:
         return side.toArrow
     assert scratch is not None
     if distributable(table, side.columns):

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import ember
 from ember.capture.capture import DRIVER_RIDS
+from ember.engines.spark import plan_in
 from ember.engines.spark.build import Builder
 from ember.errors import EmberError
 from ember.store.parts import Parts
@@ -143,3 +144,20 @@ def test_a_table_beside_the_job_is_built_for_spark_only_where_duckdb_cannot_read
     whole = frozenset((view, i) for i in range(len(T)))
     o.assert_same_lineage(lin, [(v, lin_ | whole) for v, lin_ in o.where(o.scan(view, T), lambda v: v[1] > max(v for _, v in T) - 10)])
     assert len(built) == (1 if stored == "parquet" else 2)  # the job's plan, and the table's from memory
+
+
+def test_side_tables_that_run_together_are_built_in_one_message(views: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two aggregates joined to the rows, over in-memory tables DuckDB cannot read: their
+    side tables run in one wave, built by one plan-in message of two roots (one py4j call)."""
+    built: list[int] = []
+    several = plan_in.dataframes
+    monkeypatch.setattr(plan_in, "dataframes", lambda jvm, messages: built.append(len(messages)) or several(jvm, messages))
+    df = views.sql(
+        "SELECT u.w, g.s, h.n FROM side_u u JOIN (SELECT k, sum(v) AS s FROM side_t GROUP BY k) g ON u.k = g.k "
+        "JOIN (SELECT k, count(*) AS n FROM side_t WHERE v > 50 GROUP BY k) h ON u.k = h.k"
+    )
+    lin = ember.capture(df, strategy="inject")
+    counts = o.group(o.where(o.scan("side_t", T), lambda v: v[1] > 50), lambda v: (v[0],), lambda vs: (len(vs),))
+    joined = o.join(o.join(o.scan("side_u", U), sums(), lambda u, g: u[0] == g[0]), counts, lambda x, h: x[0] == h[0])
+    o.assert_same_lineage(lin, o.select(joined, lambda v: (v[1], v[3], v[5])))
+    assert built == [2]

@@ -86,6 +86,23 @@ class Builder:
         with self.lock:
             return self._prepared(self.build(node))
 
+    def dataframes(self, tables: list[tuple[ir.Node, pa.Table | DataFrame | None]]) -> list[DataFrame]:
+        """Side tables' plans (each with the keys it is computed for) as `dataframe` makes
+        them, built together: one plan-in message of several roots, one py4j call, where
+        every root is one the message holds."""
+        with self.lock:
+            if len(tables) < 2 or not all(plan_in.expressible(n) and id(n) not in self._unchanged for n, _ in tables):
+                return [self._for_keys(n, k) for n, k in tables]
+            messages = []
+            for node, keys in tables:
+                self.keys = keys  # the nodes the message cannot hold are built as it is written
+                messages.append(plan_in.message(node, self.build, self._unchanged))
+            return [DataFrame(jdf, self.jvm.spark) for jdf in plan_in.dataframes(self.jvm, messages)]
+
+    def _for_keys(self, node: ir.Node, keys: pa.Table | DataFrame | None) -> DataFrame:
+        self.keys = keys
+        return self.dataframe(node)
+
     def _prepared(self, plan: JObj) -> DataFrame:
         jdf = jar.helper(self.jvm, "Prepared").dataframe(self.jvm.jsession, plan)
         return DataFrame(jdf, self.jvm.spark)

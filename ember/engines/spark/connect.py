@@ -270,6 +270,15 @@ class RemoteBuilder:
     def dataframe(self, node: ir.Node) -> ConnectFrame:
         return build(self.jvm.spark, plan_in.message(node, self._outside, self._unchanged))
 
+    def dataframes(self, tables: list[tuple[ir.Node, pa.Table | ConnectFrame | None]]) -> list[ConnectFrame]:
+        """Side tables' plans, each with the keys it is computed for: a Connect DataFrame
+        is a request sent when it runs, so each goes as its own message."""
+        made = []
+        for node, keys in tables:
+            self.keys = keys
+            made.append(self.dataframe(node))
+        return made
+
     def cached(self, key: int) -> ConnectFrame:
         """The rows of a cached subplan, read from the server's cache once a job filled it."""
         return build(self.jvm.spark, plan_in.Message({"version": plan_in.VERSION, "root": self._outside(self._shared[key])}, ()))

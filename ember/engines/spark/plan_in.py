@@ -68,13 +68,26 @@ def message(node: ir.Node, outside: Callable[[ir.Node], JObj | Json], unchanged:
 
 
 def build(jvm: Jvm, m: Message) -> JObj:
-    """The Catalyst plan `m` describes, in one py4j call. The message goes through a file,
-    as the plan import's does (large py4j messages stall)."""
+    """The Catalyst plan `m` describes, in one py4j call."""
+    return _through_file(m.body, lambda path: jar.helper(jvm, "PlanBuild").build(jvm.gateway(), path))
+
+
+def dataframes(jvm: Jvm, messages: list[Message]) -> list[JObj]:
+    """The plans of several messages (side tables that run together), each ready to run
+    as a Dataset that Spark does not optimize again, built in one py4j call."""
+    body = {"version": VERSION, "roots": [m.body["root"] for m in messages]}
+    made = _through_file(body, lambda path: jar.helper(jvm, "PlanBuild").dataframes(jvm.gateway(), jvm.jsession, path))
+    return list(made)
+
+
+def _through_file(body: Json, call: Callable[[str], Any]) -> Any:
+    """`call` of a file holding `body`: a message goes through a file, as the plan import's
+    does (large py4j messages stall)."""
     fd, path = tempfile.mkstemp(prefix="ember-plan-in-", suffix=".json")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(m.body, f, separators=(",", ":"))
-        return jar.helper(jvm, "PlanBuild").build(jvm.gateway(), path)
+            json.dump(body, f, separators=(",", ":"))
+        return call(path)
     finally:
         os.unlink(path)
 

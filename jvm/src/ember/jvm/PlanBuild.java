@@ -48,6 +48,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.catalyst.plans.logical.Union;
 import org.apache.spark.sql.catalyst.plans.logical.Window;
+import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.catalyst.trees.TreeNode;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -94,6 +95,20 @@ public final class PlanBuild {
         return build(gateway::getObject, Files.readString(Path.of(path)));
     }
 
+    /**
+     * The plans of a message of several roots ({"version": 1, "roots": [NODE...]}: side
+     * tables that run together), each built with a scope of its own and ready to run
+     * (`Prepared`), in one py4j call.
+     */
+    public Object[] dataframes(py4j.Gateway gateway, SparkSession session, String path) throws IOException {
+        JsonNode message = read(Files.readString(Path.of(path)));
+        List<Object> made = new ArrayList<>();
+        for (JsonNode root : message.get("roots")) {
+            made.add(new Prepared().dataframe(session, fresh(gateway::getObject, null, null).node(root)));
+        }
+        return made.toArray();
+    }
+
     /** The plan `text` describes, its references resolved by `objects`. */
     public LogicalPlan build(Function<String, Object> objects, String text) throws IOException {
         return build(objects, null, null, text);
@@ -104,14 +119,23 @@ public final class PlanBuild {
      * held by `caches` across its messages. */
     public LogicalPlan build(Function<String, Object> objects, Function<String, LogicalPlan> relations,
             BiFunction<String, LogicalPlan, LogicalPlan> caches, String text) throws IOException {
+        return fresh(objects, relations, caches).node(read(text).get("root"));
+    }
+
+    private static JsonNode read(String text) throws IOException {
         JsonNode message = JSON.readTree(text);
         int version = message.path("version").asInt(-1);
         if (version != VERSION) {
             throw new IllegalArgumentException("ember plan message version " + version + "; this jar reads " + VERSION);
         }
+        return message;
+    }
+
+    private static PlanBuild fresh(Function<String, Object> objects, Function<String, LogicalPlan> relations,
+            BiFunction<String, LogicalPlan, LogicalPlan> caches) {
         PlanBuild made = new PlanBuild(objects, relations, caches);
         made.jvmId = NamedExpression$.MODULE$.newExprId().jvmId();
-        return made.node(message.get("root"));
+        return made;
     }
 
     // --- plans -----------------------------------------------------------------------
