@@ -11,6 +11,7 @@ import inspect
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -166,36 +167,45 @@ def remote_visits(remote: RemoteSession) -> DataFrame:
     return remote.read.format("ember_test_visits").option("rows", "30").load()
 
 
+def by_name(*tests: Callable[..., None]) -> dict[str, Callable[..., None]]:
+    """Tests of another module by name (without `test_`), to run as cases over Connect."""
+    return {f.__name__.removeprefix("test_"): f for f in tests}
+
+
+def called(test: Callable[..., None], request: pytest.FixtureRequest, **given: Any) -> None:
+    """`test` called with the `given` values for the parameters it names (a string names
+    the fixture to give), and the fixture of its own name for the others (but those a
+    `functools.partial` gave)."""
+    args = {}
+    for name, parameter in inspect.signature(test).parameters.items():
+        if name not in given and parameter.default is not parameter.empty:
+            continue
+        value = given.get(name, name)
+        args[name] = request.getfixturevalue(value) if isinstance(value, str) else value
+    test(**args)
+
+
 # The keyed-source tests (tests/capture/test_keyed.py), over Connect: `ember.source`
 # declares a source on the DataFrame as read, the key columns are read by a job on the
 # server, and the job's scan is joined to their ranks there.
-KEYED: dict[str, Callable[..., None]] = {
-    f.__name__.removeprefix("test_"): f
-    for f in (
-        keyed.test_python_data_source_without_a_key_is_refused_saying_how_to_declare_one,
-        keyed.test_python_data_source_traced_by_a_key_of_two_columns,
-        keyed.test_python_data_source_lazy_and_auto,
-        keyed.test_a_key_that_does_not_identify_rows_is_refused,
-        keyed.test_a_key_is_for_tables_and_files,
-        keyed.test_files_keyed_by_metadata_fields,
-        keyed.test_a_file_keyed_by_a_column_is_traced_after_it_is_rewritten,
-        keyed.test_jdbc_table_joined_with_parquet_vs_postgres,
-        keyed.test_jdbc_lineage_saved_keeps_keys_not_credentials,
-        keyed.test_jdbc_table_without_a_key_is_refused,
-        keyed.test_jdbc_to_parquet_to_report_traced_to_database_keys,
-    )
-}
+KEYED = by_name(
+    keyed.test_python_data_source_without_a_key_is_refused_saying_how_to_declare_one,
+    keyed.test_python_data_source_traced_by_a_key_of_two_columns,
+    keyed.test_python_data_source_lazy_and_auto,
+    keyed.test_a_key_that_does_not_identify_rows_is_refused,
+    keyed.test_a_key_is_for_tables_and_files,
+    keyed.test_files_keyed_by_metadata_fields,
+    keyed.test_a_file_keyed_by_a_column_is_traced_after_it_is_rewritten,
+    keyed.test_jdbc_table_joined_with_parquet_vs_postgres,
+    keyed.test_jdbc_lineage_saved_keeps_keys_not_credentials,
+    keyed.test_jdbc_table_without_a_key_is_refused,
+    keyed.test_jdbc_to_parquet_to_report_traced_to_database_keys,
+)
 
 
 @pytest.mark.parametrize("case", sorted(KEYED))
 def test_keyed_sources_over_connect(request: pytest.FixtureRequest, remote: RemoteSession, case: str) -> None:
-    test = KEYED[case]
-    given = {"spark": remote, "visits_df": lambda: request.getfixturevalue("remote_visits")}
-    args = {
-        name: given[name]() if callable(given.get(name)) else given.get(name) or request.getfixturevalue(name)
-        for name in inspect.signature(test).parameters
-    }
-    test(**args)
+    called(KEYED[case], request, spark=remote, visits_df="remote_visits")
 
 
 def test_ember_source_over_connect_needs_the_dataframe_as_read(remote_visits: DataFrame) -> None:
@@ -246,44 +256,41 @@ def test_ember_lineage_over_connect_infers_or_captures_as_on_a_classic_session(r
 # The operator table's tests whose jobs use no PySpark functions but of the session's kind
 # (`functions` makes classic columns in a process that holds a classic session, as these
 # tests' does), each as its own case, with its parameters.
-OPERATORS: dict[str, Callable[[RemoteSession], None]] = {
-    f.__name__.removeprefix("test_"): f
-    for f in (
-        operators.test_filter_project_computed_columns,
-        operators.test_sort,
-        operators.test_limit_and_top_k,
-        operators.test_inner_cross_theta_joins,
-        operators.test_an_outer_join_spark_could_drop_still_gives_its_matched_rows,
-        operators.test_semi_joins_exists_and_in,
-        operators.test_anti_joins_not_exists_and_not_in,
-        operators.test_grouped_aggregate_with_having,
-        operators.test_global_aggregate_also_over_no_rows,
-        operators.test_aggregates_spark_would_merge_keep_their_own_rows,
-        operators.test_distinct_and_count_distinct,
-        operators.test_union_all_and_distinct,
-        operators.test_explode_and_posexplode,
-        operators.test_pivot,
-        operators.test_unpivot,
-        operators.test_self_join_and_a_table_read_twice_are_one_source,
-        operators.test_except_all_against_an_aggregate,  # a subplan cached on the server
-        operators.test_window_functions,  # positions and frame bounds built by the plugin
-        operators.test_scalar_subqueries,
-        operators.test_a_window_over_a_sample_drawn_anew_each_run,
-        operators.test_observed_metrics,
-        operators.test_rows_tagged_with_their_file,
-        operators.test_parquet_rids_follow_sorted_paths,
-        operators.test_csv_and_json_sources,
-        # Python functions: the client wraps a map's function and the plugin makes it again
-        operators.test_python_udf_and_pandas_udf,
-        operators.test_pandas_aggregate_udfs,
-        operators.test_pandas_window_udfs_over_bounded_frames,
-        operators.test_python_udtfs_called_per_row,
-        operators.test_grouped_map_in_pandas_and_arrow,
-        operators.test_cogrouped_map_in_pandas_and_arrow,
-        operators.test_grouped_map_keys_of_every_kind_come_back,
-        operators.test_partition_map_in_pandas_and_arrow,  # over a cached input: no task reports to a client
-    )
-}
+OPERATORS = by_name(
+    operators.test_filter_project_computed_columns,
+    operators.test_sort,
+    operators.test_limit_and_top_k,
+    operators.test_inner_cross_theta_joins,
+    operators.test_an_outer_join_spark_could_drop_still_gives_its_matched_rows,
+    operators.test_semi_joins_exists_and_in,
+    operators.test_anti_joins_not_exists_and_not_in,
+    operators.test_grouped_aggregate_with_having,
+    operators.test_global_aggregate_also_over_no_rows,
+    operators.test_aggregates_spark_would_merge_keep_their_own_rows,
+    operators.test_distinct_and_count_distinct,
+    operators.test_union_all_and_distinct,
+    operators.test_explode_and_posexplode,
+    operators.test_pivot,
+    operators.test_unpivot,
+    operators.test_self_join_and_a_table_read_twice_are_one_source,
+    operators.test_except_all_against_an_aggregate,  # a subplan cached on the server
+    operators.test_window_functions,  # positions and frame bounds built by the plugin
+    operators.test_scalar_subqueries,
+    operators.test_a_window_over_a_sample_drawn_anew_each_run,
+    operators.test_observed_metrics,
+    operators.test_rows_tagged_with_their_file,
+    operators.test_parquet_rids_follow_sorted_paths,
+    operators.test_csv_and_json_sources,
+    # Python functions: the client wraps a map's function and the plugin makes it again
+    operators.test_python_udf_and_pandas_udf,
+    operators.test_pandas_aggregate_udfs,
+    operators.test_pandas_window_udfs_over_bounded_frames,
+    operators.test_python_udtfs_called_per_row,
+    operators.test_grouped_map_in_pandas_and_arrow,
+    operators.test_cogrouped_map_in_pandas_and_arrow,
+    operators.test_grouped_map_keys_of_every_kind_come_back,
+    operators.test_partition_map_in_pandas_and_arrow,  # over a cached input: no task reports to a client
+)
 OPERATORS |= {f"outer_joins_{k}": functools.partial(operators.test_outer_joins, kind=k) for k in ("left", "right", "full")}
 OPERATORS |= {  # value offsets: the user's own bound expressions, by reference
     f"range_frame_{order}": functools.partial(operators.test_range_frames_with_value_offsets, order=order, lo=lo, hi=hi, frame=frame)
@@ -308,10 +315,8 @@ def remote_views(remote: RemoteSession) -> RemoteSession:
 
 
 @pytest.mark.parametrize("case", sorted(OPERATORS))
-def test_the_operator_table_over_connect(remote_views: RemoteSession, tmp_path: Path, case: str) -> None:
-    test = OPERATORS[case]
-    given = {"views": remote_views, "spark": remote_views, "tmp_path": tmp_path}
-    test(**{name: given[name] for name in inspect.signature(test).parameters if name in given})
+def test_the_operator_table_over_connect(request: pytest.FixtureRequest, remote_views: RemoteSession, case: str) -> None:
+    called(OPERATORS[case], request, views=remote_views, spark=remote_views)
 
 
 def test_a_partitioned_write_over_connect_links_each_row(remote: RemoteSession, tmp_path: Path) -> None:
