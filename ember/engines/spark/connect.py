@@ -250,8 +250,9 @@ def _source_keys(df: ConnectFrame) -> set[str | None]:
 @dataclass
 class RemoteBuilder:
     """Builds one capture's rewritten plans on the Connect server, each as one plan-in
-    message. What a message cannot hold (nodes built through py4j on a classic session)
-    is refused by name."""
+    message. What a classic session builds through py4j beside the message goes in it
+    as a node of its own (`_outside`: rows this client holds, cached subplans, wrapped
+    maps, Python UDTFs); anything else is refused by name."""
 
     jvm: Remote  # the engine, named as the classic `Builder`'s (`capture.sides` reads either)
     sources: dict[str, Source]
