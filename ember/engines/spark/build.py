@@ -22,7 +22,6 @@ from pyspark import Accumulator
 from pyspark.accumulators import AddingAccumulatorParam
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import _parse_datatype_json_string
 from pyspark.sql.udf import UserDefinedFunction
 
 from ember.engines.spark import jar, maps, plan_in
@@ -193,7 +192,7 @@ class Builder:
         inputs = [self.build(c) for c in node.inputs]
         added = node.attrs[len(own) :]
         types = [self.attr(k).dataType() for k in node.keys[0]]
-        made = self._keyed_function(h, added, types, len(inputs))
+        made = self._keyed_function(h, added, node.keys[0], len(inputs))
         made_attrs = (self.jvm.attribute(a.name, t, True, a.id) for a, t in zip(added, types, strict=True))
         output = self.seq([*iterate(h.output()), *made_attrs])
         kind = str(h.nodeName())
@@ -201,15 +200,14 @@ class Builder:
             return self.logical(kind)(h.groupingAttributes(), made, output, inputs[0])
         return self.logical(kind)(h.leftGroupingLen(), h.rightGroupingLen(), made, output, *inputs)
 
-    def _keyed_function(self, h: JObj, added: tuple[ir.Attr, ...], types: list[JObj], tables: int) -> JObj:
+    def _keyed_function(self, h: JObj, added: tuple[ir.Attr, ...], keys: tuple[ir.Attr, ...], tables: int) -> JObj:
         """The grouped map's Python UDF again, over the same columns, its function wrapped to
-        return the key columns `added` (of Spark `types`) after its own (`maps`)."""
+        return the key columns `added` (of the types of `keys`) after its own (`maps`)."""
         fn = h.functionExpr()
-        keys = [_parse_datatype_json_string(t.json()) for t in types]
-        large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+        types = [maps.simple_type(k.dtype) for k in keys]
         eval_type = int(fn.evalType())
         names = tuple(a.name for a in added)
-        wrapped, returned = maps.group_function(_command(self.jvm, fn), eval_type, names, keys, tables, large)
+        wrapped, returned = maps.group_function(_command(self.jvm, fn), eval_type, names, types, tables, maps.large_strings(self.jvm.spark))
         udf = UserDefinedFunction(wrapped, returned, str(fn.name()), eval_type, bool(fn.udfDeterministic()))
         return self.jvm.expression(udf(*[self.jvm.column(c) for c in iterate(fn.children())]))
 

@@ -183,6 +183,7 @@ class Remote:
     def declare(self, df: ConnectFrame, name: str, key: tuple[str, ...]) -> None:
         """`ember.source` over Connect: the source's relation is the DataFrame as read (the
         client plan's leaf), which must read the same source."""
+
         def relation() -> DataFrame:
             leaf = df._plan
             while leaf._child is not None:
@@ -221,7 +222,6 @@ class Remote:
 
             return number_read(source, ServerReading.of_scan(self.spark, source, self._columns[source.key]))
         return source
-
 
     def shaped(self, source: Source) -> Source:
         """The source as a check over none of its rows reads it (`numbering.shaped`)."""
@@ -341,7 +341,7 @@ class RemoteBuilder:
         else:
             names = tuple(a.name for a in added)
             types = [maps.simple_type(k.dtype) for k in node.keys[0]]
-            large = self.jvm.spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") == "true"
+            large = maps.large_strings(self.jvm.spark)
             wrapped = maps.group_function(mapped.command, mapped.eval_type, names, types, len(node.inputs), large)
         return {
             "op": "map",

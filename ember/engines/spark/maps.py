@@ -92,6 +92,12 @@ def partition_function(
     return reporting(func, pandas, append, report, carried), returned
 
 
+def large_strings(spark: Any) -> bool:
+    """Whether the session's Arrow strings and binaries are large ones (an Arrow map's
+    appended keys must be typed as its worker's batches are)."""
+    return str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
+
+
 def pickled(wrapped: Wrapped) -> str:
     """A wrapped function and its return type as Spark ships a Python UDF's code, base64."""
     return base64.b64encode(CloudPickleSerializer().dumps(wrapped)).decode()
