@@ -30,7 +30,7 @@ from ember.engines.spark import catalyst, jar, maps, plan_in
 from ember.engines.spark.numbering import (
     KeyedNumbering,
     TextNumbering,
-    key_frame,
+    keyed_shape,
     number_hive,
     number_keyed,
     number_read,
@@ -184,19 +184,21 @@ class Remote:
         """`ember.source` over Connect: the source's relation is the DataFrame as read (the
         client plan's leaf), which must read the same source."""
 
+        leaves = _leaves(df)
+
         def relation() -> DataFrame:
             leaf = df._plan
             while leaf._child is not None:
                 leaf = leaf._child
             read = ConnectFrame(leaf, self.spark)
-            if _source_keys(read) != _source_keys(df):
+            if _source_keys(_leaves(read)) != _source_keys(leaves):
                 raise EmberError(
                     "ember.source over Spark Connect: give key= on the DataFrame as read "
                     "(spark.read...load(), spark.table(...)), before any other step"
                 )
             return read
 
-        declare(self.spark, _leaves(df), relation, name, key)  # type: ignore[arg-type]  # a Connect session
+        declare(self.spark, leaves, relation, name, key)  # type: ignore[arg-type]  # a Connect session
 
     def dataframe(self, ref: str) -> ConnectFrame:
         """The rows of a plan the plan out named (a scan, to check a predicate against)."""
@@ -226,9 +228,7 @@ class Remote:
     def shaped(self, source: Source) -> Source:
         """The source as a check over none of its rows reads it (`numbering.shaped`)."""
         if source.kind == KEYED:
-            relation = self._relation(source)
-            keys = key_frame(relation, source.row_key).limit(0).toArrow().rename_columns(list(source.row_key))
-            return replace(source, rows=0, data=KeyedNumbering(keys, relation))
+            return keyed_shape(source, self._relation(source))
         return self.numbered(source) if source.kind == "memory" else source  # a counted source is read as it is
 
     def _relation(self, source: Source) -> DataFrame:
@@ -243,8 +243,8 @@ def _leaves(df: ConnectFrame) -> list[PlanTree]:
     return [] if out.plan is None else [p for p in plans(out.plan) if not p.children]
 
 
-def _source_keys(df: ConnectFrame) -> set[str | None]:
-    return {source_key(leaf) for leaf in _leaves(df)} - {None}
+def _source_keys(leaves: list[PlanTree]) -> set[str | None]:
+    return {source_key(leaf) for leaf in leaves} - {None}
 
 
 @dataclass

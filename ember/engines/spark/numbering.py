@@ -299,9 +299,7 @@ def shaped(jvm: Jvm, source: Source) -> Source:
     if source.kind == "memory" and not isinstance(source.data, pa.Table):
         return replace(source, rows=0, data=jvm.dataframe(source.data).limit(0).toArrow())
     if source.kind == KEYED and not isinstance(source.data, KeyedNumbering):
-        relation = jvm.dataframe(whole_relation(source.data))
-        keys = key_frame(relation, source.row_key).limit(0).toArrow().rename_columns(list(source.row_key))
-        return replace(source, rows=0, data=KeyedNumbering(keys, relation))
+        return keyed_shape(source, jvm.dataframe(whole_relation(source.data)))
     return source
 
 
@@ -364,16 +362,22 @@ class KeyedNumbering:
         return self.numbered(rids).orderBy(RID).toArrow()
 
 
-def key_frame(relation: DataFrame, row_key: tuple[str, ...]) -> DataFrame:
-    """A keyed relation's key columns (a field of `_metadata` named by its path)."""
-    return relation.select(*[relation[c] for c in row_key])
+def _key_table(relation: DataFrame, row_key: tuple[str, ...], limit: int | None = None) -> pa.Table:
+    """A keyed relation's key columns (a field of `_metadata` named by its path), read."""
+    keys = relation.select(*[relation[c] for c in row_key])
+    return (keys if limit is None else keys.limit(limit)).toArrow().rename_columns(list(row_key))
+
+
+def keyed_shape(source: Source, relation: DataFrame) -> Source:
+    """A keyed source with no keys numbered (`shaped`), over its `relation` of either session."""
+    return replace(source, rows=0, data=KeyedNumbering(_key_table(relation, source.row_key, 0), relation))
 
 
 def number_keyed(source: Source, relation: DataFrame) -> Source:
     """Reads a keyed source's key columns off its `relation` (one Spark job, on either
     session) and numbers its rows in key order. A key must identify rows: a null or
     repeated key is refused, naming an example."""
-    keys = key_frame(relation, source.row_key).toArrow().rename_columns(list(source.row_key))
+    keys = _key_table(relation, source.row_key)
     for column in keys.column_names:
         nulls = keys.column(column).null_count
         if nulls:
